@@ -1,0 +1,74 @@
+"""Exact evaluation: perplexity from fully normalised log-probabilities, never from a training surrogate."""
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .atomic import write_json
+from .batching import batchify, scored_positions, segments
+
+
+@torch.no_grad()
+def stream_log_probs(model, data: Tensor, bptt: int) -> tuple[Tensor, float]:
+    """log p(target | context) for every scored position of ``data`` (L, B): returns ((L-1, B), seconds)."""
+    was_training = model.training
+    model.eval()
+    hidden = model.init_state(data.shape[1], data.device)
+    out = []
+    t0 = time.perf_counter()
+    for _, x, y in segments(data, bptt):
+        lp, hidden = model.target_log_prob(x, y, hidden)
+        out.append(lp)
+    elapsed = time.perf_counter() - t0
+    model.train(was_training)
+    return torch.cat(out).float().cpu(), elapsed
+
+
+def true_log_probs_at(raw: Path, prepared: Path, split: str, positions: np.ndarray) -> np.ndarray:
+    """Synthetic corpora: the true log p of the tokens at ``positions`` of the encoded stream."""
+    from .prepare import load_split, load_vocab
+    from .synthetic import stream_log_probs as true_stream
+
+    truth = np.load(raw / "truth.npz")
+    logp, symbols = truth["log_prob"].astype(np.float64), list(truth["symbols"])
+    sym_index = {s: i for i, s in enumerate(symbols)}
+    to_sym = np.array([sym_index[t] for t in load_vocab(prepared)])  # model id -> generator symbol
+    stream = to_sym[load_split(prepared, split).astype(np.int64)]
+    order = json.loads((raw / "truth.json").read_text())["order"]
+    return true_stream(logp, order, stream)[positions]
+
+
+def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.device) -> dict:
+    from .prepare import load_split
+
+    bs = run_cfg["evaluation"]["batch_size"]
+    bptt = run_cfg["training"]["bptt"]
+    synthetic = (raw / "truth.npz").exists()
+    out = {}
+    for split in ("valid", "test"):
+        ids = load_split(prepared, split)
+        lp, seconds = stream_log_probs(model, batchify(ids, bs, device), bptt)
+        nll = float(-lp.double().mean())
+        row = {"nll": nll, "ppl": math.exp(nll), "tokens": int(lp.numel()),
+               "tokens_per_s_eval": lp.numel() / max(seconds, 1e-9)}
+        if synthetic:
+            pos = scored_positions(len(ids), bs)
+            true_nll = float(-true_log_probs_at(raw, prepared, split, pos.reshape(-1)).mean())
+            row.update(true_nll=true_nll, gap_nll=nll - true_nll)
+        out[split] = row
+    return out
+
+
+def write_metrics(path: Path, train_summary: dict, split_metrics: dict, dataset: str, method: str,
+                  peak_mem_mb_eval: float) -> dict:
+    metrics = {"dataset": dataset, "method": method, **{k: v for k, v in train_summary.items() if k != "config"},
+               "peak_mem_mb": max(train_summary["peak_mem_mb_train"], peak_mem_mb_eval),
+               "splits": split_metrics, "config": train_summary["config"]}
+    write_json(path, metrics)
+    return metrics

@@ -1,0 +1,114 @@
+"""The output-layer contract every method implements.
+
+Modelled on ``torch.nn.AdaptiveLogSoftmaxWithLoss``: a head owns its parameters,
+gives its *training* loss (which may be a sampled surrogate), and separately
+gives *exact, fully normalised* log-probabilities, which is all evaluation uses.
+
+Shapes: N = number of positions (batch x bptt flattened), d = head input size,
+V = vocabulary size.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import Tensor, nn
+
+
+@dataclass(frozen=True)
+class HeadContext:
+    """What a head may know about its data and encoder when it is built."""
+
+    vocab_size: int
+    in_dim: int
+    unigram_counts: Tensor | None = None  # (V,) train counts, frequency-sorted ids
+    tied_weight: nn.Parameter | None = None  # (V, d) input embedding to share, if tying
+
+
+class OutputLayer(nn.Module):
+    """Base class of all heads. Subclasses set ``Options`` and implement the two methods."""
+
+    @dataclass(frozen=True)
+    class Options:
+        pass
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, ctx: HeadContext, opts: "OutputLayer.Options"):
+        super().__init__()
+        self.vocab_size = ctx.vocab_size
+        self.in_dim = ctx.in_dim
+        self.opts = opts
+
+    def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
+        """Training loss, a scalar averaged over positions. hidden (N, d), target (N,)."""
+        raise NotImplementedError
+
+    def log_prob(self, hidden: Tensor) -> Tensor:
+        """Exact normalised log p(. | h): hidden (N, d) -> (N, V), each row logsumexp = 0."""
+        raise NotImplementedError
+
+    def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int = 1024) -> Tensor:
+        """Exact log p(target | h), (N,). Chunked over rows so memory stays O(chunk x V)."""
+        out = []
+        for start in range(0, hidden.shape[0], chunk_size):
+            lp = self.log_prob(hidden[start:start + chunk_size])  # (c, V)
+            out.append(lp.gather(1, target[start:start + chunk_size, None]).squeeze(1))
+        return torch.cat(out) if out else hidden.new_zeros(0)
+
+
+_REGISTRY: dict[str, type[OutputLayer]] = {}
+
+
+def register(name: str):
+    """Class decorator: make a head available to configs as ``type: <name>``."""
+
+    def deco(cls: type[OutputLayer]) -> type[OutputLayer]:
+        if name in _REGISTRY:
+            raise ValueError(f"output layer {name!r} registered twice")
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return deco
+
+
+def registry() -> dict[str, type[OutputLayer]]:
+    return dict(_REGISTRY)
+
+
+def build_head(spec: dict, ctx: HeadContext) -> OutputLayer:
+    """Build a head from a validated method spec such as ``{"type": "softmax", "chunk_size": 512}``."""
+    spec = dict(spec)
+    cls = _REGISTRY[spec.pop("type")]
+    return cls(ctx, cls.Options(**spec))
+
+
+def options_schema(cls: type[OutputLayer]) -> dict:
+    """JSON schema of a head's options, generated from its ``Options`` dataclass.
+
+    Field metadata may carry ``minimum``, ``exclusiveMinimum``, ``maximum``, ``enum`` and
+    ``description``; these are copied into the schema.
+    """
+    props: dict = {"type": True}
+    py2json = {int: "integer", float: "number", bool: "boolean", str: "string"}
+    hints = typing.get_type_hints(cls.Options)
+    for f in dataclasses.fields(cls.Options):
+        t = hints[f.name]
+        args = getattr(t, "__args__", None)
+        types = [py2json[a] for a in (args or (t,)) if a in py2json]
+        if float in (args or (t,)) and "integer" not in types:
+            types.append("integer")  # YAML writes 1.0 as 1
+        if args and type(None) in args:
+            types.append("null")
+        prop = {"type": types if len(types) > 1 else types[0]}
+        prop.update({k: v for k, v in f.metadata.items()})
+        if f.default is not dataclasses.MISSING:
+            prop["default"] = f.default
+        props[f.name] = prop
+    required = [f.name for f in dataclasses.fields(cls.Options)
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    return {"additionalProperties": False, "properties": props, "required": required}

@@ -1,0 +1,186 @@
+"""Training loop: truncated BPTT, SGD/Adam, clipping, plateau LR decay, checkpoints, resume.
+
+It knows nothing about the output layer: it calls ``model.loss`` and (for validation)
+``evaluate.stream_log_probs``. Outputs in the run directory:
+  model.pt      best-validation weights, with the run config that made them
+  history.csv   one row per epoch, rewritten atomically after every epoch
+  train.json    training summary (tokens/s, peak memory, wall time, parameters, config hash)
+  checkpoint.pt resume state while training runs (deleted when the run completes)
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from .atomic import atomic_path, write_json, write_text
+from .batching import batchify, num_segments, segments
+from .config import ModelConfig, TrainConfig, config_hash
+from .evaluate import stream_log_probs
+from .model import LanguageModel
+from .prepare import load_split
+from .runtime import peak_memory_mb, reset_peak_memory, rng_state, seed_everything, set_rng_state
+
+HISTORY_FIELDS = ["epoch", "lr", "train_loss", "valid_nll", "valid_ppl", "train_tokens_per_s", "epoch_time_s",
+                  "wall_time_s", "best"]
+
+
+class ResumeError(RuntimeError):
+    pass
+
+
+def build_model(run_cfg: dict, prepared: Path) -> LanguageModel:
+    meta = json.loads((prepared / "meta.json").read_text())
+    counts = torch.from_numpy(np.load(prepared / "noise.npz")["counts"])
+    return LanguageModel(meta["vocab_size"], ModelConfig(**run_cfg["model"]), run_cfg["method"], counts)
+
+
+def _make_optimizer(model: LanguageModel, tc: TrainConfig) -> torch.optim.Optimizer:
+    params = list(model.parameters())
+    if tc.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=tc.lr, weight_decay=tc.weight_decay)
+    return torch.optim.Adam(params, lr=tc.lr, weight_decay=tc.weight_decay)
+
+
+def _save(path: Path, obj: dict) -> None:
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
+
+
+def _history_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=HISTORY_FIELDS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
+          stop_after_steps: int | None = None) -> dict | None:
+    """Train one (dataset, method) run into ``out_dir``; resume from ``checkpoint.pt`` if present.
+
+    ``stop_after_steps`` simulates an interruption (tests): return None after that many
+    optimizer steps in this call, leaving only the checkpoint behind.
+    """
+    tc = TrainConfig(**run_cfg["training"])
+    chash = config_hash(run_cfg)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ckpt_path = out_dir / "checkpoint.pt"
+
+    seed_everything(run_cfg["seed"])
+    model = build_model(run_cfg, prepared).to(device)
+    optimizer = _make_optimizer(model, tc)
+    train_data = batchify(load_split(prepared, "train"), tc.batch_size, device)
+    valid_data = batchify(load_split(prepared, "valid"), tc.eval_batch_size, device)
+    n_seg = num_segments(train_data, tc.bptt)
+    if tc.max_steps_per_epoch:
+        n_seg = min(n_seg, tc.max_steps_per_epoch)
+
+    st = {"epoch": 0, "step_in_epoch": 0, "lr": tc.lr, "best_valid_nll": math.inf, "history": [],
+          "train_time_s": 0.0, "train_tokens": 0, "wall_time_s": 0.0, "loss_sum": 0.0, "loss_count": 0}
+    hidden = model.init_state(tc.batch_size, device)
+    if ckpt_path.exists():
+        ck = torch.load(ckpt_path, map_location=device, weights_only=False)
+        if ck["config_hash"] != chash:
+            raise ResumeError(f"{ckpt_path} was written by a different config (hash {ck['config_hash']}, "
+                              f"now {chash}); delete it to start this run afresh")
+        model.load_state_dict(ck["model"])
+        optimizer.load_state_dict(ck["optimizer"])
+        st = ck["state"]
+        hidden = tuple(h.to(device) for h in ck["hidden"])
+        set_rng_state(ck["rng"])
+        print(f"resumed from {ckpt_path}: epoch {st['epoch'] + 1}, step {st['step_in_epoch']}", file=sys.stderr)
+
+    def checkpoint() -> None:
+        _save(ckpt_path, {"config": run_cfg, "config_hash": chash, "model": model.state_dict(),
+                          "optimizer": optimizer.state_dict(), "state": st, "hidden": hidden, "rng": rng_state()})
+
+    reset_peak_memory(device)
+    t_call = time.perf_counter()
+    wall0 = st["wall_time_s"]
+    steps_this_call = 0
+    while st["epoch"] < tc.epochs:
+        model.train()
+        for g in optimizer.param_groups:
+            g["lr"] = st["lr"]
+        if st["step_in_epoch"] == 0:
+            hidden = model.init_state(tc.batch_size, device)
+            st["loss_sum"], st["loss_count"] = 0.0, 0
+            st["epoch_train_time_s"], st["epoch_tokens"] = 0.0, 0
+        bar = tqdm(total=n_seg, initial=st["step_in_epoch"], desc=f"epoch {st['epoch'] + 1}/{tc.epochs}",
+                   file=sys.stderr, mininterval=1.0 if sys.stderr.isatty() else 30.0, leave=False)
+        for k, x, y in segments(train_data, tc.bptt, start=st["step_in_epoch"]):
+            if k >= n_seg:
+                break
+            t0 = time.perf_counter()
+            hidden = tuple(h.detach() for h in hidden)
+            loss, hidden = model.loss(x, y, hidden)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if tc.clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.clip)
+            optimizer.step()
+            dt = time.perf_counter() - t0
+            st["epoch_train_time_s"] += dt
+            st["epoch_tokens"] += y.numel()
+            st["loss_sum"] += loss.item() * y.numel()
+            st["loss_count"] += y.numel()
+            st["step_in_epoch"] = k + 1
+            bar.update(1)
+            bar.set_postfix(loss=f"{st['loss_sum'] / st['loss_count']:.3f}", lr=st["lr"], refresh=False)
+            steps_this_call += 1
+            if tc.checkpoint_every_steps and st["step_in_epoch"] % tc.checkpoint_every_steps == 0:
+                st["wall_time_s"] = wall0 + time.perf_counter() - t_call
+                checkpoint()
+            if stop_after_steps is not None and steps_this_call >= stop_after_steps:
+                st["wall_time_s"] = wall0 + time.perf_counter() - t_call
+                checkpoint()
+                bar.close()
+                return None
+        bar.close()
+
+        lp, _ = stream_log_probs(model, valid_data, tc.bptt)
+        valid_nll = float(-lp.double().mean())
+        improved = valid_nll < st["best_valid_nll"]
+        st["train_time_s"] += st["epoch_train_time_s"]
+        st["train_tokens"] += st["epoch_tokens"]
+        st["history"].append({
+            "epoch": st["epoch"] + 1, "lr": st["lr"], "train_loss": st["loss_sum"] / max(st["loss_count"], 1),
+            "valid_nll": valid_nll, "valid_ppl": math.exp(valid_nll),
+            "train_tokens_per_s": st["epoch_tokens"] / max(st["epoch_train_time_s"], 1e-9),
+            "epoch_time_s": st["epoch_train_time_s"], "wall_time_s": wall0 + time.perf_counter() - t_call,
+            "best": improved})
+        row = st["history"][-1]
+        print(f"epoch {row['epoch']:3d} | lr {row['lr']:.4g} | train loss {row['train_loss']:.4f} | "
+              f"valid ppl {row['valid_ppl']:.2f} | {row['train_tokens_per_s']:.0f} tok/s", file=sys.stderr)
+        if improved:
+            st["best_valid_nll"] = valid_nll
+            _save(out_dir / "model.pt", {"config": run_cfg, "config_hash": chash, "model": model.state_dict(),
+                                         "epoch": st["epoch"] + 1, "valid_nll": valid_nll})
+        else:
+            st["lr"] /= tc.lr_decay
+        st["epoch"] += 1
+        st["step_in_epoch"] = 0
+        st["wall_time_s"] = wall0 + time.perf_counter() - t_call
+        write_text(out_dir / "history.csv", _history_csv(st["history"]))
+        checkpoint()
+
+    summary = {
+        "config": run_cfg, "config_hash": chash, "seed": run_cfg["seed"], "device": str(device),
+        "torch": torch.__version__, "threads": torch.get_num_threads(), "params": model.num_params(),
+        "epochs": tc.epochs, "best_epoch": int(np.argmin([r["valid_nll"] for r in st["history"]]) + 1),
+        "best_valid_nll": st["best_valid_nll"], "train_tokens": st["train_tokens"],
+        "train_time_s": st["train_time_s"], "tokens_per_s_train": st["train_tokens"] / max(st["train_time_s"], 1e-9),
+        "wall_time_s": st["wall_time_s"], "peak_mem_mb_train": peak_memory_mb(device),
+    }
+    write_json(out_dir / "train.json", summary)
+    ckpt_path.unlink()
+    return summary
