@@ -38,7 +38,8 @@ def true_log_probs_at(raw: Path, prepared: Path, split: str, positions: np.ndarr
     truth = np.load(raw / "truth.npz")
     logp, symbols = truth["log_prob"].astype(np.float64), list(truth["symbols"])
     sym_index = {s: i for i, s in enumerate(symbols)}
-    to_sym = np.array([sym_index[t] for t in load_vocab(prepared)])  # model id -> generator symbol
+    # model id -> generator symbol; <unk> (never produced by the generator) maps nowhere
+    to_sym = np.array([sym_index.get(t, -1) for t in load_vocab(prepared)])
     stream = to_sym[load_split(prepared, split).astype(np.int64)]
     order = json.loads((raw / "truth.json").read_text())["order"]
     return true_stream(logp, order, stream)[positions]

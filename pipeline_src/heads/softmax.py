@@ -31,13 +31,16 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
         total = torch.zeros((), dtype=torch.float64, device=h.device)
         for s in range(0, n, chunk_size):
             hc, tc = h[s:s + chunk_size], target[s:s + chunk_size]  # (c, d), (c,)
+            rows = torch.arange(hc.shape[0], device=h.device)
             logits = F.linear(hc, weight, bias)  # (c, V)
-            lse = torch.logsumexp(logits, dim=1)  # (c,)
-            total += (lse - logits.gather(1, tc[:, None]).squeeze(1)).sum(dtype=torch.float64)
+            picked = logits[rows, tc]  # (c,) target logits
+            top = logits.amax(dim=1)  # (c,)
+            p = logits.sub_(top[:, None]).exp_()  # unnormalised softmax, in place: one exp pass
+            z = p.sum(dim=1)  # (c,)
+            total += (top + z.log() - picked).sum(dtype=torch.float64)
             if want_h or want_w or want_b:
-                g = logits.sub_(lse[:, None]).exp_()  # softmax, in place: (c, V)
-                g[torch.arange(g.shape[0], device=g.device), tc] -= 1.0
-                g.div_(n)  # d(mean loss)/d logits
+                g = p.mul_((1.0 / (z * n))[:, None])  # softmax / N = d(mean loss)/d logits, minus the one-hot
+                g[rows, tc] -= 1.0 / n
                 if grad_h is not None:
                     torch.mm(g, weight, out=grad_h[s:s + chunk_size])
                 if grad_w is not None:
@@ -50,9 +53,10 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out: Tensor):
-        grad_h, grad_w, grad_b = ctx.saved_tensors
-        scale = lambda g: None if g is None else g * grad_out  # noqa: E731
-        return scale(grad_h), scale(grad_w), scale(grad_b), None, None
+        # The gradients were computed in forward for a unit upstream gradient; scale them in
+        # place (backward runs once), which costs nothing extra when grad_out is 1.
+        grads = [None if g is None else g.mul_(grad_out) for g in ctx.saved_tensors]
+        return grads[0], grads[1], grads[2], None, None
 
 
 def linear_cross_entropy(h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
@@ -85,3 +89,12 @@ class Softmax(OutputLayer):
 
     def log_prob(self, hidden: Tensor) -> Tensor:
         return F.log_softmax(F.linear(hidden, self.weight, self.bias), dim=-1)
+
+    def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
+        chunk_size = chunk_size or self.opts.chunk_size
+        out = []
+        for s in range(0, hidden.shape[0], chunk_size):
+            logits = F.linear(hidden[s:s + chunk_size], self.weight, self.bias)  # (c, V)
+            t = target[s:s + chunk_size]
+            out.append(logits.gather(1, t[:, None]).squeeze(1) - torch.logsumexp(logits, dim=1))
+        return torch.cat(out) if out else hidden.new_zeros(0)

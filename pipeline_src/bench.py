@@ -1,0 +1,159 @@
+"""Speed and memory of every output layer against the floor a softmax layer cannot avoid.
+
+For N rows of size d and a vocabulary V, any exact softmax layer must compute three matrix
+products per training step: logits = h W^T (N x V), dh = G W (N x d) and dW = G^T h (V x d).
+The bench times those three products alone (the *floor*), then each registered head's
+forward+backward (``head.loss`` + ``backward``) and exact evaluation (``head.target_log_prob``,
+compared with the one-product floor h W^T), in the same process and the same run, and reports
+ratios. Peak memory is the high-water mark of tensor bytes allocated during one training step
+(from the PyTorch profiler's allocator events on CPU, ``max_memory_allocated`` on CUDA), next to
+that of the unchunked reference ``F.linear`` + ``F.cross_entropy``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from . import paths
+from .atomic import atomic_path, write_json
+from .heads import HeadContext, build_head
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_fn(fn: Callable[[], None], device: torch.device, repeats: int, warmup: int) -> float:
+    """Median wall time of ``fn`` in milliseconds."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        _sync(device)
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def peak_bytes(fn: Callable[[], None], device: torch.device) -> int:
+    """Extra tensor bytes alive at the high-water mark while ``fn`` runs."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - base
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    fd, trace = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(trace)
+        events = json.load(open(trace))["traceEvents"]
+    finally:
+        os.unlink(trace)
+    mem = [e["args"] for e in events if e.get("name") == "[memory]"]
+    if not mem:
+        return 0
+    base = mem[0]["Total Allocated"] - mem[0]["Bytes"]
+    return max(a["Total Allocated"] for a in mem) - base
+
+
+def zipf_counts(v: int) -> torch.Tensor:
+    return torch.from_numpy((1e7 / np.arange(1, v + 1)).astype(np.int64))
+
+
+def bench_one(method: str, spec: dict, v: int, n: int, d: int, device: torch.device, repeats: int,
+              warmup: int) -> dict:
+    g = torch.Generator().manual_seed(0)
+    counts = zipf_counts(v)
+    head = build_head(spec, HeadContext(vocab_size=v, in_dim=d, unigram_counts=counts)).to(device)
+    h = torch.randn(n, d, generator=g).to(device).requires_grad_()
+    target = torch.multinomial(counts.double(), n, replacement=True, generator=g).to(device)
+
+    def step() -> None:
+        head.zero_grad(set_to_none=True)
+        h.grad = None
+        head.loss(h, target).backward()
+
+    def evaluate() -> None:
+        with torch.no_grad():
+            head.target_log_prob(h, target)
+
+    return {"method": method, "train_ms": time_fn(step, device, repeats, warmup),
+            "eval_ms": time_fn(evaluate, device, repeats, warmup),
+            "peak_mem_mb": peak_bytes(step, device) / 2**20,
+            "params": sum(p.numel() for p in head.parameters())}
+
+
+def floor_and_reference(v: int, n: int, d: int, device: torch.device, repeats: int, warmup: int) -> dict:
+    g = torch.Generator().manual_seed(1)
+    h = torch.randn(n, d, generator=g).to(device)
+    w = torch.randn(v, d, generator=g).to(device)
+    grad_logits = torch.randn(n, v, generator=g).to(device)
+
+    def three_products() -> None:
+        torch.mm(h, w.t())  # logits (N, V)
+        torch.mm(grad_logits, w)  # dh (N, d)
+        torch.mm(grad_logits.t(), h)  # dW (V, d)
+
+    floor = time_fn(three_products, device, repeats, warmup)
+    floor_eval = time_fn(lambda: torch.mm(h, w.t()), device, repeats, warmup)
+    del grad_logits
+    hr, wr = h.clone().requires_grad_(), w.clone().requires_grad_()
+    br = torch.zeros(v, device=device, requires_grad=True)
+    target = torch.randint(0, v, (n,), generator=g).to(device)
+
+    def reference() -> None:
+        hr.grad = wr.grad = br.grad = None
+        F.cross_entropy(F.linear(hr, wr, br), target).backward()
+
+    return {"floor_ms": floor, "floor_eval_ms": floor_eval, "reference_ms": time_fn(reference, device, repeats, warmup),
+            "reference_peak_mem_mb": peak_bytes(reference, device) / 2**20}
+
+
+def run_bench(params: dict, device: torch.device, quick: bool = False) -> pd.DataFrame:
+    b = params["bench"]
+    vocab_sizes, n, d, repeats = b["vocab_sizes"], b["tokens"], b["dim"], b["repeats"]
+    if quick:
+        vocab_sizes, n, d, repeats = [min(vocab_sizes), 2 * min(vocab_sizes)], min(n, 64), min(d, 32), 2
+    rows = []
+    for v in vocab_sizes:
+        ref = floor_and_reference(v, n, d, device, repeats, b.get("warmup", 1))
+        for method in b["methods"]:
+            r = bench_one(method, params["methods"][method], v, n, d, device, repeats, b.get("warmup", 1))
+            rows.append({"vocab": v, **r, **ref,
+                         "train_vs_floor": r["train_ms"] / ref["floor_ms"],
+                         "eval_vs_floor": r["eval_ms"] / ref["floor_eval_ms"],
+                         "mem_vs_reference": r["peak_mem_mb"] / ref["reference_peak_mem_mb"]})
+            print(f"bench V={v} {method}: {r['train_ms']:.1f} ms/step ({rows[-1]['train_vs_floor']:.2f}x floor)",
+                  file=sys.stderr)
+    df = pd.DataFrame(rows)
+    cols = ["vocab", "method", "train_ms", "floor_ms", "train_vs_floor", "eval_ms", "floor_eval_ms", "eval_vs_floor",
+            "peak_mem_mb", "reference_peak_mem_mb", "mem_vs_reference", "reference_ms", "params"]
+    df = df[cols]
+    out = paths.bench_path(params)
+    with atomic_path(out) as tmp:
+        df.to_csv(tmp, index=False)
+    write_json(out.with_suffix(".json"), {"tokens": n, "dim": d, "repeats": repeats, "device": str(device),
+                                          "threads": torch.get_num_threads(), "torch": torch.__version__,
+                                          "quick": quick, "bench": b})
+    print(f"N = {n} rows, d = {d}, {device}, {torch.get_num_threads()} threads; times are medians of {repeats}")
+    print(df.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    return df
