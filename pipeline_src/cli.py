@@ -41,10 +41,10 @@ def _prepare(params: dict, args) -> None:
     print(f"wrote {out}: vocabulary {meta['vocab_size']:,}; tokens {counts}")
 
 
-def _device(params: dict):
+def _device(params: dict, args):
     from .runtime import resolve_device, set_threads
 
-    set_threads(params.get("threads"))
+    set_threads(args.threads)
     return resolve_device(params["device"])
 
 
@@ -54,7 +54,7 @@ def _train(params: dict, args) -> None:
 
     cfg = run_config(params, args.dataset, args.method)
     summary = train(cfg, paths.prepared_dir(params, args.dataset), paths.run_dir(params, args.dataset, args.method),
-                    _device(params))
+                    _device(params, args))
     print(f"trained {args.dataset}/{args.method}: best valid nll {summary['best_valid_nll']:.4f}, "
           f"{summary['tokens_per_s_train']:.0f} train tokens/s")
 
@@ -68,7 +68,7 @@ def _evaluate(params: dict, args) -> None:
     from .runtime import peak_memory_mb, reset_peak_memory
     from .train import build_model
 
-    device = _device(params)
+    device = _device(params, args)
     run = paths.run_dir(params, args.dataset, args.method)
     ckpt = torch.load(run / "model.pt", map_location=device, weights_only=False)
     prepared = paths.prepared_dir(params, args.dataset)
@@ -101,7 +101,7 @@ def _report(params: dict, args) -> None:
 def _bench(params: dict, args) -> None:
     from .bench import run_bench
 
-    run_bench(params, _device(params), quick=args.quick)
+    run_bench(params, _device(params, args), quick=args.quick)
 
 
 def _check(params: dict, args) -> None:
@@ -128,6 +128,9 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument("--config", default="params.yaml", help="params file (default: params.yaml)")
         for arg in needs:
             sp.add_argument(f"--{arg}", required=True)
+        if name in ("train", "evaluate", "bench"):
+            sp.add_argument("--threads", type=int, default=None,
+                            help="torch CPU threads (Snakemake passes the job's threads; default: torch's choice)")
         if name == "bench":
             sp.add_argument("--quick", action="store_true", help="small sizes, for tests")
     return p
@@ -145,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "method", None) is not None and args.method not in params["methods"]:
             raise ConfigError(f"{args.config}: unknown method {args.method!r}; defined: {sorted(params['methods'])}")
         COMMANDS[args.command][0](params, args)
-    except (ConfigError, CorpusError, ResumeError) as e:
+    except (ConfigError, CorpusError, ResumeError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -1,0 +1,14 @@
+# LM output-layer benchmark: the table of contents.
+# Every step is `python -m pipeline_src <step>`; DVC's dvc.yaml calls the same CLI.
+# Config: params.yaml (or `--config params=FILE`), validated before any job starts.
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        get_final_outputs(),
+    default_target: True

@@ -1,0 +1,31 @@
+"""Execute the report notebook with papermill and render it to HTML. The notebook reads only results."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import paths
+from .atomic import atomic_path
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "workflow" / "notebooks" / "report.ipynb"
+
+
+def render(params: dict, params_file: Path, notebook: Path = NOTEBOOK) -> Path:
+    import nbformat
+    import papermill
+    from nbconvert import HTMLExporter
+
+    html_path = paths.report_path(params)
+    nb_path = html_path.with_suffix(".ipynb")
+    parameters = {
+        "summary_csv": str(paths.summary_path(params).resolve()),
+        "history_csv": str(paths.history_path(params).resolve()),
+        "bench_csv": str(paths.bench_path(params).resolve()),
+    }
+    with atomic_path(nb_path, suffix=".ipynb") as tmp:
+        papermill.execute_notebook(str(notebook), str(tmp), parameters=parameters, progress_bar=False,
+                                   kernel_name="python3", cwd=str(html_path.parent.resolve()))
+    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    body, _ = exporter.from_notebook_node(nbformat.read(nb_path, as_version=4))
+    with atomic_path(html_path, suffix=".html") as tmp:
+        tmp.write_text(body, encoding="utf-8")
+    return html_path

@@ -1,0 +1,69 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, workflow.basedir)
+
+from pipeline_src import paths
+from pipeline_src.config import ConfigError, config_hash, data_config, load, run_config
+
+
+# One params file for Snakemake, DVC and the CLI. Choose another with `--config params=FILE`;
+# `--configfile` would merge files behind the CLI's back, so it is refused.
+if set(config) - {"params"}:
+    raise WorkflowError(
+        "pass the params file as `--config params=FILE` (not --configfile or other --config keys); "
+        f"got config keys {sorted(config)}"
+    )
+PARAMS_FILE = config.get("params", "params.yaml")
+try:
+    P = load(PARAMS_FILE)
+except ConfigError as e:
+    raise WorkflowError(str(e)) from None
+
+PY = f"{sys.executable} -m pipeline_src"
+CLI = f"{PY} {{step}} --config {PARAMS_FILE}"
+DATASETS = P["run"]["datasets"]
+METHODS = P["run"]["methods"]
+
+
+wildcard_constraints:
+    dataset="[A-Za-z0-9][A-Za-z0-9_.-]*",
+    method="[A-Za-z0-9][A-Za-z0-9_.-]*",
+
+
+def cli(step, **args):
+    """The shell command of one pipeline step; identical in shape to the DVC stage's `cmd`."""
+    return " ".join([CLI.format(step=step)] + [f"--{k} {v}" for k, v in args.items()])
+
+
+def get_raw_dir(wildcards):
+    return str(paths.raw_dir(P, wildcards.dataset))
+
+
+def get_prepared_dir(wildcards):
+    return str(paths.prepared_dir(P, wildcards.dataset))
+
+
+def get_data_hash(wildcards):
+    return config_hash(data_config(P, wildcards.dataset))
+
+
+def get_run_hash(wildcards):
+    return config_hash(run_config(P, wildcards.dataset, wildcards.method))
+
+
+def get_all_metrics(wildcards=None):
+    return [str(paths.metrics_path(P, d, m)) for d in DATASETS for m in METHODS]
+
+
+def get_all_histories(wildcards=None):
+    return [str(paths.run_dir(P, d, m) / "history.csv") for d in DATASETS for m in METHODS]
+
+
+def get_final_outputs():
+    return [str(paths.summary_path(P)), str(paths.report_path(P)), str(paths.bench_path(P))]
+
+
+RESULTS = P["results_dir"]
+DATA = P["data_dir"]
+LOGS = f"{RESULTS}/logs"

@@ -1,0 +1,22 @@
+rule fetch:
+    output:
+        directory(f"{DATA}/raw/{{dataset}}"),
+    params:
+        data_hash=get_data_hash,
+    log:
+        f"{LOGS}/fetch/{{dataset}}.log",
+    shell:
+        cli("fetch", dataset="{wildcards.dataset}") + " > {log} 2>&1"
+
+
+rule prepare:
+    input:
+        get_raw_dir,
+    output:
+        directory(f"{DATA}/prepared/{{dataset}}"),
+    params:
+        data_hash=get_data_hash,
+    log:
+        f"{LOGS}/prepare/{{dataset}}.log",
+    shell:
+        cli("prepare", dataset="{wildcards.dataset}") + " > {log} 2>&1"

@@ -1,0 +1,40 @@
+rule summarize:
+    input:
+        get_all_metrics,
+        get_all_histories,
+    output:
+        summary=f"{RESULTS}/summary.csv",
+        history=f"{RESULTS}/history.csv",
+    log:
+        f"{LOGS}/summarize.log",
+    shell:
+        cli("summarize") + " > {log} 2>&1"
+
+
+rule bench:
+    output:
+        table=f"{RESULTS}/bench.csv",
+        meta=f"{RESULTS}/bench.json",
+    params:
+        bench=P["bench"],
+        methods=[P["methods"][m] for m in P["bench"]["methods"]],
+    log:
+        f"{LOGS}/bench.log",
+    threads: 1
+    shell:
+        cli("bench", threads="{threads}") + " > {log} 2>&1"
+
+
+rule report:
+    input:
+        summary=f"{RESULTS}/summary.csv",
+        history=f"{RESULTS}/history.csv",
+        bench=f"{RESULTS}/bench.csv",
+        notebook="workflow/notebooks/report.ipynb",
+    output:
+        html=f"{RESULTS}/report.html",
+        notebook=f"{RESULTS}/report.ipynb",
+    log:
+        f"{LOGS}/report.log",
+    shell:
+        cli("report") + " > {log} 2>&1"
