@@ -20,7 +20,13 @@ try:
 except ConfigError as e:
     raise WorkflowError(str(e)) from None
 
-PY = f"{sys.executable} -m pipeline_src"
+# Under `--sdm conda` each job runs in envs/environment.yaml and `python` is that env's;
+# otherwise jobs use the interpreter running Snakemake (the project's venv).
+from snakemake.settings.types import DeploymentMethod
+
+_CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
+PY = f"{'python' if _CONDA else sys.executable} -m pipeline_src"
+ENV = "../../envs/environment.yaml"
 CLI = f"{PY} {{step}} --config {PARAMS_FILE}"
 DATASETS = P["run"]["datasets"]
 METHODS = P["run"]["methods"]

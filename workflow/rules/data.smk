@@ -5,6 +5,8 @@ rule fetch:
         data_hash=get_data_hash,
     log:
         f"{LOGS}/fetch/{{dataset}}.log",
+    conda:
+        ENV
     shell:
         cli("fetch", dataset="{wildcards.dataset}") + " > {log} 2>&1"
 
@@ -18,5 +20,7 @@ rule prepare:
         data_hash=get_data_hash,
     log:
         f"{LOGS}/prepare/{{dataset}}.log",
+    conda:
+        ENV
     shell:
         cli("prepare", dataset="{wildcards.dataset}") + " > {log} 2>&1"

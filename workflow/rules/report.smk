@@ -7,6 +7,8 @@ rule summarize:
         history=f"{RESULTS}/history.csv",
     log:
         f"{LOGS}/summarize.log",
+    conda:
+        ENV
     shell:
         cli("summarize") + " > {log} 2>&1"
 
@@ -20,6 +22,8 @@ rule bench:
         methods=[P["methods"][m] for m in P["bench"]["methods"]],
     log:
         f"{LOGS}/bench.log",
+    conda:
+        ENV
     threads: 1
     shell:
         cli("bench", threads="{threads}") + " > {log} 2>&1"
@@ -36,5 +40,7 @@ rule report:
         notebook=f"{RESULTS}/report.ipynb",
     log:
         f"{LOGS}/report.log",
+    conda:
+        ENV
     shell:
         cli("report") + " > {log} 2>&1"

@@ -9,6 +9,8 @@ rule train:
         run_hash=get_run_hash,
     log:
         f"{LOGS}/train/{{dataset}}/{{method}}.log",
+    conda:
+        ENV
     threads: 1
     shell:
         cli("train", dataset="{wildcards.dataset}", method="{wildcards.method}", threads="{threads}")
@@ -26,6 +28,8 @@ rule evaluate:
         run_hash=get_run_hash,
     log:
         f"{LOGS}/evaluate/{{dataset}}/{{method}}.log",
+    conda:
+        ENV
     threads: 1
     shell:
         cli("evaluate", dataset="{wildcards.dataset}", method="{wildcards.method}", threads="{threads}")
