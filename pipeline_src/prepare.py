@@ -93,11 +93,12 @@ def _prepare_word(raw: Path, tok: dict, tmp: Path) -> tuple[list[str], np.ndarra
 def _prepare_spm(raw: Path, tok: dict, seed: int, tmp: Path) -> tuple[list[str], np.ndarray, dict]:
     import sentencepiece as spm
 
+    spm.set_random_generator_seed(seed)
     spm.SentencePieceTrainer.train(
         input=str(raw / "train.txt"), model_prefix=str(tmp / "spm"), vocab_size=tok["vocab_size"],
         model_type=tok.get("model_type", "unigram"), character_coverage=tok.get("character_coverage", 1.0),
         max_sentence_length=tok.get("max_sentence_length", 16384), bos_id=-1, eos_id=-1, pad_id=-1,
-        unk_piece="<spm-unk>", user_defined_symbols=[UNK], random_seed=seed, num_threads=1,
+        unk_piece="<spm-unk>", user_defined_symbols=[UNK], num_threads=1,
         input_sentence_size=2_000_000, shuffle_input_sentence=True, minloglevel=2)
     (tmp / "spm.vocab").unlink()
     sp = spm.SentencePieceProcessor(model_file=str(tmp / "spm.model"))

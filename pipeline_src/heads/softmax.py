@@ -53,9 +53,9 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out: Tensor):
-        # The gradients were computed in forward for a unit upstream gradient; scale them in
-        # place (backward runs once), which costs nothing extra when grad_out is 1.
-        grads = [None if g is None else g.mul_(grad_out) for g in ctx.saved_tensors]
+        # The gradients were computed in forward for a unit upstream gradient. Scale out of
+        # place: the saved tensors must survive a second backward (retain_graph, gradcheck).
+        grads = [None if g is None else g * grad_out for g in ctx.saved_tensors]
         return grads[0], grads[1], grads[2], None, None
 
 

@@ -1,0 +1,53 @@
+import copy
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def mirror() -> Path:
+    """The offline corpus mirror: $LMBENCH_MIRROR, else ../shared/corpora beside the checkout."""
+    path = Path(os.environ.get("LMBENCH_MIRROR") or ROOT.parent / "shared" / "corpora")
+    if not (path / "ptb" / "ptb.train.txt").exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"corpus mirror not found at {path} (CI must have ../shared/corpora)")
+        pytest.skip(f"corpus mirror not found at {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def default_params() -> dict:
+    return yaml.safe_load((ROOT / "params.yaml").read_text())
+
+
+def tiny_params(base: dict, tmp_path: Path) -> dict:
+    """The default config shrunk to seconds: a 30-word synthetic language, a 16-unit LSTM."""
+    p = copy.deepcopy(base)
+    p["data_dir"] = str(tmp_path / "data")
+    p["results_dir"] = str(tmp_path / "results")
+    p["run"] = {"datasets": ["tiny"], "methods": ["softmax"]}
+    p["datasets"] = {"tiny": {
+        "corpus": {"type": "synthetic", "vocab_size": 30, "order": 2, "dirichlet_beta": 0.5, "support": 5,
+                   "smoothing": 0.01, "train_tokens": 6000, "valid_tokens": 1000, "test_tokens": 1000},
+        "tokenizer": {"type": "word"},
+        "model": {"emb_dim": 16, "hidden_dim": 16, "layers": 1, "dropout": 0.1, "tie_weights": True},
+        "training": {"epochs": 3, "batch_size": 8, "bptt": 10, "optimizer": "adam", "lr": 0.01, "clip": 1.0,
+                     "lr_decay": 2, "eval_batch_size": 4},
+    }}
+    p["evaluation"] = {"batch_size": 4}
+    p["bench"] = {"methods": ["softmax"], "vocab_sizes": [50], "tokens": 16, "dim": 8, "repeats": 1, "warmup": 0}
+    return p
+
+
+@pytest.fixture
+def tiny(default_params, tmp_path) -> dict:
+    return tiny_params(default_params, tmp_path)
+
+
+def write_params(params: dict, path: Path) -> Path:
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+    return path

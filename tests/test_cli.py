@@ -1,0 +1,48 @@
+import subprocess
+import sys
+
+from conftest import ROOT, write_params
+
+
+def run(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "pipeline_src", *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_bad_config_fails_cleanly_naming_the_key(tmp_path, tiny):
+    tiny["training"]["optimizer"] = "rmsprop"
+    cfg = write_params(tiny, tmp_path / "p.yaml")
+    r = run("fetch", "--config", str(cfg), "--dataset", "tiny")
+    assert r.returncode == 2
+    assert "key 'training.optimizer'" in r.stderr and "['sgd', 'adam']" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert not (tmp_path / "data").exists()
+
+
+def test_unknown_dataset_and_missing_inputs_are_clear(tmp_path, tiny):
+    cfg = write_params(tiny, tmp_path / "p.yaml")
+    r = run("prepare", "--config", str(cfg), "--dataset", "ptbx")
+    assert r.returncode == 2 and "unknown dataset 'ptbx'" in r.stderr and "Traceback" not in r.stderr
+    r = run("summarize", "--config", str(cfg))
+    assert r.returncode == 2 and "metrics.json is missing" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_offline_fetch_without_mirror_is_one_clear_error(tmp_path, tiny):
+    tiny["datasets"]["ptb"] = {"corpus": {"type": "ptb"}, "tokenizer": {"type": "word"}}
+    cfg = write_params(tiny, tmp_path / "p.yaml")
+    # an unroutable proxy makes every download fail fast, as on an air-gapped machine
+    env = {"PATH": "/usr/bin:/bin", "http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9"}
+    r = subprocess.run([sys.executable, "-m", "pipeline_src", "fetch", "--config", str(cfg), "--dataset", "ptb"],
+                       cwd=ROOT, capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "could not obtain corpus 'ptb'" in r.stderr and "LMBENCH_MIRROR" in r.stderr
+    assert not (tmp_path / "data" / "raw" / "ptb").exists()
+
+
+def test_mirror_from_the_environment(tmp_path, tiny, mirror):
+    tiny["datasets"]["ptb"] = {"corpus": {"type": "ptb"}, "tokenizer": {"type": "word"}}
+    cfg = write_params(tiny, tmp_path / "p.yaml")
+    env = {"PATH": "/usr/bin:/bin", "LMBENCH_MIRROR": str(mirror), "http_proxy": "http://127.0.0.1:9"}
+    r = subprocess.run([sys.executable, "-m", "pipeline_src", "fetch", "--config", str(cfg), "--dataset", "ptb"],
+                       cwd=ROOT, capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "data" / "raw" / "ptb" / "train.txt").stat().st_size == 5_101_618

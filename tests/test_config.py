@@ -1,0 +1,84 @@
+import copy
+
+import pytest
+
+from pipeline_src import config
+from pipeline_src.config import ConfigError
+
+
+def test_default_params_are_valid(default_params):
+    p = config.validate(copy.deepcopy(default_params))
+    assert p["run"]["datasets"] == ["synth"]
+    assert config.model_config(p, "synth").hidden_dim == 16  # dataset override of the global 200
+    assert config.model_config(p, "ptb").hidden_dim == 200
+
+
+def _error(params) -> str:
+    with pytest.raises(ConfigError) as e:
+        config.validate(params)
+    return str(e.value)
+
+
+def test_unknown_key_is_named_with_allowed_keys(default_params):
+    p = copy.deepcopy(default_params)
+    p["training"]["learning_rate"] = 1.0
+    msg = _error(p)
+    assert "training" in msg and "'learning_rate' was unexpected" in msg
+    assert "allowed keys here" in msg and "'lr'" in msg
+
+
+def test_bad_enum_lists_allowed_values(default_params):
+    p = copy.deepcopy(default_params)
+    p["training"]["optimizer"] = "adamw"
+    msg = _error(p)
+    assert "key 'training.optimizer'" in msg and "'adamw'" in msg and "['sgd', 'adam']" in msg
+
+
+def test_bad_nested_corpus_value(default_params):
+    p = copy.deepcopy(default_params)
+    p["datasets"]["synth"]["corpus"]["order"] = 9
+    msg = _error(p)
+    assert "datasets.synth.corpus.order" in msg and "9" in msg
+
+
+def test_method_options_come_from_the_head(default_params):
+    p = copy.deepcopy(default_params)
+    p["methods"]["softmax"]["chunk"] = 3
+    msg = _error(p)
+    assert "methods.softmax" in msg and "'chunk' was unexpected" in msg and "chunk_size" in msg
+    p["methods"]["softmax"] = {"type": "nope"}
+    msg = _error(p)
+    assert "methods.softmax.type" in msg and "'softmax'" in msg
+
+
+def test_run_must_reference_defined_entries(default_params):
+    p = copy.deepcopy(default_params)
+    p["run"]["methods"] = ["softmax", "mos"]
+    msg = _error(p)
+    assert "run.methods" in msg and "'mos'" in msg and "['softmax']" in msg
+
+
+def test_too_large_synthetic_table_is_refused(default_params):
+    p = copy.deepcopy(default_params)
+    p["datasets"]["synth"]["corpus"].update(vocab_size=5000, order=3)
+    assert "at most 50,000,000" in _error(p)
+
+
+def test_config_hash_ignores_key_order():
+    assert config.config_hash({"a": 1, "b": [1, 2]}) == config.config_hash({"b": [1, 2], "a": 1})
+    assert config.config_hash({"a": 1}) != config.config_hash({"a": 2})
+
+
+def test_run_config_carries_everything_that_shapes_a_run(default_params):
+    cfg = config.run_config(default_params, "synth", "softmax")
+    assert set(cfg) == {"data", "method_name", "method", "model", "training", "evaluation", "seed"}
+    assert cfg["training"]["optimizer"] == "adam" and cfg["training"]["bptt"] == 35
+
+
+def test_load_reports_missing_and_malformed_files(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        config.load(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seed: [1,\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        config.load(bad)

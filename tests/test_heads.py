@@ -1,0 +1,90 @@
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pipeline_src.config import validate
+from pipeline_src.heads import HeadContext, build_head, options_schema, registry
+from pipeline_src.heads.softmax import linear_cross_entropy
+
+
+def _data(n=37, d=6, v=23, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(n, d, generator=g, dtype=dtype, requires_grad=True)
+    w = torch.randn(v, d, generator=g, dtype=dtype, requires_grad=True)
+    b = torch.randn(v, generator=g, dtype=dtype, requires_grad=True)
+    t = torch.randint(0, v, (n,), generator=g)
+    return h, w, b, t
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 16, 37, 1000])
+def test_chunked_cross_entropy_matches_torch(chunk):
+    h, w, b, t = _data()
+    ours = linear_cross_entropy(h, w, b, t, chunk)
+    ref = F.cross_entropy(F.linear(h, w, b), t)
+    assert abs(ours.item() - ref.item()) < 1e-5
+    g_ours = torch.autograd.grad(2.5 * ours, (h, w, b))  # a non-unit upstream gradient
+    g_ref = torch.autograd.grad(2.5 * ref, (h, w, b))
+    for a, r in zip(g_ours, g_ref):
+        assert torch.allclose(a, r, atol=1e-5, rtol=1e-5)
+
+
+def test_chunked_cross_entropy_gradcheck():
+    h, w, b, t = _data(n=7, d=3, v=5, dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda h, w, b: linear_cross_entropy(h, w, b, t, 3), (h, w, b))
+
+
+def test_chunked_cross_entropy_is_stable_for_huge_logits():
+    h, w, b, t = _data()
+    big = linear_cross_entropy(h * 1e3, w, b, t, 8)
+    ref = F.cross_entropy(F.linear(h * 1e3, w, b), t)
+    assert torch.isfinite(big) and abs(big.item() - ref.item()) / ref.item() < 1e-5
+
+
+def test_no_gradients_are_computed_without_grad():
+    h, w, b, t = _data()
+    with torch.no_grad():
+        loss = linear_cross_entropy(h, w, b, t, 4)
+    assert not loss.requires_grad
+
+
+def _head(v=23, d=6, tied=None, **opts):
+    return build_head({"type": "softmax", **opts}, HeadContext(vocab_size=v, in_dim=d, tied_weight=tied))
+
+
+def test_softmax_head_log_probs_normalise_and_agree():
+    head = _head(chunk_size=4)
+    h, _, _, t = _data()
+    lp = head.log_prob(h)
+    assert lp.shape == (37, 23)
+    assert torch.allclose(torch.logsumexp(lp, 1), torch.zeros(37), atol=1e-5)
+    tlp = head.target_log_prob(h, t)
+    assert torch.allclose(tlp, lp.gather(1, t[:, None]).squeeze(1), atol=1e-6)
+    assert torch.allclose(head.loss(h, t), -tlp.mean(), atol=1e-6)
+
+
+def test_softmax_head_ties_to_the_embedding():
+    emb = torch.nn.Embedding(23, 6)
+    head = _head(tied=emb.weight)
+    assert head.weight is emb.weight
+    h, _, _, t = _data()
+    head.loss(h, t).backward()
+    assert emb.weight.grad is not None and emb.weight.grad.abs().sum() > 0
+
+
+def test_options_schema_is_generated_from_the_dataclass():
+    s = options_schema(registry()["softmax"])
+    assert s["properties"]["chunk_size"] == {"type": "integer", "minimum": 1, "default": 1024,
+                                             "description": "rows of the logit matrix alive at once"}
+    assert s["additionalProperties"] is False and s["required"] == []
+
+
+def test_every_registered_head_builds_from_a_validated_config(default_params):
+    for name in registry():
+        p = dict(default_params, methods={name: {"type": name}})
+        p["run"] = {"datasets": ["synth"], "methods": [name]}
+        p["bench"] = dict(p["bench"], methods=[name])
+        validate(p)
+        head = build_head(p["methods"][name], HeadContext(vocab_size=11, in_dim=4,
+                                                          unigram_counts=torch.arange(11, 0, -1)))
+        h = torch.randn(5, 4)
+        assert torch.allclose(torch.logsumexp(head.log_prob(h), 1), torch.zeros(5), atol=1e-5)

@@ -1,0 +1,110 @@
+"""The two front ends of the pipeline: Snakemake's DAG and DVC's stages, on one small config."""
+import csv
+import io
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT, tiny_params, write_params
+
+BIN = Path(sys.executable).parent
+
+
+def _project(tmp_path: Path, params: dict) -> Path:
+    """A copy of the workflow files with ``params`` as params.yaml (relative data/results dirs)."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    for name in ("Snakefile", "dvc.yaml"):
+        shutil.copy(ROOT / name, proj / name)
+    for name in ("workflow", "profiles", "envs", "pipeline_src"):
+        shutil.copytree(ROOT / name, proj / name, ignore=shutil.ignore_patterns("__pycache__"))
+    params = dict(params, data_dir="data", results_dir="results")
+    write_params(params, proj / "params.yaml")
+    return proj
+
+
+def _sh(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env={"PATH": f"{BIN}:/usr/bin:/bin",
+                                                                           "HOME": str(cwd)})
+    assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r
+
+
+def _normalise(cmd: str) -> str:
+    cmd = re.sub(r"\s*>\s*\S+\s+2>&1\s*$", "", cmd)  # Snakemake's log redirection
+    cmd = re.sub(r"\s--threads\s+\d+", "", cmd)  # a runtime resource, not part of the step
+    return re.sub(r"^\S*python3?\s", "python ", cmd.strip())
+
+
+def snakemake_jobs(proj: Path) -> tuple[set[str], set[str]]:
+    """Every output file of the DAG (detailed summary) and every job's shell command (dry run)."""
+    r = _sh([str(BIN / "snakemake"), "--forceall", "--detailed-summary", "--cores", "1"], proj)
+    rows = list(csv.DictReader(io.StringIO(r.stdout[r.stdout.index("output_file"):]), delimiter="\t"))
+    outs = {row["output_file"] for row in rows}
+    dry = _sh([str(BIN / "snakemake"), "--forceall", "--dry-run", "--printshellcmds", "--cores", "1"], proj).stdout
+    cmds = {_normalise(c) for c in re.findall(r"^Shell command: (.+)$", dry, flags=re.M) if c != "None"}
+    return outs, cmds
+
+
+def dvc_stages(proj: Path) -> tuple[set[str], set[str]]:
+    _sh([str(BIN / "dvc"), "init", "--no-scm", "-q"], proj)
+    from dvc.repo import Repo
+
+    with Repo(str(proj)) as repo:
+        stages = list(repo.index.stages)
+        outs = {o.def_path for s in stages for o in s.outs}
+        cmds = {_normalise(s.cmd) for s in stages}
+    return outs, cmds
+
+
+def test_snakemake_dag_and_dvc_stages_do_not_drift(tmp_path, default_params):
+    p = tiny_params(default_params, tmp_path)
+    p["datasets"]["ptb"] = default_params["datasets"]["ptb"]
+    p["methods"]["softmax-small-chunks"] = {"type": "softmax", "chunk_size": 64}
+    p["run"] = {"datasets": ["tiny", "ptb"], "methods": ["softmax", "softmax-small-chunks"]}
+    proj = _project(tmp_path, p)
+    smk_outs, smk_cmds = snakemake_jobs(proj)
+    dvc_outs, dvc_cmds = dvc_stages(proj)
+    assert smk_cmds == dvc_cmds
+    assert smk_outs == dvc_outs
+    assert len(dvc_cmds) == 2 + 2 + 4 + 4 + 3  # fetch, prepare, train, evaluate; summarize, bench, report
+
+
+@pytest.mark.slow
+def test_end_to_end_snakemake_then_dvc(tmp_path, default_params):
+    p = tiny_params(default_params, tmp_path)
+    proj = _project(tmp_path, p)
+    _sh([str(BIN / "snakemake"), "--cores", "2"], proj)
+    summary = pd.read_csv(proj / "results" / "summary.csv")
+    assert {"dataset", "method", "split", "nll", "ppl", "tokens_per_s_train", "peak_mem_mb", "params",
+            "seed"} <= set(summary.columns)
+    assert sorted(summary.split) == ["test", "valid"] and (summary.gap_nll > 0).all()
+    html = (proj / "results" / "report.html").read_text()
+    assert "Gap to the truth" in html and "data:image/png;base64" in html and "Traceback" not in html
+    # nothing left to do; a changed method option reruns exactly that method's jobs downstream
+    assert "Nothing to be done" in _sh([str(BIN / "snakemake"), "-n", "--cores", "1"], proj).stdout
+    p["methods"]["softmax"]["chunk_size"] = 7
+    write_params(dict(p, data_dir="data", results_dir="results"), proj / "params.yaml")
+    dry = _sh([str(BIN / "snakemake"), "-n", "--cores", "1"], proj).stdout
+    jobs = set(re.findall(r"^rule (\w+):", dry, flags=re.M))
+    assert jobs == {"train", "evaluate", "summarize", "report", "bench", "all"}
+
+    # the original config through DVC in a git repository: the same outputs, the same numbers
+    # (up to float summation order: DVC gives jobs torch's default thread count, Snakemake one)
+    p["methods"]["softmax"]["chunk_size"] = 1024
+    write_params(dict(p, data_dir="data", results_dir="results"), proj / "params.yaml")
+    shutil.rmtree(proj / "data")
+    shutil.rmtree(proj / "results")
+    _sh(["git", "init", "-q"], proj)
+    _sh([str(BIN / "dvc"), "init", "-q"], proj)
+    _sh([str(BIN / "dvc"), "repro"], proj)
+    again = pd.read_csv(proj / "results" / "summary.csv")
+    assert list(again.split) == list(summary.split)
+    assert again.nll.tolist() == pytest.approx(summary.nll.tolist(), rel=1e-3)
+    assert again.true_nll.tolist() == summary.true_nll.tolist()
+    assert "Data and pipelines are up to date" in _sh([str(BIN / "dvc"), "status"], proj).stdout

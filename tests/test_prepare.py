@@ -1,0 +1,87 @@
+import collections
+import json
+
+import numpy as np
+import pytest
+
+from pipeline_src.prepare import build_word_vocab, load_split, load_vocab, noise_probs, prepare
+
+CFG = {"dataset": "t", "corpus": {"type": "local"}, "tokenizer": {"type": "word"},
+       "noise": {"alphas": [0.0, 0.75, 1.0]}, "seed": 0}
+
+
+def _raw(tmp_path, train, valid="a b\n", test="b zz\n"):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for name, text in (("train", train), ("valid", valid), ("test", test)):
+        (raw / f"{name}.txt").write_text(text)
+    return raw
+
+
+def test_word_vocab_is_frequency_sorted_with_eos_and_unk(tmp_path):
+    raw = _raw(tmp_path, " b a b\n c b a \n")
+    meta = prepare(raw, tmp_path / "out", CFG)
+    vocab = load_vocab(tmp_path / "out")
+    # counts: b 3, <eos> 2, a 2, c 1, <unk> 0 ; ties broken by the token string
+    assert vocab == ["b", "<eos>", "a", "c", "<unk>"]
+    assert load_split(tmp_path / "out", "train").tolist() == [0, 2, 0, 1, 3, 0, 2, 1]
+    assert load_split(tmp_path / "out", "test").tolist() == [0, 4, 1]  # zz -> <unk>
+    assert meta["splits"]["test"]["oov_replaced"] == 1
+    assert meta["splits"]["train"]["tokens"] == 8 and meta["vocab_size"] == 5
+    assert load_split(tmp_path / "out", "train").dtype == np.uint16
+
+
+def test_max_vocab_and_min_count_merge_into_unk():
+    counts = collections.Counter({"a": 5, "b": 4, "c": 2, "d": 1, "<eos>": 3})
+    vocab, c = build_word_vocab(counts, max_vocab=4, min_count=1)
+    assert vocab == ["a", "b", "<eos>", "<unk>"] and c.tolist() == [5, 4, 3, 3]
+    vocab, c = build_word_vocab(counts, max_vocab=None, min_count=2)
+    assert vocab == ["a", "b", "<eos>", "c", "<unk>"] and c.tolist() == [5, 4, 3, 2, 1]
+    assert c.sum() == sum(counts.values())
+
+
+def test_closed_vocabulary_keeps_unseen_symbols(tmp_path):
+    raw = _raw(tmp_path, "a a\n", valid="q\n", test="a\n")
+    (raw / "closed_vocab.txt").write_text("<eos>\na\nq\n")
+    prepare(raw, tmp_path / "out", CFG)
+    vocab = load_vocab(tmp_path / "out")
+    assert "q" in vocab and load_split(tmp_path / "out", "valid").tolist() == [vocab.index("q"), vocab.index("<eos>")]
+
+
+def test_noise_distributions(tmp_path):
+    prepare(_raw(tmp_path, "a a a b\n"), tmp_path / "out", CFG)
+    z = np.load(tmp_path / "out" / "noise.npz")
+    counts, probs = z["counts"], z["probs"]
+    assert z["alphas"].tolist() == [0.0, 0.75, 1.0]
+    assert np.allclose(probs.sum(1), 1.0)
+    assert np.allclose(probs[0], 1 / len(counts))  # alpha 0: uniform
+    assert np.allclose(probs[2], counts / counts.sum())  # alpha 1: unigram
+    w = counts ** 0.75
+    assert np.allclose(probs[1], w / w.sum())
+    assert np.allclose(noise_probs(np.array([1, 3]), 0.5), np.sqrt([1, 3]) / np.sqrt([1, 3]).sum())
+
+
+def test_prepare_is_atomic_on_failure(tmp_path):
+    raw = _raw(tmp_path, "a\n")
+    (raw / "test.txt").unlink()
+    with pytest.raises(FileNotFoundError):
+        prepare(raw, tmp_path / "out", CFG)
+    assert not (tmp_path / "out").exists()
+    assert list(tmp_path.iterdir()) == [raw]  # no temporary left behind
+
+
+def test_sentencepiece_trains_on_train_only_and_sorts_ids(tmp_path, mirror):
+    text = (mirror / "tinyshakespeare" / "input.txt").read_text().splitlines()
+    raw = _raw(tmp_path, "\n".join(text[:20000]) + "\n", "\n".join(text[20000:22000]) + "\n",
+               "\n".join(text[22000:24000]) + "\n")
+    cfg = dict(CFG, tokenizer={"type": "sentencepiece", "model_type": "bpe", "vocab_size": 300})
+    meta = prepare(raw, tmp_path / "out", cfg)
+    out = tmp_path / "out"
+    vocab = load_vocab(out)
+    assert len(vocab) == meta["vocab_size"] == 301  # 300 pieces + <eos>
+    counts = np.load(out / "noise.npz")["counts"]
+    assert (np.diff(counts) <= 0).all()  # frequency-sorted ids
+    train = load_split(out, "train")
+    assert np.bincount(train, minlength=len(vocab)).tolist() == counts.tolist()
+    assert (train == vocab.index("<eos>")).sum() == 20000
+    assert (out / "spm.model").exists() and json.loads((out / "meta.json").read_text())["config"] == cfg
