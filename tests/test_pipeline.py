@@ -108,3 +108,17 @@ def test_end_to_end_snakemake_then_dvc(tmp_path, default_params):
     assert again.nll.tolist() == pytest.approx(summary.nll.tolist(), rel=1e-3)
     assert again.true_nll.tolist() == summary.true_nll.tolist()
     assert "Data and pipelines are up to date" in _sh([str(BIN / "dvc"), "status"], proj).stdout
+
+
+def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path, default_params):
+    p = tiny_params(default_params, tmp_path)
+    p["model"]["layers"] = 0
+    proj = _project(tmp_path, p)
+    r = subprocess.run([str(BIN / "snakemake"), "-n", "--cores", "1"], cwd=proj, capture_output=True, text=True,
+                       env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(proj)})
+    assert r.returncode != 0
+    assert "key 'model.layers'" in r.stderr + r.stdout and "minimum of 1" in r.stderr + r.stdout
+    assert not (proj / "data").exists() and not (proj / "results").exists()
+    r = subprocess.run([str(BIN / "snakemake"), "-n", "--cores", "1", "--configfile", "params.yaml"], cwd=proj,
+                       capture_output=True, text=True, env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(proj)})
+    assert r.returncode != 0 and "--config params=FILE" in r.stderr + r.stdout
