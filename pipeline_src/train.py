@@ -44,10 +44,16 @@ def build_model(run_cfg: dict, prepared: Path) -> LanguageModel:
 
 
 def _make_optimizer(model: LanguageModel, tc: TrainConfig) -> torch.optim.Optimizer:
-    params = list(model.parameters())
+    """One group at the base lr, plus a group per head-requested lr multiplier (``lr_mult``)."""
+    special = model.head.param_groups()
+    taken = {id(p) for params, _ in special for p in params}
+    groups = [{"params": [p for p in model.parameters() if id(p) not in taken], "lr_mult": 1.0}]
+    groups += [{"params": params, "lr_mult": mult} for params, mult in special]
+    for g in groups:
+        g["lr"] = tc.lr * g["lr_mult"]
     if tc.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=tc.lr, weight_decay=tc.weight_decay)
-    return torch.optim.Adam(params, lr=tc.lr, weight_decay=tc.weight_decay)
+        return torch.optim.SGD(groups, lr=tc.lr, weight_decay=tc.weight_decay)
+    return torch.optim.Adam(groups, lr=tc.lr, weight_decay=tc.weight_decay)
 
 
 def _save(path: Path, obj: dict) -> None:
@@ -110,7 +116,7 @@ def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
     while st["epoch"] < tc.epochs:
         model.train()
         for g in optimizer.param_groups:
-            g["lr"] = st["lr"]
+            g["lr"] = st["lr"] * g["lr_mult"]
         if st["step_in_epoch"] == 0:
             hidden = model.init_state(tc.batch_size, device)
             st["loss_sum"], st["loss_count"] = 0.0, 0

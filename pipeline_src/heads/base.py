@@ -16,6 +16,7 @@ from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,10 @@ class OutputLayer(nn.Module):
         """Exact normalised log p(. | h): hidden (N, d) -> (N, V), each row logsumexp = 0."""
         raise NotImplementedError
 
+    def param_groups(self) -> list[tuple[list[nn.Parameter], float]]:
+        """Parameters that want their own learning rate, as (params, multiplier of the base lr)."""
+        return []
+
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int = 1024) -> Tensor:
         """Exact log p(target | h), (N,). Chunked over rows so memory stays O(chunk x V)."""
         out = []
@@ -58,6 +63,31 @@ class OutputLayer(nn.Module):
             lp = self.log_prob(hidden[start:start + chunk_size])  # (c, V)
             out.append(lp.gather(1, target[start:start + chunk_size, None]).squeeze(1))
         return torch.cat(out) if out else hidden.new_zeros(0)
+
+
+def output_embedding(ctx: HeadContext, init_range: float) -> tuple[nn.Parameter, nn.Parameter]:
+    """The (V, d) output word embedding (the input embedding when tied) and a (V,) bias."""
+    if ctx.tied_weight is not None:
+        weight = ctx.tied_weight
+    else:
+        weight = nn.Parameter(torch.empty(ctx.vocab_size, ctx.in_dim).uniform_(-init_range, init_range))
+    return weight, nn.Parameter(torch.zeros(ctx.vocab_size))
+
+
+def chunked_mean_nll(target_log_prob, hidden: Tensor, target: Tensor, chunk_size: int) -> Tensor:
+    """-mean log p(target | h) computed ``chunk_size`` rows at a time.
+
+    With gradients on, every chunk runs under activation checkpointing: its (rows x K x V)
+    intermediates are freed after the forward and recomputed in backward (with the same dropout
+    masks), so only one chunk's are ever alive. ``target_log_prob(h (c, d), t (c,)) -> (c,)``.
+    """
+    total = hidden.new_zeros(())
+    grad = torch.is_grad_enabled()
+    for s in range(0, hidden.shape[0], chunk_size):
+        h, t = hidden[s:s + chunk_size], target[s:s + chunk_size]
+        lp = checkpoint(target_log_prob, h, t, use_reentrant=False) if grad else target_log_prob(h, t)
+        total = total + lp.sum()
+    return -total / hidden.shape[0]
 
 
 _REGISTRY: dict[str, type[OutputLayer]] = {}

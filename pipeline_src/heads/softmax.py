@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .base import HeadContext, OutputLayer, register
+from .base import HeadContext, OutputLayer, output_embedding, register
 
 
 class ChunkedLinearCrossEntropy(torch.autograd.Function):
@@ -78,11 +78,7 @@ class Softmax(OutputLayer):
 
     def __init__(self, ctx: HeadContext, opts: Options):
         super().__init__(ctx, opts)
-        if ctx.tied_weight is not None:
-            self.weight = ctx.tied_weight  # (V, d), shared with the input embedding
-        else:
-            self.weight = nn.Parameter(torch.empty(ctx.vocab_size, ctx.in_dim).uniform_(-opts.init_range, opts.init_range))
-        self.bias = nn.Parameter(torch.zeros(ctx.vocab_size))
+        self.weight, self.bias = output_embedding(ctx, opts.init_range)  # (V, d), (V,)
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         return linear_cross_entropy(hidden, self.weight, self.bias, target, self.opts.chunk_size)

@@ -1,0 +1,198 @@
+"""MoS, MoC, Sigsoftmax, MoSS, PLIF, monotonic MLP against direct implementations of the papers' formulas."""
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pipeline_src.heads import HeadContext, build_head
+from pipeline_src.linalg import numerical_rank
+
+V, D, N = 13, 5, 9
+
+
+def head(kind, tied=None, **opts):
+    torch.manual_seed(0)
+    return build_head({"type": kind, **opts}, HeadContext(vocab_size=V, in_dim=D, tied_weight=tied)).double()
+
+
+def data(n=N, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, D, generator=g, dtype=torch.float64), torch.randint(0, V, (n,), generator=g)
+
+
+def mixture_reference(hd, g, sig=False, contexts=False):
+    """Probabilities by the papers' formulas, one component at a time, no log-space tricks."""
+    pi = torch.softmax(g @ hd.prior.weight.T, dim=1)  # (n, K)
+    hk = torch.tanh(g @ hd.latent.weight.T + hd.latent.bias).view(len(g), -1, D)  # (n, K, d)
+    if contexts:  # MoC: mix contexts, then one softmax
+        return torch.softmax((pi[:, :, None] * hk).sum(1) @ hd.weight.T + hd.bias, dim=1)
+    p = torch.zeros(len(g), V, dtype=g.dtype)
+    for k in range(pi.shape[1]):
+        z = hk[:, k] @ hd.weight.T + hd.bias
+        q = torch.exp(z) * torch.sigmoid(z) if sig else torch.exp(z)
+        p += pi[:, k:k + 1] * q / q.sum(1, keepdim=True)
+    return p
+
+
+def plif_reference(hd, z):
+    """np.interp on the knots, with linear extrapolation by the edge slopes."""
+    slopes = F.softplus(hd.fn_slope_params).detach().numpy()
+    T, M = hd.opts.limit, hd.opts.knots
+    knots = np.linspace(-T, T, M + 1)
+    values = np.concatenate([[-T], -T + (2 * T / M) * np.cumsum(slopes)])
+    x = z.detach().numpy()
+    y = np.interp(x, knots, values)
+    y = np.where(x < -T, values[0] + slopes[0] * (x + T), y)
+    y = np.where(x > T, values[-1] + slopes[-1] * (x - T), y)
+    return torch.from_numpy(y)
+
+
+REFERENCES = {
+    "mos": lambda hd, g: mixture_reference(hd, g),
+    "moss": lambda hd, g: mixture_reference(hd, g, sig=True),
+    "moc": lambda hd, g: mixture_reference(hd, g, contexts=True),
+    "sigsoftmax": lambda hd, g: (lambda z: torch.exp(z) * torch.sigmoid(z) / (torch.exp(z) * torch.sigmoid(z)).sum(1, keepdim=True))(g @ hd.weight.T + hd.bias),
+    "plif": lambda hd, g: torch.softmax(plif_reference(hd, g @ hd.weight.T + hd.bias), 1),
+    "monotonic-mlp": lambda hd, g: torch.softmax(
+        (lambda z: F.softplus(hd.fn_linear) * z + (torch.tanh(z[..., None] * F.softplus(hd.fn_in) + hd.fn_offset)
+                                                   * F.softplus(hd.fn_out)).sum(-1))(g @ hd.weight.T + hd.bias), 1),
+}
+OPTS = {"mos": {"components": 3, "chunk_size": 4}, "moss": {"components": 3, "chunk_size": 4},
+        "moc": {"components": 3, "chunk_size": 4}, "sigsoftmax": {"chunk_size": 4},
+        "plif": {"knots": 8, "limit": 2.0, "init_noise": 0.5, "chunk_size": 4},
+        "monotonic-mlp": {"hidden": 3, "limit": 2.0, "chunk_size": 4}}
+
+
+def _perturb(hd):
+    with torch.no_grad():  # move every parameter off its (often symmetric) initial value
+        for p in hd.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+
+
+@pytest.mark.parametrize("kind", sorted(REFERENCES))
+def test_head_matches_the_paper_formula_and_normalises(kind):
+    hd = head(kind, **OPTS[kind])
+    _perturb(hd)
+    hd.eval()
+    g, t = data()
+    g = g * 3  # logits beyond the PLIF grid too
+    lp = hd.log_prob(g)
+    assert lp.shape == (N, V)
+    assert torch.allclose(torch.logsumexp(lp, 1), torch.zeros(N, dtype=lp.dtype), atol=1e-10)
+    assert torch.allclose(lp.exp(), REFERENCES[kind](hd, g), atol=1e-10)
+    tlp = hd.target_log_prob(g, t)
+    assert torch.allclose(tlp, lp.gather(1, t[:, None]).squeeze(1), atol=1e-10)
+    assert torch.allclose(hd.loss(g, t), -tlp.mean(), atol=1e-10)
+
+
+@pytest.mark.parametrize("kind", sorted(REFERENCES))
+def test_head_gradcheck(kind):
+    hd = head(kind, **OPTS[kind])
+    _perturb(hd)
+    hd.eval()
+    g, t = data(n=5)
+    g.requires_grad_()
+    params = [p for p in hd.parameters()]
+    names = [n for n, _ in hd.named_parameters()]
+
+    def fn(g, *ps):
+        with torch.nn.utils.stateless._reparametrize_module(hd, dict(zip(names, ps))):
+            return hd.loss(g, t)
+
+    assert torch.autograd.gradcheck(fn, (g, *[p.detach().clone().requires_grad_() for p in params]))
+
+
+@pytest.mark.parametrize("kind", ["mos", "moss", "plif", "sigsoftmax"])
+def test_chunked_loss_equals_unchunked_with_gradients(kind):
+    a = head(kind, **dict(OPTS[kind], chunk_size=2))
+    b = head(kind, **dict(OPTS[kind], chunk_size=1000))
+    b.load_state_dict(a.state_dict())
+    g, t = data(n=11)
+    ga, gb = g.clone().requires_grad_(), g.clone().requires_grad_()
+    la, lb = a.loss(ga, t), b.loss(gb, t)
+    la.backward()
+    lb.backward()
+    assert abs(la.item() - lb.item()) < 1e-12
+    assert torch.allclose(ga.grad, gb.grad, atol=1e-12)
+    for (n, pa), pb in zip(a.named_parameters(), b.parameters()):
+        assert torch.allclose(pa.grad, pb.grad, atol=1e-12), n
+
+
+def test_chunk_recomputation_reuses_the_dropout_masks():
+    """Backward recomputes each chunk; with dropout on it must see the forward's masks."""
+    hd = head("mos", components=3, context_dropout=0.5, chunk_size=2)
+    hd.train()
+    g, t = data(n=6)
+    ga, gb = g.clone().requires_grad_(), g.clone().requires_grad_()
+    torch.manual_seed(5)
+    la = hd.loss(ga, t)  # checkpointed chunks
+    la.backward()
+    torch.manual_seed(5)
+    lb = -torch.cat([hd._target_lp(gb[s:s + 2], t[s:s + 2]) for s in range(0, 6, 2)]).mean()  # plain autograd
+    lb.backward()
+    assert la.item() == pytest.approx(lb.item(), abs=1e-12)
+    assert torch.allclose(ga.grad, gb.grad, atol=1e-12)
+
+
+def test_mos_with_one_component_is_a_softmax_over_its_context():
+    hd = head("mos", components=1)
+    _perturb(hd)
+    g, _ = data()
+    _, h = hd.mixture(g)
+    assert torch.allclose(hd.log_prob(g), F.log_softmax(h[:, 0] @ hd.weight.T + hd.bias, 1), atol=1e-12)
+
+
+def test_plif_is_strictly_increasing_and_the_identity_at_init():
+    hd = head("plif", knots=50, limit=3.0)
+    z = torch.linspace(-6, 6, 2001, dtype=torch.float64)
+    assert torch.allclose(hd.f(z), z, atol=1e-5)  # no init noise: the identity (float32 init), also outside
+    noisy = head("plif", knots=50, limit=3.0, init_noise=0.3)
+    fz = noisy.f(z)
+    assert (fz[1:] > fz[:-1]).all()
+    assert not torch.allclose(fz, z, atol=1e-3)
+
+
+def test_monotonic_mlp_is_increasing_and_near_identity_at_init():
+    hd = head("monotonic-mlp", hidden=8, limit=5.0)
+    z = torch.linspace(-10, 10, 1001, dtype=torch.float64)
+    fz = hd.f(z)
+    assert (fz[1:] > fz[:-1]).all() and (fz - z).abs().max() < 0.03
+
+
+def test_tied_mixture_shares_the_embedding():
+    emb = torch.nn.Embedding(V, D).double()
+    hd = head("mos", tied=emb.weight, components=2)
+    assert hd.weight is emb.weight
+
+
+def test_rank_of_log_probs_softmax_moc_bounded_mos_not():
+    """The bottleneck: over many contexts, softmax and MoC log-prob matrices have rank <= d + 1."""
+    v, d, n = 60, 4, 200
+    g = torch.randn(n, d, dtype=torch.float64)
+    ranks = {}
+    for kind in ("softmax", "moc", "mos", "sigsoftmax", "plif"):
+        torch.manual_seed(0)
+        opts = {"components": 5} if kind in ("moc", "mos") else ({"init_noise": 1.0, "knots": 20, "limit": 1.0} if kind == "plif" else {})
+        hd = build_head({"type": kind, **opts}, HeadContext(vocab_size=v, in_dim=d)).double().eval()
+        with torch.no_grad():
+            hd.weight.mul_(10)  # logits spread over the PLIF grid
+            ranks[kind] = numerical_rank(hd.log_prob(g).numpy())[0]
+    assert ranks["softmax"] <= d + 1 and ranks["moc"] <= d + 1
+    assert ranks["mos"] > 3 * (d + 1) and ranks["sigsoftmax"] > d + 1 and ranks["plif"] > d + 1
+
+
+def test_param_groups_give_plif_its_own_learning_rate():
+    from pipeline_src.config import ModelConfig
+    from pipeline_src.model import LanguageModel
+    from pipeline_src.train import _make_optimizer
+    from pipeline_src.config import TrainConfig
+
+    m = LanguageModel(V, ModelConfig(8, 8, 1, 0.0, True), {"type": "plif", "knots": 10, "lr_scale": 0.1})
+    tc = TrainConfig(epochs=1, batch_size=2, bptt=3, optimizer="sgd", lr=2.0, clip=None, lr_decay=2, eval_batch_size=1)
+    opt = _make_optimizer(m, tc)
+    assert [g["lr"] for g in opt.param_groups] == [2.0, pytest.approx(0.2)]
+    assert opt.param_groups[1]["params"] == [m.head.fn_slope_params]
+    assert sum(len(g["params"]) for g in opt.param_groups) == len(list(m.parameters()))
+    assert math.isclose(sum(p.numel() for g in opt.param_groups for p in g["params"]), m.num_params())
