@@ -9,8 +9,9 @@
   computed in log space as log_softmax(z + logsigmoid(z)).
 - ``moss`` mixture of sigsoftmaxes: MoS with sigsoftmax components.
 
-All are exact in log space (no log(p + eps)). Training losses run chunk by chunk with recomputation
-in backward (``chunked_mean_nll``), so the (rows x K x V) tensor never exists for all rows at once.
+All are exact in log space (no log(p + eps)). The MoS/MoSS loss runs chunk by chunk and forms its
+gradients in the same pass (``MixtureCrossEntropy``: 3K matrix products per chunk, one exp pass), so the
+(rows x K x V) tensor never exists for all rows at once and nothing is recomputed.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from .base import HeadContext, OutputLayer, chunked_mean_nll, output_embedding, register
 from .softmax import linear_cross_entropy
@@ -37,6 +39,65 @@ def init_range_field():
     return field(default=0.1, metadata={"exclusiveMinimum": 0, "description": "untied weights ~ U(-r, r)"})
 
 
+def _mixture_chunk(log_prior: Tensor, h: Tensor, weight: Tensor, bias: Tensor, t: Tensor, sig: bool,
+                   grad_scale: float | None):
+    """log p(t) of a mixture for one chunk of rows, and optionally its gradients, in one pass.
+
+    log_prior (c, K), h (c, K, d), weight (V, d), bias (V,), t (c,). Only one (c, K, V) block is
+    alive (two for sigsoftmax components). With ``grad_scale`` s, also returns the gradients of
+    -s * sum(log p(t)) w.r.t. log_prior, h, weight and bias:
+      r = responsibilities softmax_k(log pi_k + log p_k(t)),
+      d/dz_kv = s r_k (softmax(z_k)_v - [v = t]) (times 2 - sigmoid(z) for sigsoftmax components).
+    """
+    c, k = log_prior.shape
+    z = F.linear(h, weight, bias)  # (c, K, V)
+    sig_z = torch.sigmoid(z) if (sig and grad_scale is not None) else None
+    zz = z.add_(F.logsigmoid(z)) if sig else z  # component logits, in place
+    idx = t[:, None, None].expand(c, k, 1)
+    picked = zz.gather(2, idx).squeeze(2)  # (c, K)
+    top = zz.amax(dim=2)  # (c, K)
+    e = zz.sub_(top[:, :, None]).exp_()  # (c, K, V), one exp pass
+    total = e.sum(dim=2)  # (c, K)
+    joint = log_prior + picked - top - total.log()  # log pi_k + log p_k(t)
+    lp = torch.logsumexp(joint, dim=1)  # (c,)
+    if grad_scale is None:
+        return lp, None
+    r = (joint - lp[:, None]).exp()  # (c, K)
+    g = e.mul_((grad_scale * r / total)[:, :, None])  # s r_k softmax_k
+    g.scatter_add_(2, idx, (-grad_scale * r)[:, :, None])
+    if sig_z is not None:
+        g.mul_(sig_z.neg_().add_(2.0))  # d(z + logsigmoid z)/dz = 2 - sigmoid(z)
+    d_prior = -grad_scale * r
+    d_h = torch.matmul(g, weight)  # (c, K, d)
+    d_w = g.reshape(c * k, -1).t() @ h.reshape(c * k, -1)  # (V, d)
+    d_b = g.sum(dim=(0, 1))
+    return lp, (d_prior, d_h, d_w, d_b)
+
+
+class MixtureCrossEntropy(torch.autograd.Function):
+    """-mean log sum_k pi_k p_k(t), chunked; gradients formed in the forward pass (the loss ends the graph)."""
+
+    @staticmethod
+    def forward(ctx, log_prior, h, weight, bias, target, sig: bool, chunk_size: int):
+        n = h.shape[0]
+        grads = [torch.zeros_like(x) for x in (log_prior, h, weight, bias)]
+        total = torch.zeros((), dtype=torch.float64, device=h.device)
+        for s in range(0, n, chunk_size):
+            sl = slice(s, s + chunk_size)
+            lp, g = _mixture_chunk(log_prior[sl], h[sl], weight, bias, target[sl], sig, 1.0 / n)
+            total -= lp.sum(dtype=torch.float64)
+            grads[0][sl], grads[1][sl] = g[0], g[1]
+            grads[2] += g[2]
+            grads[3] += g[3]
+        ctx.save_for_backward(*grads)
+        return (total / n).to(h.dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        return (*(g * grad_out for g in ctx.saved_tensors), None, None, None)
+
+
 class _Mixture(OutputLayer):
     """Shared parameters of MoS / MoSS / MoC: prior, K latent projections, one output embedding."""
 
@@ -47,7 +108,7 @@ class _Mixture(OutputLayer):
         components: int = field(default=15, metadata={"minimum": 1, "description": "K, mixture components"})
         context_dropout: float = field(default=0.0, metadata={"minimum": 0, "maximum": 1,
                                        "description": "dropout on the component contexts h_k"})
-        chunk_size: int = field(default=64, metadata={"minimum": 1,
+        chunk_size: int = field(default=32, metadata={"minimum": 1,
                                 "description": "rows whose (K x V) logits are alive at once"})
         init_range: float = init_range_field()
 
@@ -76,18 +137,16 @@ class _MixtureOfComponents(_Mixture):
         comp = F.log_softmax(self._component_logits(h), dim=-1)  # (n, K, V)
         return torch.logsumexp(log_prior[:, :, None] + comp, dim=1)
 
-    def _target_lp(self, g: Tensor, t: Tensor) -> Tensor:
-        log_prior, h = self.mixture(g)
-        z = self._component_logits(h)  # (c, K, V)
-        picked = z.gather(2, t[:, None, None].expand(-1, z.shape[1], 1)).squeeze(2)  # (c, K)
-        return torch.logsumexp(log_prior + picked - torch.logsumexp(z, dim=2), dim=1)
-
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
         c = chunk_size or self.opts.chunk_size
-        return torch.cat([self._target_lp(hidden[s:s + c], target[s:s + c]) for s in range(0, hidden.shape[0], c)])
+        log_prior, h = self.mixture(hidden)
+        return torch.cat([_mixture_chunk(log_prior[s:s + c], h[s:s + c], self.weight, self.bias, target[s:s + c],
+                                         self.sigmoid_gate, None)[0] for s in range(0, hidden.shape[0], c)])
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
-        return chunked_mean_nll(self._target_lp, hidden, target, self.opts.chunk_size)
+        log_prior, h = self.mixture(hidden)  # (N, K), (N, K, d): small; the (K x V) work is chunked
+        return MixtureCrossEntropy.apply(log_prior, h, self.weight, self.bias, target, self.sigmoid_gate,
+                                         self.opts.chunk_size)
 
 
 @register("mos")
