@@ -145,8 +145,9 @@ class _MixtureOfComponents(_Mixture):
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         log_prior, h = self.mixture(hidden)  # (N, K), (N, K, d): small; the (K x V) work is chunked
-        return MixtureCrossEntropy.apply(log_prior, h, self.weight, self.bias, target, self.sigmoid_gate,
-                                         self.opts.chunk_size)
+        # sigsoftmax components keep sigmoid(z) too: half the rows keep the same memory
+        rows = max(1, self.opts.chunk_size // 2) if self.sigmoid_gate else self.opts.chunk_size
+        return MixtureCrossEntropy.apply(log_prior, h, self.weight, self.bias, target, self.sigmoid_gate, rows)
 
 
 @register("mos")

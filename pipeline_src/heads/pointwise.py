@@ -5,8 +5,9 @@ bounded to rank d + 1 when f is non-linear, yet keeps the order of the logits.
 
 - ``plif``: f piecewise linear on a uniform grid of ``knots`` segments over [-limit, limit], slopes
   softplus(a) > 0, extended linearly outside the grid with the edge slopes, initialised to the
-  identity (plus ``init_noise``). Forward is a table lookup (segment index, knot value, slope);
-  backward scatters into the M slopes, so time and memory stay close to a plain softmax.
+  identity (plus ``init_noise``). Forward is a table lookup (segment index, knot value, slope); the
+  gradient is a lookup and a scatter into the M slopes, formed in the loss's single pass
+  (``PLIFCrossEntropy``), so time and memory stay close to a plain softmax.
 - ``monotonic-mlp``: f(z) = s0 z + sum_j alpha_j tanh(beta_j z + gamma_j) with s0, alpha, beta > 0
   (softplus), a one-hidden-layer network per logit: (rows x V x hidden) activations, the memory
   PLIF avoids. Included to measure that trade-off.
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.autograd.function import once_differentiable
 
 from .base import HeadContext, OutputLayer, chunked_mean_nll, output_embedding, register
 from .mixture import init_range_field
@@ -55,6 +57,58 @@ class _PointwiseSoftmax(OutputLayer):
         return [(own, self.opts.lr_scale)] if self.opts.lr_scale != 1.0 else []
 
 
+class PLIFCrossEntropy(torch.autograd.Function):
+    """-mean log softmax(f(h W^T + b))[t] for the piecewise-linear f, chunked, gradients in one pass.
+
+    Per chunk: z = h W^T + b, segment index i(z), u = z - knot_i, y = values_i + slope_i u, then the
+    softmax of y; G = dL/dy; dL/dz = G slope_i (a lookup); dL/dslope_j = sum_{i(z)=j} G u +
+    delta sum_{i(z)>j} G (a scatter and a suffix sum over the M segments). Memory: the softmax head's
+    (chunk x V) block plus its segment indices.
+    """
+
+    @staticmethod
+    def forward(ctx, h, weight, bias, slope_params, target, limit: float, chunk_size: int):
+        n, m = h.shape[0], slope_params.shape[0]
+        delta = 2.0 * limit / m
+        slopes = F.softplus(slope_params)
+        values = torch.cat([slopes.new_full((1,), -limit), -limit + delta * torch.cumsum(slopes, 0)])
+        grad_h, grad_w, grad_b = torch.empty_like(h), torch.zeros_like(weight), torch.zeros_like(bias)
+        seg_grad, seg_mass = torch.zeros_like(slopes), torch.zeros_like(slopes)
+        total = torch.zeros((), dtype=torch.float64, device=h.device)
+        for s in range(0, n, chunk_size):
+            hc, tc = h[s:s + chunk_size], target[s:s + chunk_size]
+            rows = torch.arange(hc.shape[0], device=h.device)
+            z = F.linear(hc, weight, bias)  # (c, V)
+            idx = torch.floor((z + limit) / delta).clamp_(0, m - 1).long()  # (c, V)
+            u = z.sub_(idx * delta - limit)  # offset inside the segment, in place
+            y = values[idx].addcmul_(slopes[idx], u)  # f(z)
+            picked = y[rows, tc]
+            top = y.amax(dim=1)
+            e = y.sub_(top[:, None]).exp_()
+            zsum = e.sum(dim=1)
+            total += (top + zsum.log() - picked).sum(dtype=torch.float64)
+            g = e.mul_((1.0 / (zsum * n))[:, None])  # dL/dy
+            g[rows, tc] -= 1.0 / n
+            flat = idx.view(-1)
+            seg_grad.index_add_(0, flat, (g * u).view(-1))
+            seg_mass.index_add_(0, flat, g.view(-1))
+            gz = g.mul_(slopes[idx])  # dL/dz
+            torch.mm(gz, weight, out=grad_h[s:s + chunk_size])
+            grad_w.addmm_(gz.t(), hc)
+            grad_b += gz.sum(0)
+        # values_i = -limit + delta * sum_{j<i} slope_j: slope_j feeds every segment above j
+        above = torch.flip(torch.cumsum(torch.flip(seg_mass, [0]), 0), [0]) - seg_mass
+        grad_a = (seg_grad + delta * above) * torch.sigmoid(slope_params)  # softplus' = sigmoid
+        ctx.save_for_backward(grad_h, grad_w, grad_b, grad_a)
+        return (total / n).to(h.dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        gh, gw, gb, ga = (g * grad_out for g in ctx.saved_tensors)
+        return gh, gw, gb, ga, None, None, None
+
+
 @register("plif")
 class PiecewiseLinearIncreasing(_PointwiseSoftmax):
     @dataclass(frozen=True)
@@ -63,7 +117,7 @@ class PiecewiseLinearIncreasing(_PointwiseSoftmax):
         limit: float = field(default=20.0, metadata={"exclusiveMinimum": 0, "description": "grid covers [-limit, limit]"})
         init_noise: float = field(default=0.0, metadata={"minimum": 0, "description": "std of noise on the initial slopes"})
         lr_scale: float = field(default=1.0, metadata={"exclusiveMinimum": 0, "description": "lr of f = this x base lr"})
-        chunk_size: int = field(default=512, metadata={"minimum": 1, "description": "rows of logits alive at once"})
+        chunk_size: int = field(default=256, metadata={"minimum": 1, "description": "rows of logits alive at once"})
         init_range: float = init_range_field()
 
     def __init__(self, ctx: HeadContext, opts: Options):
@@ -83,6 +137,10 @@ class PiecewiseLinearIncreasing(_PointwiseSoftmax):
         idx = torch.floor((z.detach() + self.opts.limit) / self.delta).clamp_(0, self.opts.knots - 1).long()
         left = idx.to(z.dtype) * self.delta - self.opts.limit  # knot at the left of each segment
         return values[idx] + slopes[idx] * (z - left)
+
+    def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
+        return PLIFCrossEntropy.apply(hidden, self.weight, self.bias, self.fn_slope_params, target,
+                                      self.opts.limit, self.opts.chunk_size)
 
 
 @register("monotonic-mlp")
