@@ -45,6 +45,38 @@ def true_log_probs_at(raw: Path, prepared: Path, split: str, positions: np.ndarr
     return true_stream(logp, order, stream)[positions]
 
 
+@torch.no_grad()
+def log_prob_matrix(model, ids: np.ndarray, n_contexts: int, bptt: int, device: torch.device) -> np.ndarray:
+    """Rows log p(. | c) for the first ``n_contexts`` positions of a stream (one stream, carried state)."""
+    model.eval()
+    data = torch.from_numpy(ids[:n_contexts].astype(np.int64)).view(-1, 1).to(device)  # (n, 1)
+    dtype = next(model.parameters()).dtype
+    state = tuple(x.to(dtype) for x in model.init_state(1, device))
+    rows = []
+    for i in range(0, data.shape[0], bptt):
+        h, state = model.encoder(data[i:i + bptt], state)
+        rows.append(model.head.log_prob(h.reshape(-1, h.shape[-1])).double().cpu())
+    return torch.cat(rows).numpy()
+
+
+def rank_diagnostic(model, ids: np.ndarray, n_contexts: int, bptt: int, device: torch.device) -> dict:
+    """Numerical rank of the model's log-prob matrix over the first ``n_contexts`` contexts.
+
+    The matrix is computed in float64 (a double copy of the model) so that the one tolerance used
+    everywhere, Press's 0.5 sqrt(m + n + 1) sigma_max eps(float64) (linalg.numerical_rank), separates
+    structure from rounding. A softmax over d-dimensional contexts with an output bias gives
+    log P = H W^T + 1 b^T - lse 1^T, of rank at most d + 2 (d + 1 without the bias, Yang et al. 2018).
+    """
+    import copy
+
+    from .linalg import numerical_rank
+
+    lp = log_prob_matrix(copy.deepcopy(model).double(), ids, n_contexts, bptt, device)
+    rank, tol = numerical_rank(lp)
+    return {"contexts": int(lp.shape[0]), "vocab": int(lp.shape[1]), "rank": rank, "tolerance": tol,
+            "head_dim": model.head.in_dim, "softmax_bound": model.head.in_dim + 2}
+
+
 def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.device) -> dict:
     from .prepare import load_split
 
@@ -63,13 +95,18 @@ def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.devi
             true_nll = float(-true_log_probs_at(raw, prepared, split, pos.reshape(-1)).mean())
             row.update(true_nll=true_nll, gap_nll=nll - true_nll)
         out[split] = row
+    n_ctx = run_cfg["evaluation"].get("rank_contexts", 0)
+    if n_ctx:
+        out["rank"] = rank_diagnostic(model, load_split(prepared, "valid"), n_ctx, bptt, device)
     return out
 
 
 def write_metrics(path: Path, train_summary: dict, split_metrics: dict, dataset: str, method: str,
                   peak_mem_mb_eval: float) -> dict:
+    split_metrics = dict(split_metrics)
+    rank = split_metrics.pop("rank", None)
     metrics = {"dataset": dataset, "method": method, **{k: v for k, v in train_summary.items() if k != "config"},
                "peak_mem_mb": max(train_summary["peak_mem_mb_train"], peak_mem_mb_eval),
-               "splits": split_metrics, "config": train_summary["config"]}
+               "splits": split_metrics, "rank": rank, "config": train_summary["config"]}
     write_json(path, metrics)
     return metrics

@@ -10,11 +10,12 @@ from .atomic import atomic_path
 
 SUMMARY_COLUMNS = ["dataset", "method", "split", "nll", "ppl", "true_nll", "gap_nll", "tokens",
                    "tokens_per_s_train", "tokens_per_s_eval", "peak_mem_mb", "params", "seed", "epochs",
-                   "best_epoch", "wall_time_s", "device", "config_hash"]
+                   "best_epoch", "wall_time_s", "logprob_rank", "rank_contexts", "head_dim", "device", "config_hash"]
 
 
 def summary_rows(metrics: dict) -> list[dict]:
     rows = []
+    rank = metrics.get("rank") or {}
     for split, m in metrics["splits"].items():
         rows.append({"dataset": metrics["dataset"], "method": metrics["method"], "split": split,
                      "nll": m["nll"], "ppl": m["ppl"], "true_nll": m.get("true_nll"), "gap_nll": m.get("gap_nll"),
@@ -22,6 +23,8 @@ def summary_rows(metrics: dict) -> list[dict]:
                      "tokens_per_s_eval": m["tokens_per_s_eval"], "peak_mem_mb": metrics["peak_mem_mb"],
                      "params": metrics["params"], "seed": metrics["seed"], "epochs": metrics["epochs"],
                      "best_epoch": metrics["best_epoch"], "wall_time_s": metrics["wall_time_s"],
+                     "logprob_rank": rank.get("rank"), "rank_contexts": rank.get("contexts"),
+                     "head_dim": rank.get("head_dim"),
                      "device": metrics["device"], "config_hash": metrics["config_hash"]})
     return rows
 

@@ -38,7 +38,7 @@ def tiny_params(base: dict, tmp_path: Path) -> dict:
         "training": {"epochs": 3, "batch_size": 8, "bptt": 10, "optimizer": "adam", "lr": 0.01, "clip": 1.0,
                      "lr_decay": 2, "eval_batch_size": 4},
     }}
-    p["evaluation"] = {"batch_size": 4}
+    p["evaluation"] = {"batch_size": 4, "rank_contexts": 100}
     p["bench"] = {"methods": ["softmax"], "vocab_sizes": [50], "tokens": 16, "dim": 8, "repeats": 1, "warmup": 0}
     return p
 

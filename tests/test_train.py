@@ -111,3 +111,18 @@ def test_synthetic_evaluation_reports_the_true_cross_entropy(data):
     truth = json.loads((raw / "truth.json").read_text())
     assert res["test"]["true_nll"] == pytest.approx(truth["test_nll"], abs=0.05)
     assert set(SPLITS) == {"train", "valid", "test"}
+
+
+def test_rank_diagnostic_softmax_bounded_mos_not(data):
+    from pipeline_src.evaluate import rank_diagnostic
+
+    p, raw, prep = data
+    ids = load_split(prep, "valid")
+    ranks = {}
+    for method, spec in (("softmax", {"type": "softmax"}), ("mos", {"type": "mos", "components": 4})):
+        cfg = run_config(dict(p, methods={method: spec}), "tiny", method)
+        torch.manual_seed(0)
+        r = rank_diagnostic(build_model(cfg, prep), ids, 200, 10, CPU)
+        assert r["contexts"] == 200 and r["vocab"] == 31 and r["head_dim"] == 16 and r["softmax_bound"] == 18
+        ranks[method] = r["rank"]
+    assert ranks["softmax"] <= 18 < ranks["mos"]
