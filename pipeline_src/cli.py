@@ -108,6 +108,13 @@ def _bench(params: dict, args) -> None:
     run_bench(params, _device(params, args), quick=args.quick)
 
 
+def _matrix(params: dict, args) -> None:
+    from .matrix import run
+
+    _device(params, args)  # threads; the fits are small and run on the CPU
+    run(params, args.vocab, args.dim, paths.matrix_fit_path(params, args.vocab, args.dim))
+
+
 def _check(params: dict, args) -> None:
     print(f"{args.config}: valid; runs: {params['run']['datasets']} x {params['run']['methods']}")
 
@@ -121,6 +128,8 @@ COMMANDS = {
     "summarize": (_summarize, "collect all runs' metrics into results/summary.csv", ()),
     "report": (_report, "execute the report notebook and render results/report.html", ()),
     "bench": (_bench, "time and measure memory of every output layer against the matmul floor", ()),
+    "matrix": (_matrix, "fit every matrix.methods head to one synthetic target matrix (M = vocab, d = dim)",
+               ("vocab", "dim")),
 }
 
 
@@ -131,8 +140,8 @@ def parser() -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help_)
         sp.add_argument("--config", default="params.yaml", help="params file (default: params.yaml)")
         for arg in needs:
-            sp.add_argument(f"--{arg}", required=True)
-        if name in ("train", "evaluate", "bench"):
+            sp.add_argument(f"--{arg}", required=True, type=int if arg in ("vocab", "dim") else str)
+        if name in ("train", "evaluate", "bench", "matrix"):
             sp.add_argument("--threads", type=int, default=None,
                             help="torch CPU threads (Snakemake passes the job's threads; default: torch's choice)")
         if name == "bench":

@@ -86,7 +86,8 @@ def validate(params: dict, source: str = DEFAULT_PARAMS) -> dict:
         # The deepest errors are the most specific (a bad method option, not "allOf failed").
         leaves = [e for e in errors if not e.context] or errors
         raise ConfigError("invalid config:\n  " + "\n  ".join(_format_error(e, source) for e in leaves))
-    for key, section in (("run.datasets", "datasets"), ("run.methods", "methods"), ("bench.methods", "methods")):
+    for key, section in (("run.datasets", "datasets"), ("run.methods", "methods"), ("bench.methods", "methods"),
+                         ("matrix.methods", "methods")):
         first, second = key.split(".")
         for name in params[first][second]:
             if name not in params[section]:

@@ -34,3 +34,11 @@ def report_path(params: dict) -> Path:
 
 def bench_path(params: dict) -> Path:
     return Path(params["results_dir"]) / "bench.csv"
+
+
+def matrix_fit_path(params: dict, vocab: int, dim: int) -> Path:
+    return Path(params["results_dir"]) / "matrix" / f"M{vocab}-d{dim}.json"
+
+
+def matrix_summary_path(params: dict) -> Path:
+    return Path(params["results_dir"]) / "matrix.csv"

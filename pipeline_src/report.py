@@ -20,6 +20,7 @@ def render(params: dict, params_file: Path, notebook: Path = NOTEBOOK) -> Path:
         "summary_csv": str(paths.summary_path(params).resolve()),
         "history_csv": str(paths.history_path(params).resolve()),
         "bench_csv": str(paths.bench_path(params).resolve()),
+        "matrix_csv": str(paths.matrix_summary_path(params).resolve()),
     }
     with atomic_path(nb_path, suffix=".ipynb") as tmp:
         papermill.execute_notebook(str(notebook), str(tmp), parameters=parameters, progress_bar=False,

@@ -1,4 +1,4 @@
-"""Aggregate per-run metrics into ``results/summary.csv`` and learning curves into ``results/history.csv``."""
+"""Aggregate per-run metrics (``summary.csv``), learning curves (``history.csv``) and matrix fits (``matrix.csv``)."""
 from __future__ import annotations
 
 import json
@@ -40,10 +40,20 @@ def summarize(params: dict) -> pd.DataFrame:
             rows.extend(summary_rows(json.loads(path.read_text())))
             hist = pd.read_csv(paths.run_dir(params, dataset, method) / "history.csv")
             curves.append(hist.assign(dataset=dataset, method=method))
+    matrix_rows = []
+    for vocab in params["matrix"]["vocab_sizes"]:
+        for dim in params["matrix"]["dims"]:
+            path = paths.matrix_fit_path(params, vocab, dim)
+            if not path.exists():
+                raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src matrix "
+                                        f"--vocab {vocab} --dim {dim}` first")
+            matrix_rows.extend(json.loads(path.read_text())["rows"])
     df = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     history = pd.concat(curves, ignore_index=True)
     history = history[["dataset", "method"] + [c for c in history.columns if c not in ("dataset", "method")]]
-    for out, frame in ((paths.summary_path(params), df), (paths.history_path(params), history)):
+    matrix = pd.DataFrame(matrix_rows)
+    for out, frame in ((paths.summary_path(params), df), (paths.history_path(params), history),
+                       (paths.matrix_summary_path(params), matrix)):
         with atomic_path(out) as tmp:
             frame.to_csv(tmp, index=False)
     return df

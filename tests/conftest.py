@@ -40,6 +40,8 @@ def tiny_params(base: dict, tmp_path: Path) -> dict:
     }}
     p["evaluation"] = {"batch_size": 4, "rank_contexts": 100}
     p["bench"] = {"methods": ["softmax"], "vocab_sizes": [50], "tokens": 16, "dim": 8, "repeats": 1, "warmup": 0}
+    p["matrix"] = {"methods": ["softmax", "mos"], "contexts": 20, "vocab_sizes": [30], "dims": [2, 4],
+                   "dirichlet_beta": 0.1, "steps": 20, "lr": 0.05}
     return p
 
 

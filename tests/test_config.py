@@ -53,9 +53,12 @@ def test_method_options_come_from_the_head(default_params):
 
 def test_run_must_reference_defined_entries(default_params):
     p = copy.deepcopy(default_params)
-    p["run"]["methods"] = ["softmax", "mos"]
+    p["run"]["methods"] = ["softmax", "nce"]
     msg = _error(p)
-    assert "run.methods" in msg and "'mos'" in msg and "['softmax']" in msg
+    assert "run.methods" in msg and "'nce'" in msg and "'softmax'" in msg and "'mos'" in msg
+    p = copy.deepcopy(default_params)
+    p["matrix"]["methods"] = ["nce"]
+    assert "matrix.methods" in _error(p)
 
 
 def test_too_large_synthetic_table_is_refused(default_params):

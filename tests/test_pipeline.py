@@ -72,7 +72,7 @@ def test_snakemake_dag_and_dvc_stages_do_not_drift(tmp_path, default_params):
     dvc_outs, dvc_cmds = dvc_stages(proj)
     assert smk_cmds == dvc_cmds
     assert smk_outs == dvc_outs
-    assert len(dvc_cmds) == 2 + 2 + 4 + 4 + 3  # fetch, prepare, train, evaluate; summarize, bench, report
+    assert len(dvc_cmds) == 2 + 2 + 4 + 4 + 2 + 3  # fetch, prepare, train, evaluate, matrix fits; summarize, bench, report
 
 
 @pytest.mark.slow
@@ -92,7 +92,7 @@ def test_end_to_end_snakemake_then_dvc(tmp_path, default_params):
     write_params(dict(p, data_dir="data", results_dir="results"), proj / "params.yaml")
     dry = _sh([str(BIN / "snakemake"), "-n", "--cores", "1"], proj).stdout
     jobs = set(re.findall(r"^rule (\w+):", dry, flags=re.M))
-    assert jobs == {"train", "evaluate", "summarize", "report", "bench", "all"}
+    assert jobs == {"train", "evaluate", "summarize", "report", "bench", "matrix_fit", "all"}
 
     # the original config through DVC in a git repository: the same outputs, the same numbers
     # (up to float summation order: DVC gives jobs torch's default thread count, Snakemake one)

@@ -35,6 +35,8 @@ METHODS = P["run"]["methods"]
 wildcard_constraints:
     dataset="[A-Za-z0-9][A-Za-z0-9_.-]*",
     method="[A-Za-z0-9][A-Za-z0-9_.-]*",
+    vocab="[0-9]+",
+    dim="[0-9]+",
 
 
 def cli(step, **args):
@@ -64,6 +66,10 @@ def get_all_metrics(wildcards=None):
 
 def get_all_histories(wildcards=None):
     return [str(paths.run_dir(P, d, m) / "history.csv") for d in DATASETS for m in METHODS]
+
+
+def get_matrix_fits(wildcards=None):
+    return [str(paths.matrix_fit_path(P, v, d)) for v in P["matrix"]["vocab_sizes"] for d in P["matrix"]["dims"]]
 
 
 def get_final_outputs():

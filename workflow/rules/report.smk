@@ -1,10 +1,28 @@
+rule matrix_fit:
+    output:
+        f"{RESULTS}/matrix/M{{vocab}}-d{{dim}}.json",
+    params:
+        matrix=P["matrix"],
+        methods=[P["methods"][m] for m in P["matrix"]["methods"]],
+        seed=P["seed"],
+    log:
+        f"{LOGS}/matrix/M{{vocab}}-d{{dim}}.log",
+    conda:
+        ENV
+    threads: 1
+    shell:
+        cli("matrix", vocab="{wildcards.vocab}", dim="{wildcards.dim}", threads="{threads}") + " > {log} 2>&1"
+
+
 rule summarize:
     input:
         get_all_metrics,
         get_all_histories,
+        get_matrix_fits,
     output:
         summary=f"{RESULTS}/summary.csv",
         history=f"{RESULTS}/history.csv",
+        matrix=f"{RESULTS}/matrix.csv",
     log:
         f"{LOGS}/summarize.log",
     conda:
@@ -33,6 +51,7 @@ rule report:
     input:
         summary=f"{RESULTS}/summary.csv",
         history=f"{RESULTS}/history.csv",
+        matrix=f"{RESULTS}/matrix.csv",
         bench=f"{RESULTS}/bench.csv",
         notebook="workflow/notebooks/report.ipynb",
     output:

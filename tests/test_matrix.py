@@ -1,0 +1,41 @@
+import json
+
+import numpy as np
+import pytest
+
+from pipeline_src.config import validate
+from pipeline_src.matrix import fit, run, target
+
+
+def test_target_rows_are_sparse_distributions_shared_across_methods():
+    a = target(50, 40, 0.1, seed=3)
+    assert a.shape == (50, 40) and np.allclose(np.logaddexp.reduce(a, axis=1), 0)
+    p = np.exp(a)
+    effective_support = np.exp(-(p * a).sum(1))  # perplexity of each row
+    assert effective_support.mean() < 40 / 4  # sparse: the mass sits on a few of the 40 words
+    assert np.array_equal(a, target(50, 40, 0.1, seed=3)) and not np.array_equal(a, target(50, 40, 0.1, seed=4))
+
+
+def test_fit_reports_consistent_measures():
+    lp = target(30, 20, 0.2, seed=0)
+    r = fit({"type": "softmax"}, lp, dim=4, steps=50, lr=0.05, seed=0)
+    assert r["cross_entropy"] == pytest.approx(r["kl"] + r["entropy"])
+    assert r["kl"] >= 0 and 0 <= r["mode_match"] <= 1 and r["logq_rank"] <= 4 + 2
+
+
+def test_bottleneck_softmax_loses_to_mos_and_plif_with_small_d():
+    """d well below M: the softmax fits P* clearly worse than MoS and PLIF (Yang et al.; Ganea et al.)."""
+    lp = target(200, 200, 0.1, seed=0)
+    soft, mos, plif = (fit(spec, lp, dim=16, steps=300, lr=0.05, seed=0) for spec in
+                       ({"type": "softmax"}, {"type": "mos", "components": 10}, {"type": "plif"}))
+    assert mos["kl"] < 0.6 * soft["kl"] and plif["kl"] < 0.8 * soft["kl"]
+    assert mos["mode_match"] > soft["mode_match"] and plif["mode_match"] > soft["mode_match"] + 0.05
+    assert soft["logq_rank"] <= 16 + 2 < 100 < mos["logq_rank"] and plif["logq_rank"] > 100
+
+
+def test_run_writes_one_row_per_method(tiny, tmp_path):
+    p = validate(tiny)
+    rows = run(p, 30, 2, tmp_path / "m.json")
+    assert [r["method"] for r in rows] == ["softmax", "mos"]
+    saved = json.loads((tmp_path / "m.json").read_text())
+    assert saved["rows"] == rows and saved["config"] == p["matrix"] and saved["seed"] == p["seed"]
