@@ -66,6 +66,7 @@ class AliasSampler:
 class Negatives:
     ids: Tensor  # (k,) shared, or (N, k) per example
     expected_count: Tensor  # same shape: expected number of times each id appears among the draws
+    draws: Tensor | int  # raw draws behind them: an int when shared, (N, 1) per example
 
 
 class Sampler:
@@ -112,11 +113,11 @@ class Sampler:
         if self.replacement:
             shape = (self.k,) if self.shared else (n, self.k)
             ids = self.alias.sample(shape, generator)
-            return Negatives(ids, self.expected_count(ids, self.k))
+            return Negatives(ids, self.expected_count(ids, self.k), self.k)
         if self.shared:
             ids, draws = self._distinct(generator)
-            return Negatives(ids, self.expected_count(ids, draws))
+            return Negatives(ids, self.expected_count(ids, draws), draws)
         rows = [self._distinct(generator) for _ in range(n)]
         ids = torch.stack([r[0] for r in rows])
         draws = torch.tensor([r[1] for r in rows], dtype=torch.float64, device=ids.device)[:, None]
-        return Negatives(ids, self.expected_count(ids, draws))
+        return Negatives(ids, self.expected_count(ids, draws), draws)

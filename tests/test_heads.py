@@ -79,12 +79,18 @@ def test_options_schema_is_generated_from_the_dataclass():
 
 
 def test_every_registered_head_builds_from_a_validated_config(default_params):
-    for name in registry():
-        p = dict(default_params, methods={name: {"type": name}})
+    for name, cls in registry().items():
+        spec = {"type": name}
+        if "negatives" in options_schema(cls)["properties"]:
+            spec["negatives"] = 5  # fewer than the 11 words below
+        p = dict(default_params, methods={name: spec})
         p["run"] = {"datasets": ["synth"], "methods": [name]}
         p["bench"] = dict(p["bench"], methods=[name])
+        p["matrix"] = dict(p["matrix"], methods=[name])
         validate(p)
         head = build_head(p["methods"][name], HeadContext(vocab_size=11, in_dim=4,
                                                           unigram_counts=torch.arange(11, 0, -1)))
-        h = torch.randn(5, 4)
+        h, t = torch.randn(5, 4), torch.randint(0, 11, (5,))
         assert torch.allclose(torch.logsumexp(head.log_prob(h), 1), torch.zeros(5), atol=1e-5)
+        loss = head.loss(h, t)
+        assert loss.shape == () and torch.isfinite(loss)

@@ -1,0 +1,208 @@
+"""Sampling-based training objectives, each with an exact, fully normalised test-time distribution.
+
+Training touches only the target and k negative rows of the output embedding; evaluation is exact.
+Every loss is also available for negatives given from outside (``loss_given``), so it can be checked
+against brute force and reproduced. Scores: s(w, c) = h . w (+ b_w where the method has a bias).
+
+- ``sampled-softmax`` (Jean et al. 2015): softmax over the target and the negatives with logits
+  s - log E[count] (the sampler's expected count; k Q with replacement), accidental hits (negatives
+  equal to the row's target) removed. Test: the full softmax over s.
+- ``nce`` (Mnih & Teh 2012; Zoph et al. 2016): logistic classification of data against k noise samples
+  on s(w, c) - log Z - log(k Q(w)), log Z fixed (``log_z``) or learned (``learn_log_z``), bias
+  initialised to -log |V|. Test: softmax over s (a constant log Z cancels).
+- ``neg`` (word2vec negative sampling): logistic loss on h . w, no bias, no correction.
+  Test: softmax over h . w (the variant Melamud et al. 2017 show to be poor).
+- ``neglm`` (Melamud et al. 2017): the same training; test: p(w | c) proportional to
+  exp(h . w) Q(w), Q = unigram^alpha the noise distribution used in training.
+- ``neglm-b``: ``neglm`` with a learned output bias in training and at test time.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..sampling import Negatives, Sampler, log_uniform_probs, unigram_probs
+from .base import HeadContext, OutputLayer, output_embedding, register
+from .mixture import init_range_field
+
+
+def _sampler_options():
+    return dict(
+        negatives=field(default=100, metadata={"minimum": 1, "description": "k, negatives per step"}),
+        sampler=field(default="unigram", metadata={"enum": ["unigram", "uniform", "log-uniform"],
+                                                   "description": "noise distribution Q over frequency-sorted ids"}),
+        alpha=field(default=0.75, metadata={"minimum": 0, "maximum": 1, "description": "Q = unigram^alpha"}),
+        replacement=field(default=False, metadata={"description": "draw negatives with replacement"}),
+        shared=field(default=True, metadata={"description": "one set of negatives for the whole batch"}),
+    )
+
+
+class _Sampled(OutputLayer):
+    """Shared machinery: output embedding, noise distribution Q, sampler, exact chunked evaluation."""
+
+    has_bias = True
+    bias_init = 0.0
+
+    def __init__(self, ctx: HeadContext, opts):
+        super().__init__(ctx, opts)
+        self.weight, bias = output_embedding(ctx, opts.init_range)
+        self.bias = bias if self.has_bias else None
+        if self.bias is not None:
+            nn.init.constant_(self.bias, self.bias_init(ctx.vocab_size) if callable(self.bias_init) else self.bias_init)
+        v = ctx.vocab_size
+        if opts.sampler == "unigram":
+            if ctx.unigram_counts is None:
+                raise ValueError("sampler 'unigram' needs the train counts (noise.npz)")
+            q = unigram_probs(ctx.unigram_counts, opts.alpha)
+        elif opts.sampler == "uniform":
+            q = torch.full((v,), 1.0 / v, dtype=torch.float64)
+        else:
+            q = log_uniform_probs(v)
+        self.register_buffer("log_q", torch.log(q).float())  # (V,), -inf where Q = 0
+        self.sampler = Sampler(q, opts.negatives, opts.replacement, opts.shared)
+
+    def _apply(self, fn, *args, **kwargs):  # keep the sampler's tables on the module's device
+        out = super()._apply(fn, *args, **kwargs)
+        self.sampler.to(self.log_q.device)
+        return out
+
+    def scores(self, hidden: Tensor, ids: Tensor | None = None) -> Tensor:
+        """s(w, c) for all words (N, V) or the given ids: (k,) shared -> (N, k); (N, k) -> (N, k)."""
+        if ids is None:
+            return F.linear(hidden, self.weight, self.bias)
+        w = self.weight[ids]  # (k, d) or (N, k, d)
+        s = hidden @ w.t() if ids.dim() == 1 else torch.einsum("nd,nkd->nk", hidden, w)
+        if self.bias is not None:
+            s = s + self.bias[ids]
+        return s
+
+    def test_logits(self, s: Tensor) -> Tensor:
+        """Unnormalised test-time log-probabilities from all scores s (N, V)."""
+        return s
+
+    def log_prob(self, hidden: Tensor) -> Tensor:
+        return F.log_softmax(self.test_logits(self.scores(hidden)), dim=-1)
+
+    def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
+        c = chunk_size or self.opts.chunk_size
+        out = []
+        for s in range(0, hidden.shape[0], c):
+            z = self.test_logits(self.scores(hidden[s:s + c]))  # (c, V)
+            out.append(z.gather(1, target[s:s + c, None]).squeeze(1) - torch.logsumexp(z, dim=1))
+        return torch.cat(out)
+
+    def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
+        return self.loss_given(hidden, target, self.sampler.sample(hidden.shape[0]))
+
+    def loss_given(self, hidden: Tensor, target: Tensor, neg: Negatives) -> Tensor:
+        raise NotImplementedError
+
+
+@register("sampled-softmax")
+class SampledSoftmax(_Sampled):
+    @dataclass(frozen=True)
+    class Options:
+        negatives: int = _sampler_options()["negatives"]
+        sampler: str = _sampler_options()["sampler"]
+        alpha: float = _sampler_options()["alpha"]
+        replacement: bool = _sampler_options()["replacement"]
+        shared: bool = _sampler_options()["shared"]
+        remove_accidental_hits: bool = field(default=True, metadata={"description": "mask negatives equal to the target"})
+        chunk_size: int = field(default=1024, metadata={"minimum": 1, "description": "rows per chunk in exact evaluation"})
+        init_range: float = init_range_field()
+
+    def loss_given(self, hidden: Tensor, target: Tensor, neg: Negatives) -> Tensor:
+        ids = neg.ids
+        draws = neg.draws.squeeze(1) if isinstance(neg.draws, Tensor) else neg.draws
+        true = self.scores(hidden, target[:, None]).squeeze(1)  # (N,)
+        true = true - torch.log(self.sampler.expected_count(target, draws)).to(true.dtype)
+        sampled = self.scores(hidden, ids) - torch.log(neg.expected_count).to(true.dtype)  # (N, k)
+        if self.opts.remove_accidental_hits:
+            hits = (ids[None, :] if ids.dim() == 1 else ids) == target[:, None]
+            sampled = sampled.masked_fill(hits, float("-inf"))
+        logits = torch.cat([true[:, None], sampled], dim=1)  # (N, 1 + k), target at 0
+        return (torch.logsumexp(logits, dim=1) - true).mean()
+
+
+class _Logistic(_Sampled):
+    """Binary logistic losses: -log sigma(x_target) - sum_negatives log sigma(-x_negative)."""
+
+    def logit_shift(self, ids: Tensor) -> Tensor:
+        """What is subtracted from s before the sigmoid (NCE: log Z + log(k Q)); 0 for NEG."""
+        return torch.zeros((), device=ids.device)
+
+    def loss_given(self, hidden: Tensor, target: Tensor, neg: Negatives) -> Tensor:
+        pos = self.scores(hidden, target[:, None]).squeeze(1) - self.logit_shift(target)  # (N,)
+        negs = self.scores(hidden, neg.ids) - self.logit_shift(neg.ids)  # (N, k)
+        return (-F.logsigmoid(pos) - F.logsigmoid(-negs).sum(1)).mean()
+
+
+@register("nce")
+class NCE(_Logistic):
+    bias_init = staticmethod(lambda v: -math.log(v))
+
+    @dataclass(frozen=True)
+    class Options:
+        negatives: int = _sampler_options()["negatives"]
+        sampler: str = _sampler_options()["sampler"]
+        alpha: float = _sampler_options()["alpha"]
+        replacement: bool = field(default=True, metadata={"description": "draw negatives with replacement"})
+        shared: bool = _sampler_options()["shared"]
+        log_z: float = field(default=0.0, metadata={"description": "fixed log normaliser (initial value if learned)"})
+        learn_log_z: bool = field(default=False, metadata={"description": "learn log Z as a parameter"})
+        chunk_size: int = field(default=1024, metadata={"minimum": 1, "description": "rows per chunk in exact evaluation"})
+        init_range: float = init_range_field()
+
+    def __init__(self, ctx: HeadContext, opts: Options):
+        super().__init__(ctx, opts)
+        log_z = torch.tensor(float(opts.log_z))
+        if opts.learn_log_z:
+            self.log_z = nn.Parameter(log_z)
+        else:
+            self.register_buffer("log_z", log_z)
+
+    def logit_shift(self, ids: Tensor) -> Tensor:
+        return self.log_z + math.log(self.opts.negatives) + self.log_q[ids]
+
+
+def _neg_options_cls():
+    @dataclass(frozen=True)
+    class Options:
+        negatives: int = _sampler_options()["negatives"]
+        sampler: str = _sampler_options()["sampler"]
+        alpha: float = _sampler_options()["alpha"]
+        replacement: bool = field(default=True, metadata={"description": "draw negatives with replacement"})
+        shared: bool = _sampler_options()["shared"]
+        chunk_size: int = field(default=1024, metadata={"minimum": 1, "description": "rows per chunk in exact evaluation"})
+        init_range: float = init_range_field()
+
+    return Options
+
+
+@register("neg")
+class NEG(_Logistic):
+    has_bias = False
+    Options = _neg_options_cls()
+
+
+@register("neglm")
+class NEGLM(_Logistic):
+    """NEG training; test p(w | c) proportional to exp(w . c) Q(w) (Melamud et al. 2017)."""
+
+    has_bias = False
+    Options = _neg_options_cls()
+
+    def test_logits(self, s: Tensor) -> Tensor:
+        return s + self.log_q
+
+
+@register("neglm-b")
+class NEGLMBias(NEGLM):
+    """NEGLM with a learned output bias, in training and at test time."""
+
+    has_bias = True
+    Options = _neg_options_cls()

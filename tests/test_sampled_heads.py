@@ -1,0 +1,146 @@
+"""Sampling-based objectives against brute-force loops over rows and negatives, with given negatives."""
+import math
+
+import pytest
+import torch
+
+from pipeline_src.heads import HeadContext, build_head
+from pipeline_src.sampling import Negatives, log_uniform_probs, unigram_probs
+
+V, D, N, K = 12, 4, 6, 5
+COUNTS = torch.tensor([40, 30, 20, 10, 9, 8, 7, 6, 5, 4, 2, 1])
+
+
+def make(kind, **opts):
+    torch.manual_seed(0)
+    hd = build_head({"type": kind, "negatives": K, **opts},
+                    HeadContext(vocab_size=V, in_dim=D, unigram_counts=COUNTS)).double()
+    with torch.no_grad():
+        if getattr(hd, "bias", None) is not None:
+            hd.bias.add_(0.3 * torch.randn(V, dtype=torch.float64))
+    return hd
+
+
+def data():
+    g = torch.Generator().manual_seed(1)
+    return torch.randn(N, D, generator=g, dtype=torch.float64), torch.randint(0, V, (N,), generator=g)
+
+
+def s_of(hd, h, i, w):
+    with torch.no_grad():
+        return float(h[i] @ hd.weight[w] + (hd.bias[w] if getattr(hd, "bias", None) is not None else 0.0))
+
+
+def logsig(x):
+    return -math.log1p(math.exp(-x)) if x > 0 else x - math.log1p(math.exp(x))
+
+
+def test_sampled_softmax_matches_brute_force_with_hits_removed():
+    hd = make("sampled-softmax", sampler="log-uniform", replacement=False)
+    h, t = data()
+    ids = torch.tensor([t[0].item(), 3, 7, 1, 10])  # the first negative is an accidental hit for row 0
+    q = log_uniform_probs(V)
+    draws = 9
+    expc = 1 - (1 - q) ** draws
+    neg = Negatives(ids, expc[ids], draws)
+    got = hd.loss_given(h, t, neg).item()
+    total = 0.0
+    for i in range(N):
+        true = s_of(hd, h, i, t[i]) - math.log(expc[t[i]])
+        logits = [true] + [s_of(hd, h, i, w) - math.log(expc[w]) for w in ids.tolist() if w != t[i]]
+        total += math.log(sum(math.exp(x) for x in logits)) - true
+    assert got == pytest.approx(total / N, abs=1e-10)
+
+
+def test_sampled_softmax_all_hits_leave_only_the_target():
+    hd = make("sampled-softmax", sampler="uniform", replacement=True)
+    h, _ = data()
+    t = torch.full((N,), 2)
+    ids = torch.full((K,), 2)
+    neg = Negatives(ids, torch.full((K,), K / V, dtype=torch.float64), K)
+    assert hd.loss_given(h, t, neg).item() == pytest.approx(0.0, abs=1e-12)
+    no_removal = make("sampled-softmax", sampler="uniform", replacement=True, remove_accidental_hits=False)
+    assert no_removal.loss_given(h, t, neg).item() == pytest.approx(math.log(1 + K), abs=1e-10)
+
+
+def test_per_example_negatives():
+    hd = make("sampled-softmax", sampler="uniform", replacement=False, shared=False)
+    h, t = data()
+    neg = hd.sampler.sample(N, torch.Generator().manual_seed(0))
+    assert neg.ids.shape == (N, K)
+    got = hd.loss_given(h, t, neg).item()
+    total = 0.0
+    for i in range(N):
+        e = neg.expected_count[i]
+        et = 1 - (1 - 1 / V) ** float(neg.draws[i, 0])
+        true = s_of(hd, h, i, t[i]) - math.log(et)
+        logits = [true] + [s_of(hd, h, i, w) - math.log(e[j]) for j, w in enumerate(neg.ids[i].tolist()) if w != t[i]]
+        total += math.log(sum(math.exp(x) for x in logits)) - true
+    assert got == pytest.approx(total / N, abs=1e-10)
+
+
+@pytest.mark.parametrize("learn", [False, True])
+def test_nce_matches_brute_force(learn):
+    hd = make("nce", sampler="unigram", alpha=0.75, log_z=1.5, learn_log_z=learn)
+    h, t = data()
+    ids = torch.tensor([0, 4, 4, 9, 11])
+    neg = Negatives(ids, K * unigram_probs(COUNTS, 0.75)[ids], K)
+    q = unigram_probs(COUNTS, 0.75)
+    shift = lambda w: 1.5 + math.log(K * q[w])  # noqa: E731
+    total = 0.0
+    for i in range(N):
+        total += -logsig(s_of(hd, h, i, t[i]) - shift(t[i]))
+        total += -sum(logsig(-(s_of(hd, h, i, w) - shift(w))) for w in ids.tolist())
+    loss = hd.loss_given(h, t, neg)
+    assert loss.item() == pytest.approx(total / N, abs=1e-6)  # log Q was rounded to float32 once
+    if learn:
+        loss.backward()
+        assert hd.log_z.grad is not None and hd.log_z.grad.abs() > 0
+
+
+def test_nce_initial_bias_and_test_distribution():
+    torch.manual_seed(0)
+    hd = build_head({"type": "nce", "negatives": 3}, HeadContext(vocab_size=V, in_dim=D, unigram_counts=COUNTS))
+    assert torch.allclose(hd.bias, torch.full((V,), -math.log(V)))
+    h, _ = data()
+    h = h.float()
+    assert torch.allclose(hd.log_prob(h), torch.log_softmax(h @ hd.weight.T + hd.bias, 1), atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["neg", "neglm", "neglm-b"])
+def test_negative_sampling_losses_match_brute_force(kind):
+    hd = make(kind, sampler="unigram", alpha=1.0)
+    assert (getattr(hd, "bias", None) is not None) == (kind == "neglm-b")
+    h, t = data()
+    ids = torch.tensor([1, 2, 3, 3, 0])
+    neg = Negatives(ids, K * unigram_probs(COUNTS, 1.0)[ids], K)
+    total = 0.0
+    for i in range(N):
+        total += -logsig(s_of(hd, h, i, t[i])) - sum(logsig(-s_of(hd, h, i, w)) for w in ids.tolist())
+    assert hd.loss_given(h, t, neg).item() == pytest.approx(total / N, abs=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["neg", "neglm", "neglm-b"])
+def test_test_time_distributions(kind):
+    hd = make(kind, sampler="unigram", alpha=0.75)
+    h, t = data()
+    q = unigram_probs(COUNTS, 0.75)
+    lp = hd.log_prob(h)
+    for i in range(N):
+        s = torch.tensor([s_of(hd, h, i, w) for w in range(V)], dtype=torch.float64)
+        un = torch.exp(s) * (q if kind != "neg" else 1.0)  # Melamud et al.: exp(w . c) p^alpha(w), renormalised
+        assert torch.allclose(lp[i].exp(), un / un.sum(), atol=1e-6)
+    assert torch.allclose(hd.target_log_prob(h, t, chunk_size=4), lp.gather(1, t[:, None]).squeeze(1), atol=1e-6)
+
+
+def test_training_draws_from_the_sampler_and_is_seeded():
+    hd = make("sampled-softmax", sampler="log-uniform")
+    h, t = data()
+    torch.manual_seed(3)
+    a = hd.loss(h, t)
+    torch.manual_seed(3)
+    b = hd.loss(h, t)
+    assert a.item() == b.item()
+    a.backward()
+    touched = (hd.weight.grad.abs().sum(1) > 0).sum().item()
+    assert touched <= K + N  # only target and negative rows get gradient
