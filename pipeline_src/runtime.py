@@ -12,9 +12,11 @@ def resolve_device(spec: str) -> torch.device:
     """``auto`` = CUDA when present, else CPU; an explicit ``cuda`` without a GPU is an error."""
     if spec == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    from .config import ConfigError
+
     dev = torch.device(spec)
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device: {spec!r} was requested but no CUDA device is available (use 'auto' or 'cpu')")
+        raise ConfigError(f"key 'device': {spec!r} was requested but no CUDA device is available (use 'auto' or 'cpu')")
     return dev
 
 

@@ -46,3 +46,14 @@ def test_mirror_from_the_environment(tmp_path, tiny, mirror):
                        cwd=ROOT, capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "data" / "raw" / "ptb" / "train.txt").stat().st_size == 5_101_618
+
+
+def test_cuda_without_a_gpu_is_a_clear_error(tmp_path, tiny):
+    import torch
+
+    if torch.cuda.is_available():
+        return  # the error path only exists on CPU-only machines
+    tiny["device"] = "cuda"
+    cfg = write_params(tiny, tmp_path / "p.yaml")
+    r = run("bench", "--config", str(cfg))
+    assert r.returncode == 2 and "no CUDA device is available" in r.stderr and "Traceback" not in r.stderr
