@@ -30,6 +30,22 @@ def stream_log_probs(model, data: Tensor, bptt: int) -> tuple[Tensor, float]:
     return torch.cat(out).float().cpu(), elapsed
 
 
+@torch.no_grad()
+def self_normalisation(model, data: Tensor, bptt: int) -> dict:
+    """For heads meant to be used unnormalised: log Z(c) over the split and the 'perplexity' without it."""
+    model.eval()
+    hidden = model.init_state(data.shape[1], data.device)
+    scores, log_z = [], []
+    for _, x, y in segments(data, bptt):
+        h, hidden = model.encoder(x, hidden)
+        s, z = model.head.self_normalisation(h.reshape(-1, h.shape[-1]), y.reshape(-1))
+        scores.append(s.double().cpu())
+        log_z.append(z.double().cpu())
+    s, z = torch.cat(scores), torch.cat(log_z)
+    return {"log_z_mean": float(z.mean()), "log_z_std": float(z.std()),
+            "unnormalised_nll": float(-s.mean()), "unnormalised_ppl": math.exp(float(-s.mean()))}
+
+
 def true_log_probs_at(raw: Path, prepared: Path, split: str, positions: np.ndarray) -> np.ndarray:
     """Synthetic corpora: the true log p of the tokens at ``positions`` of the encoded stream."""
     from .prepare import load_split, load_vocab
@@ -90,6 +106,8 @@ def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.devi
         nll = float(-lp.double().mean())
         row = {"nll": nll, "ppl": math.exp(nll), "tokens": int(lp.numel()),
                "tokens_per_s_eval": lp.numel() / max(seconds, 1e-9)}
+        if hasattr(model.head, "self_normalisation"):
+            row.update(self_normalisation(model, batchify(ids, bs, device), bptt))
         if synthetic:
             pos = scored_positions(len(ids), bs)
             true_nll = float(-true_log_probs_at(raw, prepared, split, pos.reshape(-1)).mean())

@@ -8,7 +8,8 @@ import pandas as pd
 from . import paths
 from .atomic import atomic_path
 
-SUMMARY_COLUMNS = ["dataset", "method", "split", "nll", "ppl", "true_nll", "gap_nll", "tokens",
+SUMMARY_COLUMNS = ["dataset", "method", "split", "nll", "ppl", "true_nll", "gap_nll", "log_z_mean", "log_z_std",
+                   "unnormalised_ppl", "tokens",
                    "tokens_per_s_train", "tokens_per_s_eval", "peak_mem_mb", "params", "seed", "epochs",
                    "best_epoch", "wall_time_s", "logprob_rank", "rank_contexts", "head_dim", "device", "config_hash"]
 
@@ -19,6 +20,8 @@ def summary_rows(metrics: dict) -> list[dict]:
     for split, m in metrics["splits"].items():
         rows.append({"dataset": metrics["dataset"], "method": metrics["method"], "split": split,
                      "nll": m["nll"], "ppl": m["ppl"], "true_nll": m.get("true_nll"), "gap_nll": m.get("gap_nll"),
+                     "log_z_mean": m.get("log_z_mean"), "log_z_std": m.get("log_z_std"),
+                     "unnormalised_ppl": m.get("unnormalised_ppl"),
                      "tokens": m["tokens"], "tokens_per_s_train": metrics["tokens_per_s_train"],
                      "tokens_per_s_eval": m["tokens_per_s_eval"], "peak_mem_mb": metrics["peak_mem_mb"],
                      "params": metrics["params"], "seed": metrics["seed"], "epochs": metrics["epochs"],

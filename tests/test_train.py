@@ -126,3 +126,25 @@ def test_rank_diagnostic_softmax_bounded_mos_not(data):
         assert r["contexts"] == 200 and r["vocab"] == 31 and r["head_dim"] == 16 and r["softmax_bound"] == 18
         ranks[method] = r["rank"]
     assert ranks["softmax"] <= 18 < ranks["mos"]
+
+
+def test_self_normalisation_diagnostics_for_sampled_heads(data):
+    import math as m
+
+    p, raw, prep = data
+    spec = {"type": "nce", "negatives": 5, "log_z": 0.7}
+    cfg = run_config(dict(p, methods={"nce": spec}), "tiny", "nce")
+    torch.manual_seed(0)
+    model = build_model(cfg, prep)
+    res = evaluate(model, cfg, prep, raw, CPU)["test"]
+    # brute force over the same positions
+    d = batchify(load_split(prep, "test"), 4)
+    with torch.no_grad():
+        h, _ = model.encoder(d[:-1], model.init_state(4))
+        s = h.reshape(-1, h.shape[-1]) @ model.head.weight.T + model.head.bias - 0.7
+        z = torch.logsumexp(s, 1)
+        st = s.gather(1, d[1:].reshape(-1, 1)).squeeze(1)
+    assert res["log_z_mean"] == pytest.approx(z.mean().item(), abs=1e-4)
+    assert res["log_z_std"] == pytest.approx(z.std().item(), abs=1e-4)
+    assert res["unnormalised_ppl"] == pytest.approx(m.exp(-st.mean().item()), rel=1e-4)
+    assert res["nll"] == pytest.approx((z - st).mean().item(), abs=1e-4)  # normalised = unnormalised + log Z

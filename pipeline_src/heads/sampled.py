@@ -84,6 +84,11 @@ class _Sampled(OutputLayer):
         """Unnormalised test-time log-probabilities from all scores s (N, V)."""
         return s
 
+    def self_normalisation(self, hidden: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+        """(unnormalised log p of the targets (N,), log Z (N,)): how far the model is from normalised."""
+        z = self.test_logits(self.scores(hidden))  # (N, V)
+        return z.gather(1, target[:, None]).squeeze(1), torch.logsumexp(z, dim=1)
+
     def log_prob(self, hidden: Tensor) -> Tensor:
         return F.log_softmax(self.test_logits(self.scores(hidden)), dim=-1)
 
@@ -167,6 +172,9 @@ class NCE(_Logistic):
 
     def logit_shift(self, ids: Tensor) -> Tensor:
         return self.log_z + math.log(self.opts.negatives) + self.log_q[ids]
+
+    def test_logits(self, s: Tensor) -> Tensor:
+        return s - self.log_z  # the model's unnormalised log p; the constant cancels in the softmax
 
 
 def _neg_options_cls():
