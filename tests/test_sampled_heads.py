@@ -144,3 +144,21 @@ def test_training_draws_from_the_sampler_and_is_seeded():
     a.backward()
     touched = (hd.weight.grad.abs().sum(1) > 0).sum().item()
     assert touched <= K + N  # only target and negative rows get gradient
+
+
+def test_adaptive_softmax_is_normalised_and_consistent():
+    torch.manual_seed(0)
+    hd = build_head({"type": "adaptive-softmax", "cutoffs": [3, 8], "div_value": 2.0},
+                    HeadContext(vocab_size=V, in_dim=D)).double()
+    h, t = data()
+    lp = hd.log_prob(h)
+    assert torch.allclose(torch.logsumexp(lp, 1), torch.zeros(N, dtype=lp.dtype), atol=1e-10)
+    tlp = hd.target_log_prob(h, t, chunk_size=4)
+    assert torch.allclose(tlp, lp.gather(1, t[:, None]).squeeze(1), atol=1e-10)
+    assert hd.loss(h, t).item() == pytest.approx(-tlp.mean().item(), abs=1e-10)
+    auto = build_head({"type": "adaptive-softmax"}, HeadContext(vocab_size=1000, in_dim=64))
+    assert auto.asm.cutoffs == [50, 250, 1000]
+    with pytest.raises(ValueError, match="projection .* is empty"):
+        build_head({"type": "adaptive-softmax"}, HeadContext(vocab_size=1000, in_dim=8))
+    with pytest.raises(ValueError, match="must be increasing integers"):
+        build_head({"type": "adaptive-softmax", "cutoffs": [8, 3]}, HeadContext(vocab_size=V, in_dim=D))

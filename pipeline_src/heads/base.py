@@ -129,6 +129,12 @@ def options_schema(cls: type[OutputLayer]) -> dict:
     for f in dataclasses.fields(cls.Options):
         t = hints[f.name]
         args = getattr(t, "__args__", None)
+        if getattr(t, "__origin__", None) is tuple:  # tuple[int, ...] -> an array of integers
+            prop = {"type": "array", "items": {"type": py2json[args[0]]}, **f.metadata}
+            if f.default is not dataclasses.MISSING:
+                prop["default"] = list(f.default)
+            props[f.name] = prop
+            continue
         types = [py2json[a] for a in (args or (t,)) if a in py2json]
         if float in (args or (t,)) and "integer" not in types:
             types.append("integer")  # YAML writes 1.0 as 1

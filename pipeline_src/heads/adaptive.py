@@ -1,0 +1,51 @@
+"""Adaptive softmax (Grave et al. 2017), the practical baseline for large vocabularies.
+
+A thin head around ``torch.nn.AdaptiveLogSoftmaxWithLoss`` on the frequency-sorted vocabulary: a head
+softmax over the most frequent words plus one entry per tail cluster, tail clusters with projections
+shrunk by ``div_value``. Exact and normalised by construction; no weight tying.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from .base import HeadContext, OutputLayer, register
+
+
+def default_cutoffs(v: int) -> list[int]:
+    """Clusters at 5% and 25% of the vocabulary (frequency-sorted ids), dropping degenerate ones."""
+    return sorted({c for c in (v // 20, v // 4) if 0 < c < v})
+
+
+@register("adaptive-softmax")
+class AdaptiveSoftmax(OutputLayer):
+    @dataclass(frozen=True)
+    class Options:
+        cutoffs: tuple[int, ...] = field(default=(), metadata={
+            "description": "ids where tail clusters start (increasing, < V); empty = 5% and 25% of V"})
+        div_value: float = field(default=4.0, metadata={"exclusiveMinimum": 1, "description": "tail size divisor"})
+        head_bias: bool = field(default=True, metadata={"description": "bias in the head softmax"})
+        chunk_size: int = field(default=1024, metadata={"minimum": 1, "description": "rows per chunk in evaluation"})
+
+    def __init__(self, ctx: HeadContext, opts: Options):
+        super().__init__(ctx, opts)
+        cutoffs = list(opts.cutoffs) or default_cutoffs(ctx.vocab_size)
+        if not cutoffs or sorted(set(cutoffs)) != cutoffs or cutoffs[-1] >= ctx.vocab_size or cutoffs[0] < 1:
+            raise ValueError(f"adaptive-softmax cutoffs {cutoffs} must be increasing integers in [1, {ctx.vocab_size})")
+        if int(ctx.in_dim // opts.div_value ** len(cutoffs)) < 1:
+            raise ValueError(f"adaptive-softmax: the last tail cluster's projection d // div_value^{len(cutoffs)} "
+                             f"= {ctx.in_dim} // {opts.div_value}^{len(cutoffs)} is empty; lower div_value or use fewer cutoffs")
+        self.asm = nn.AdaptiveLogSoftmaxWithLoss(ctx.in_dim, ctx.vocab_size, cutoffs, div_value=opts.div_value,
+                                                 head_bias=opts.head_bias)
+
+    def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
+        return self.asm(hidden, target).loss
+
+    def log_prob(self, hidden: Tensor) -> Tensor:
+        return self.asm.log_prob(hidden)
+
+    def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
+        c = chunk_size or self.opts.chunk_size
+        return torch.cat([self.asm(hidden[s:s + c], target[s:s + c]).output for s in range(0, hidden.shape[0], c)])
