@@ -3,7 +3,8 @@
 For N rows of size d and a vocabulary V, any exact softmax layer must compute three matrix
 products per training step: logits = h W^T (N x V), dh = G W (N x d) and dW = G^T h (V x d).
 The bench times those three products alone (the *floor*), then each registered head's
-forward+backward (``head.loss`` + ``backward``) and exact evaluation (``head.target_log_prob``,
+forward+backward (``head.loss`` + ``backward``; ``update_ms`` adds a plain SGD update, which touches
+only the gathered rows of a sampled head) and exact evaluation (``head.target_log_prob``,
 compared with the one-product floor h W^T), in the same process and the same run, and reports
 ratios. Peak memory is the high-water mark of tensor bytes allocated during one training step
 (from the PyTorch profiler's allocator events on CPU, ``max_memory_allocated`` on CUDA), next to
@@ -92,11 +93,18 @@ def bench_one(method: str, spec: dict, v: int, n: int, d: int, device: torch.dev
         h.grad = None
         head.loss(h, target).backward()
 
+    sgd = torch.optim.SGD(head.parameters(), lr=1e-6)  # handles the sampled heads' sparse gradients
+
+    def step_and_update() -> None:
+        step()
+        sgd.step()
+
     def evaluate() -> None:
         with torch.no_grad():
             head.target_log_prob(h, target)
 
     return {"method": method, "train_ms": time_fn(step, device, repeats, warmup),
+            "update_ms": time_fn(step_and_update, device, repeats, warmup),
             "eval_ms": time_fn(evaluate, device, repeats, warmup),
             "peak_mem_mb": peak_bytes(step, device) / 2**20,
             "params": sum(p.numel() for p in head.parameters())}
@@ -145,8 +153,8 @@ def run_bench(params: dict, device: torch.device, quick: bool = False) -> pd.Dat
             print(f"bench V={v} {method}: {r['train_ms']:.1f} ms/step ({rows[-1]['train_vs_floor']:.2f}x floor)",
                   file=sys.stderr)
     df = pd.DataFrame(rows)
-    cols = ["vocab", "method", "train_ms", "floor_ms", "train_vs_floor", "eval_ms", "floor_eval_ms", "eval_vs_floor",
-            "peak_mem_mb", "reference_peak_mem_mb", "mem_vs_reference", "reference_ms", "params"]
+    cols = ["vocab", "method", "train_ms", "update_ms", "floor_ms", "train_vs_floor", "eval_ms", "floor_eval_ms",
+            "eval_vs_floor", "peak_mem_mb", "reference_peak_mem_mb", "mem_vs_reference", "reference_ms", "params"]
     df = df[cols]
     out = paths.bench_path(params)
     with atomic_path(out) as tmp:

@@ -49,6 +49,13 @@ class LanguageModel(nn.Module):
         ctx = HeadContext(vocab_size=vocab_size, in_dim=self.encoder.out_dim, unigram_counts=unigram_counts,
                           tied_weight=self.encoder.embedding.weight if model_cfg.tie_weights else None)
         self.head: OutputLayer = build_head(method_spec, ctx)
+        # a head trained through gathered rows keeps the whole step sparse: look inputs up sparsely too
+        self.encoder.embedding.sparse = bool(self.head.sparse_params())
+
+    def sparse_params(self) -> list[nn.Parameter]:
+        """Parameters with sparse gradients (the sampled head's rows and then the input embedding)."""
+        ps = self.head.sparse_params() + ([self.encoder.embedding.weight] if self.encoder.embedding.sparse else [])
+        return list({id(p): p for p in ps}.values())
 
     def init_state(self, batch: int, device=None) -> State:
         return self.encoder.init_state(batch, device)

@@ -26,6 +26,7 @@ from .batching import batchify, num_segments, segments
 from .config import ModelConfig, TrainConfig, config_hash
 from .evaluate import stream_log_probs
 from .model import LanguageModel
+from .optim import build_optimizer, clip_grad_norm
 from .prepare import load_split
 from .runtime import peak_memory_mb, reset_peak_memory, rng_state, seed_everything, set_rng_state
 
@@ -41,19 +42,6 @@ def build_model(run_cfg: dict, prepared: Path) -> LanguageModel:
     meta = json.loads((prepared / "meta.json").read_text())
     counts = torch.from_numpy(np.load(prepared / "noise.npz")["counts"])
     return LanguageModel(meta["vocab_size"], ModelConfig(**run_cfg["model"]), run_cfg["method"], counts)
-
-
-def _make_optimizer(model: LanguageModel, tc: TrainConfig) -> torch.optim.Optimizer:
-    """One group at the base lr, plus a group per head-requested lr multiplier (``lr_mult``)."""
-    special = model.head.param_groups()
-    taken = {id(p) for params, _ in special for p in params}
-    groups = [{"params": [p for p in model.parameters() if id(p) not in taken], "lr_mult": 1.0}]
-    groups += [{"params": params, "lr_mult": mult} for params, mult in special]
-    for g in groups:
-        g["lr"] = tc.lr * g["lr_mult"]
-    if tc.optimizer == "sgd":
-        return torch.optim.SGD(groups, lr=tc.lr, weight_decay=tc.weight_decay)
-    return torch.optim.Adam(groups, lr=tc.lr, weight_decay=tc.weight_decay)
 
 
 def _save(path: Path, obj: dict) -> None:
@@ -83,7 +71,7 @@ def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
 
     seed_everything(run_cfg["seed"])
     model = build_model(run_cfg, prepared).to(device)
-    optimizer = _make_optimizer(model, tc)
+    optimizer = build_optimizer(model, tc)
     train_data = batchify(load_split(prepared, "train"), tc.batch_size, device)
     valid_data = batchify(load_split(prepared, "valid"), tc.eval_batch_size, device)
     n_seg = num_segments(train_data, tc.bptt)
@@ -132,7 +120,7 @@ def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if tc.clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.clip)
+                clip_grad_norm(model.parameters(), tc.clip)
             optimizer.step()
             dt = time.perf_counter() - t0
             st["epoch_train_time_s"] += dt

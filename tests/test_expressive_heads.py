@@ -191,12 +191,12 @@ def test_rank_of_log_probs_softmax_moc_bounded_mos_not():
 def test_param_groups_give_plif_its_own_learning_rate():
     from pipeline_src.config import ModelConfig
     from pipeline_src.model import LanguageModel
-    from pipeline_src.train import _make_optimizer
+    from pipeline_src.optim import build_optimizer
     from pipeline_src.config import TrainConfig
 
     m = LanguageModel(V, ModelConfig(8, 8, 1, 0.0, True), {"type": "plif", "knots": 10, "lr_scale": 0.1})
     tc = TrainConfig(epochs=1, batch_size=2, bptt=3, optimizer="sgd", lr=2.0, clip=None, lr_decay=2, eval_batch_size=1)
-    opt = _make_optimizer(m, tc)
+    opt = build_optimizer(m, tc)
     assert [g["lr"] for g in opt.param_groups] == [2.0, pytest.approx(0.2)]
     assert opt.param_groups[1]["params"] == [m.head.fn_slope_params]
     assert sum(len(g["params"]) for g in opt.param_groups) == len(list(m.parameters()))

@@ -142,8 +142,15 @@ def test_training_draws_from_the_sampler_and_is_seeded():
     b = hd.loss(h, t)
     assert a.item() == b.item()
     a.backward()
-    touched = (hd.weight.grad.abs().sum(1) > 0).sum().item()
+    assert hd.weight.grad.is_sparse and hd.bias_col.grad.is_sparse  # sparse: the step never touches all of V
+    touched = hd.weight.grad.coalesce().indices().unique().numel()
     assert touched <= K + N  # only target and negative rows get gradient
+    dense = make("sampled-softmax", sampler="log-uniform", sparse=False)
+    torch.manual_seed(3)
+    dense.loss(h, t).backward()
+    assert not dense.weight.grad.is_sparse
+    assert torch.allclose(hd.weight.grad.to_dense(), dense.weight.grad, atol=1e-12)
+    assert hd.sparse_params() == [hd.weight, hd.bias_col] and dense.sparse_params() == []
 
 
 def test_adaptive_softmax_is_normalised_and_consistent():

@@ -148,3 +148,39 @@ def test_self_normalisation_diagnostics_for_sampled_heads(data):
     assert res["log_z_std"] == pytest.approx(z.std().item(), abs=1e-4)
     assert res["unnormalised_ppl"] == pytest.approx(m.exp(-st.mean().item()), rel=1e-4)
     assert res["nll"] == pytest.approx((z - st).mean().item(), abs=1e-4)  # normalised = unnormalised + log Z
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_sampled_head_trains_with_a_sparse_step(data, tmp_path, optimizer):
+    from pipeline_src.optim import build_optimizer
+    from pipeline_src.config import TrainConfig
+
+    p, raw, prep = data
+    spec = {"type": "sampled-softmax", "negatives": 5, "sampler": "log-uniform"}
+    cfg = run_config(dict(p, methods={"ss": spec}), "tiny", "ss")
+    cfg["training"].update(optimizer=optimizer, lr=0.01 if optimizer == "adam" else 1.0)
+    torch.manual_seed(0)
+    model = build_model(cfg, prep)
+    assert model.encoder.embedding.sparse and model.sparse_params() == [model.head.weight, model.head.bias_col]
+    # one step touches only the rows of inputs, targets and negatives
+    opt = build_optimizer(model, TrainConfig(**cfg["training"]))
+    before = model.head.weight.detach().clone()
+    x = torch.tensor([[1, 2], [3, 4]])
+    y = torch.tensor([[2, 3], [4, 5]])
+    loss, _ = model.loss(x, y, model.init_state(2))
+    loss.backward()
+    rows = set(model.head.weight.grad.coalesce().indices()[0].tolist())
+    opt.step()
+    changed = set(torch.nonzero((model.head.weight.detach() != before).any(1)).flatten().tolist())
+    assert changed <= rows and {1, 2, 3, 4, 5} <= rows
+    # whole runs: it learns, and an interrupted run resumes bitwise
+    ref = train(cfg, prep, tmp_path / "ref", CPU)
+    hist = (tmp_path / "ref" / "history.csv").read_text().splitlines()
+    first, last = float(hist[1].split(",")[3]), float(hist[-1].split(",")[3])
+    assert last < first
+    assert train(cfg, prep, tmp_path / "cut", CPU, stop_after_steps=5) is None
+    train(cfg, prep, tmp_path / "cut", CPU)
+    a = torch.load(tmp_path / "ref" / "model.pt", weights_only=False)["model"]
+    b = torch.load(tmp_path / "cut" / "model.pt", weights_only=False)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert ref["best_valid_nll"] < math.log(31)

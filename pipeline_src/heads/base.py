@@ -52,6 +52,10 @@ class OutputLayer(nn.Module):
         """Exact normalised log p(. | h): hidden (N, d) -> (N, V), each row logsumexp = 0."""
         raise NotImplementedError
 
+    def sparse_params(self) -> list[nn.Parameter]:
+        """Parameters whose gradients are sparse (rows gathered by index); they get a sparse optimizer."""
+        return []
+
     def param_groups(self) -> list[tuple[list[nn.Parameter], float]]:
         """Parameters that want their own learning rate, as (params, multiplier of the base lr)."""
         return []

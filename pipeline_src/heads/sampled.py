@@ -38,6 +38,7 @@ def _sampler_options():
         alpha=field(default=0.75, metadata={"minimum": 0, "maximum": 1, "description": "Q = unigram^alpha"}),
         replacement=field(default=False, metadata={"description": "draw negatives with replacement"}),
         shared=field(default=True, metadata={"description": "one set of negatives for the whole batch"}),
+        sparse=field(default=True, metadata={"description": "sparse gradients for the gathered rows (a step independent of |V|)"}),
     )
 
 
@@ -49,10 +50,14 @@ class _Sampled(OutputLayer):
 
     def __init__(self, ctx: HeadContext, opts):
         super().__init__(ctx, opts)
-        self.weight, bias = output_embedding(ctx, opts.init_range)
-        self.bias = bias if self.has_bias else None
-        if self.bias is not None:
-            nn.init.constant_(self.bias, self.bias_init(ctx.vocab_size) if callable(self.bias_init) else self.bias_init)
+        self.weight, _ = output_embedding(ctx, opts.init_range)  # (V, d)
+        # The bias is stored as a (V, 1) column so rows can be gathered with a sparse gradient
+        # (a sparse gradient cannot flow back through a view of a (V,) vector).
+        if self.has_bias:
+            init = self.bias_init(ctx.vocab_size) if callable(self.bias_init) else self.bias_init
+            self.bias_col = nn.Parameter(torch.full((ctx.vocab_size, 1), float(init)))
+        else:
+            self.bias_col = None
         v = ctx.vocab_size
         if opts.sampler == "unigram":
             if ctx.unigram_counts is None:
@@ -70,14 +75,25 @@ class _Sampled(OutputLayer):
         self.sampler.to(self.log_q.device)
         return out
 
+    @property
+    def bias(self) -> Tensor | None:
+        """The output bias as a (V,) view (None for heads without one)."""
+        return None if self.bias_col is None else self.bias_col[:, 0]
+
+    def sparse_params(self) -> list[nn.Parameter]:
+        """Output rows are gathered, so their gradients are sparse: a step that does not touch all of V."""
+        if not self.opts.sparse:
+            return []
+        return [self.weight] + ([self.bias_col] if self.bias_col is not None else [])
+
     def scores(self, hidden: Tensor, ids: Tensor | None = None) -> Tensor:
         """s(w, c) for all words (N, V) or the given ids: (k,) shared -> (N, k); (N, k) -> (N, k)."""
         if ids is None:
             return F.linear(hidden, self.weight, self.bias)
-        w = self.weight[ids]  # (k, d) or (N, k, d)
+        w = F.embedding(ids, self.weight, sparse=self.opts.sparse)  # (k, d) or (N, k, d)
         s = hidden @ w.t() if ids.dim() == 1 else torch.einsum("nd,nkd->nk", hidden, w)
-        if self.bias is not None:
-            s = s + self.bias[ids]
+        if self.bias_col is not None:
+            s = s + F.embedding(ids, self.bias_col, sparse=self.opts.sparse).squeeze(-1)
         return s
 
     def test_logits(self, s: Tensor) -> Tensor:
@@ -116,6 +132,7 @@ class SampledSoftmax(_Sampled):
         alpha: float = _sampler_options()["alpha"]
         replacement: bool = _sampler_options()["replacement"]
         shared: bool = _sampler_options()["shared"]
+        sparse: bool = _sampler_options()["sparse"]
         remove_accidental_hits: bool = field(default=True, metadata={"description": "mask negatives equal to the target"})
         chunk_size: int = field(default=1024, metadata={"minimum": 1, "description": "rows per chunk in exact evaluation"})
         init_range: float = init_range_field()
@@ -157,6 +174,7 @@ class NCE(_Logistic):
         alpha: float = _sampler_options()["alpha"]
         replacement: bool = field(default=True, metadata={"description": "draw negatives with replacement"})
         shared: bool = _sampler_options()["shared"]
+        sparse: bool = _sampler_options()["sparse"]
         log_z: float = field(default=0.0, metadata={"description": "fixed log normaliser (initial value if learned)"})
         learn_log_z: bool = field(default=False, metadata={"description": "learn log Z as a parameter"})
         chunk_size: int = field(default=1024, metadata={"minimum": 1, "description": "rows per chunk in exact evaluation"})
@@ -185,6 +203,7 @@ def _neg_options_cls():
         alpha: float = _sampler_options()["alpha"]
         replacement: bool = field(default=True, metadata={"description": "draw negatives with replacement"})
         shared: bool = _sampler_options()["shared"]
+        sparse: bool = _sampler_options()["sparse"]
         chunk_size: int = field(default=1024, metadata={"minimum": 1, "description": "rows per chunk in exact evaluation"})
         init_range: float = init_range_field()
 
