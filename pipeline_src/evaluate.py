@@ -88,8 +88,10 @@ def rank_diagnostic(model, ids: np.ndarray, n_contexts: int, bptt: int, device: 
     from .linalg import numerical_rank
 
     lp = log_prob_matrix(copy.deepcopy(model).double(), ids, n_contexts, bptt, device)
-    rank, tol = numerical_rank(lp)
+    finite = np.isfinite(lp).all(axis=0)  # words a head gives probability 0 (NEGLM: Q(w) = 0) are left out
+    rank, tol = numerical_rank(lp[:, finite])
     return {"contexts": int(lp.shape[0]), "vocab": int(lp.shape[1]), "rank": rank, "tolerance": tol,
+            "zero_probability_words": int((~finite).sum()),
             "head_dim": model.head.in_dim, "softmax_bound": model.head.in_dim + 2}
 
 

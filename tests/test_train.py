@@ -184,3 +184,16 @@ def test_sampled_head_trains_with_a_sparse_step(data, tmp_path, optimizer):
     b = torch.load(tmp_path / "cut" / "model.pt", weights_only=False)["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert ref["best_valid_nll"] < math.log(31)
+
+
+def test_rank_diagnostic_leaves_out_zero_probability_words(data):
+    from pipeline_src.evaluate import rank_diagnostic
+
+    p, raw, prep = data
+    spec = {"type": "neglm", "negatives": 5}
+    cfg = run_config(dict(p, methods={"neglm": spec}), "tiny", "neglm")
+    torch.manual_seed(0)
+    model = build_model(cfg, prep)
+    assert torch.isinf(model.head.log_q).sum() == 1  # <unk> never occurs in the synthetic train split
+    r = rank_diagnostic(model, load_split(prep, "valid"), 100, 10, CPU)
+    assert r["zero_probability_words"] == 1 and 0 < r["rank"] <= 16 + 2
