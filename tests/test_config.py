@@ -53,11 +53,11 @@ def test_method_options_come_from_the_head(default_params):
 
 def test_run_must_reference_defined_entries(default_params):
     p = copy.deepcopy(default_params)
-    p["run"]["methods"] = ["softmax", "nce"]
+    p["run"]["methods"] = ["softmax", "nope"]
     msg = _error(p)
-    assert "run.methods" in msg and "'nce'" in msg and "'softmax'" in msg and "'mos'" in msg
+    assert "run.methods" in msg and "'nope'" in msg and "'softmax'" in msg and "'mos'" in msg
     p = copy.deepcopy(default_params)
-    p["matrix"]["methods"] = ["nce"]
+    p["matrix"]["methods"] = ["nope"]
     assert "matrix.methods" in _error(p)
 
 
