@@ -110,20 +110,24 @@ def bench_one(method: str, spec: dict, v: int, n: int, d: int, device: torch.dev
             "params": sum(p.numel() for p in head.parameters())}
 
 
-def floor_and_reference(v: int, n: int, d: int, device: torch.device, repeats: int, warmup: int) -> dict:
-    g = torch.Generator().manual_seed(1)
-    h = torch.randn(n, d, generator=g).to(device)
-    w = torch.randn(v, d, generator=g).to(device)
-    grad_logits = torch.randn(n, v, generator=g).to(device)
+def _floor_ms(h: torch.Tensor, w: torch.Tensor, device: torch.device, repeats: int, warmup: int) -> tuple[float, float]:
+    """Times of the three products of a training step and of the one product of evaluation."""
+    grad_logits = torch.randn(h.shape[0], w.shape[0], generator=torch.Generator().manual_seed(2)).to(device)
 
     def three_products() -> None:
         torch.mm(h, w.t())  # logits (N, V)
         torch.mm(grad_logits, w)  # dh (N, d)
         torch.mm(grad_logits.t(), h)  # dW (V, d)
 
-    floor = time_fn(three_products, device, repeats, warmup)
-    floor_eval = time_fn(lambda: torch.mm(h, w.t()), device, repeats, warmup)
-    del grad_logits
+    return (time_fn(three_products, device, repeats, warmup),
+            time_fn(lambda: torch.mm(h, w.t()), device, repeats, warmup))
+
+
+def floor_and_reference(v: int, n: int, d: int, device: torch.device, repeats: int, warmup: int) -> dict:
+    g = torch.Generator().manual_seed(1)
+    h = torch.randn(n, d, generator=g).to(device)
+    w = torch.randn(v, d, generator=g).to(device)
+    floor, floor_eval = _floor_ms(h, w, device, repeats, warmup)
     hr, wr = h.clone().requires_grad_(), w.clone().requires_grad_()
     br = torch.zeros(v, device=device, requires_grad=True)
     target = torch.randint(0, v, (n,), generator=g).to(device)
