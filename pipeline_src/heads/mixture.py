@@ -5,9 +5,8 @@
   log p = logsumexp_k(log pi_k + log_softmax(h_k W^T + b)).
 - ``moc``  Mixture of Contexts, the paper's negative control: the same parameters, but the
   contexts are mixed first, p = softmax((sum_k pi_k h_k) W^T + b); rank stays <= d + 1.
-- ``sigsoftmax`` (Kanai et al., NeurIPS 2018): p proportional to exp(z) sigmoid(z), z = h W^T + b,
-  computed in log space as log_softmax(z + logsigmoid(z)).
-- ``moss`` mixture of sigsoftmaxes: MoS with sigsoftmax components.
+- ``moss`` mixture of sigsoftmaxes (Kanai et al., NeurIPS 2018): MoS with sigsoftmax components
+  (``sigsoftmax`` itself, a fixed pointwise function of the logits, lives in pointwise.py).
 
 All are exact in log space (no log(p + eps)). The MoS/MoSS loss runs chunk by chunk and forms its
 gradients in the same pass (``MixtureCrossEntropy``: 3K matrix products per chunk, one exp pass), so the
@@ -22,16 +21,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .base import HeadContext, OutputLayer, chunked_mean_nll, output_embedding, register
+from .base import HeadContext, OutputLayer, output_embedding, register
 from .softmax import linear_cross_entropy
 
 
-def log_sigsoftmax(z: Tensor, dim: int = -1) -> Tensor:
-    """log of exp(z) sigmoid(z) / sum exp(z) sigmoid(z), stably."""
-    return F.log_softmax(z + F.logsigmoid(z), dim=dim)
-
-
-def _sig_logits(z: Tensor) -> Tensor:
+def sig_logits(z: Tensor) -> Tensor:
+    """z + log sigmoid(z): log_softmax of it is log sigsoftmax(z), exactly and stably."""
     return z + F.logsigmoid(z)
 
 
@@ -128,7 +123,7 @@ class _Mixture(OutputLayer):
 
     def _component_logits(self, h: Tensor) -> Tensor:
         z = F.linear(h, self.weight, self.bias)  # (n, K, V)
-        return _sig_logits(z) if self.sigmoid_gate else z
+        return sig_logits(z) if self.sigmoid_gate else z
 
 
 class _MixtureOfComponents(_Mixture):
@@ -183,31 +178,3 @@ class MixtureOfContexts(_Mixture):
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         return linear_cross_entropy(self.context(hidden), self.weight, self.bias, target, 1024)
-
-
-@register("sigsoftmax")
-class Sigsoftmax(OutputLayer):
-    """p(w | h) proportional to exp(z_w) sigmoid(z_w), z = h W^T + b."""
-
-    @dataclass(frozen=True)
-    class Options:
-        chunk_size: int = field(default=512, metadata={"minimum": 1, "description": "rows of logits alive at once"})
-        init_range: float = init_range_field()
-
-    def __init__(self, ctx: HeadContext, opts: Options):
-        super().__init__(ctx, opts)
-        self.weight, self.bias = output_embedding(ctx, opts.init_range)
-
-    def log_prob(self, hidden: Tensor) -> Tensor:
-        return log_sigsoftmax(F.linear(hidden, self.weight, self.bias))
-
-    def _target_lp(self, h: Tensor, t: Tensor) -> Tensor:
-        z = _sig_logits(F.linear(h, self.weight, self.bias))  # (c, V)
-        return z.gather(1, t[:, None]).squeeze(1) - torch.logsumexp(z, dim=1)
-
-    def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
-        c = chunk_size or self.opts.chunk_size
-        return torch.cat([self._target_lp(hidden[s:s + c], target[s:s + c]) for s in range(0, hidden.shape[0], c)])
-
-    def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
-        return chunked_mean_nll(self._target_lp, hidden, target, self.opts.chunk_size)

@@ -8,6 +8,8 @@ bounded to rank d + 1 when f is non-linear, yet keeps the order of the logits.
   identity (plus ``init_noise``). Forward is a table lookup (segment index, knot value, slope); the
   gradient is a lookup and a scatter into the M slopes, formed in the loss's single pass
   (``PLIFCrossEntropy``), so time and memory stay close to a plain softmax.
+- ``sigsoftmax`` (Kanai et al. 2018): the fixed f(z) = z + logsigmoid(z), i.e. p proportional to
+  exp(z) sigmoid(z).
 - ``monotonic-mlp``: f(z) = s0 z + sum_j alpha_j tanh(beta_j z + gamma_j) with s0, alpha, beta > 0
   (softplus), a one-hidden-layer network per logit: (rows x V x hidden) activations, the memory
   PLIF avoids. Included to measure that trade-off.
@@ -23,7 +25,7 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from .base import HeadContext, OutputLayer, chunked_mean_nll, output_embedding, register
-from .mixture import init_range_field
+from .mixture import init_range_field, sig_logits
 
 SOFTPLUS_INV_1 = math.log(math.e - 1.0)  # softplus(x) = 1
 
@@ -54,7 +56,22 @@ class _PointwiseSoftmax(OutputLayer):
 
     def param_groups(self):
         own = [p for n, p in self.named_parameters() if n.startswith("fn_")]
-        return [(own, self.opts.lr_scale)] if self.opts.lr_scale != 1.0 else []
+        scale = getattr(self.opts, "lr_scale", 1.0)
+        return [(own, scale)] if own and scale != 1.0 else []
+
+
+@register("sigsoftmax")
+class Sigsoftmax(_PointwiseSoftmax):
+    """p(w | h) proportional to exp(z_w) sigmoid(z_w) (Kanai et al. 2018): the fixed increasing
+    f(z) = z + logsigmoid(z) before the softmax, exact in log space."""
+
+    @dataclass(frozen=True)
+    class Options:
+        chunk_size: int = field(default=512, metadata={"minimum": 1, "description": "rows of logits alive at once"})
+        init_range: float = init_range_field()
+
+    def f(self, z: Tensor) -> Tensor:
+        return sig_logits(z)
 
 
 class PLIFCrossEntropy(torch.autograd.Function):

@@ -30,16 +30,20 @@ from .base import HeadContext, OutputLayer, output_embedding, register
 from .mixture import init_range_field
 
 
-def _sampler_options():
-    return dict(
-        negatives=field(default=100, metadata={"minimum": 1, "description": "k, negatives per step"}),
-        sampler=field(default="unigram", metadata={"enum": ["unigram", "uniform", "log-uniform"],
-                                                   "description": "noise distribution Q over frequency-sorted ids"}),
-        alpha=field(default=0.75, metadata={"minimum": 0, "maximum": 1, "description": "Q = unigram^alpha"}),
-        replacement=field(default=False, metadata={"description": "draw negatives with replacement"}),
-        shared=field(default=True, metadata={"description": "one set of negatives for the whole batch"}),
-        sparse=field(default=True, metadata={"description": "sparse gradients for the gathered rows (a step independent of |V|)"}),
-    )
+@dataclass(frozen=True)
+class SamplerOptions:
+    """Options shared by the sampled objectives."""
+
+    negatives: int = field(default=100, metadata={"minimum": 1, "description": "k, negatives per step"})
+    sampler: str = field(default="unigram", metadata={"enum": ["unigram", "uniform", "log-uniform"],
+                                                      "description": "noise distribution Q over frequency-sorted ids"})
+    alpha: float = field(default=0.75, metadata={"minimum": 0, "maximum": 1, "description": "Q = unigram^alpha"})
+    replacement: bool = field(default=True, metadata={"description": "draw negatives with replacement"})
+    shared: bool = field(default=True, metadata={"description": "one set of negatives for the whole batch"})
+    sparse: bool = field(default=True, metadata={
+        "description": "sparse gradients for the gathered rows (a step independent of |V|)"})
+    chunk_size: int = field(default=1024, metadata={"minimum": 1, "description": "rows per chunk in exact evaluation"})
+    init_range: float = init_range_field()
 
 
 class _Sampled(OutputLayer):
@@ -126,16 +130,9 @@ class _Sampled(OutputLayer):
 @register("sampled-softmax")
 class SampledSoftmax(_Sampled):
     @dataclass(frozen=True)
-    class Options:
-        negatives: int = _sampler_options()["negatives"]
-        sampler: str = _sampler_options()["sampler"]
-        alpha: float = _sampler_options()["alpha"]
-        replacement: bool = _sampler_options()["replacement"]
-        shared: bool = _sampler_options()["shared"]
-        sparse: bool = _sampler_options()["sparse"]
+    class Options(SamplerOptions):
+        replacement: bool = field(default=False, metadata={"description": "draw negatives with replacement"})
         remove_accidental_hits: bool = field(default=True, metadata={"description": "mask negatives equal to the target"})
-        chunk_size: int = field(default=1024, metadata={"minimum": 1, "description": "rows per chunk in exact evaluation"})
-        init_range: float = init_range_field()
 
     def loss_given(self, hidden: Tensor, target: Tensor, neg: Negatives) -> Tensor:
         ids = neg.ids
@@ -168,17 +165,9 @@ class NCE(_Logistic):
     bias_init = staticmethod(lambda v: -math.log(v))
 
     @dataclass(frozen=True)
-    class Options:
-        negatives: int = _sampler_options()["negatives"]
-        sampler: str = _sampler_options()["sampler"]
-        alpha: float = _sampler_options()["alpha"]
-        replacement: bool = field(default=True, metadata={"description": "draw negatives with replacement"})
-        shared: bool = _sampler_options()["shared"]
-        sparse: bool = _sampler_options()["sparse"]
+    class Options(SamplerOptions):
         log_z: float = field(default=0.0, metadata={"description": "fixed log normaliser (initial value if learned)"})
         learn_log_z: bool = field(default=False, metadata={"description": "learn log Z as a parameter"})
-        chunk_size: int = field(default=1024, metadata={"minimum": 1, "description": "rows per chunk in exact evaluation"})
-        init_range: float = init_range_field()
 
     def __init__(self, ctx: HeadContext, opts: Options):
         super().__init__(ctx, opts)
@@ -195,25 +184,10 @@ class NCE(_Logistic):
         return s - self.log_z  # the model's unnormalised log p; the constant cancels in the softmax
 
 
-def _neg_options_cls():
-    @dataclass(frozen=True)
-    class Options:
-        negatives: int = _sampler_options()["negatives"]
-        sampler: str = _sampler_options()["sampler"]
-        alpha: float = _sampler_options()["alpha"]
-        replacement: bool = field(default=True, metadata={"description": "draw negatives with replacement"})
-        shared: bool = _sampler_options()["shared"]
-        sparse: bool = _sampler_options()["sparse"]
-        chunk_size: int = field(default=1024, metadata={"minimum": 1, "description": "rows per chunk in exact evaluation"})
-        init_range: float = init_range_field()
-
-    return Options
-
-
 @register("neg")
 class NEG(_Logistic):
     has_bias = False
-    Options = _neg_options_cls()
+    Options = SamplerOptions
 
 
 @register("neglm")
@@ -221,7 +195,7 @@ class NEGLM(_Logistic):
     """NEG training; test p(w | c) proportional to exp(w . c) Q(w) (Melamud et al. 2017)."""
 
     has_bias = False
-    Options = _neg_options_cls()
+    Options = SamplerOptions
 
     def test_logits(self, s: Tensor) -> Tensor:
         return s + self.log_q
@@ -232,4 +206,4 @@ class NEGLMBias(NEGLM):
     """NEGLM with a learned output bias, in training and at test time."""
 
     has_bias = True
-    Options = _neg_options_cls()
+    Options = SamplerOptions
