@@ -1,3 +1,7 @@
+localrules:
+    fetch,  # runs on the submitting host under a cluster executor (compute nodes are often offline)
+
+
 rule fetch:
     output:
         directory(f"{DATA}/raw/{{dataset}}"),
