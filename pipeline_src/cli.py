@@ -152,7 +152,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from .corpora import CorpusError
-    from .train import ResumeError
+    from .train import ResumeError, Stopped
 
     try:
         params = load(args.config)
@@ -164,4 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, CorpusError, ResumeError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Stopped as e:
+        print(f"{e}", file=sys.stderr)
+        return 128 + e.signum  # the shell's convention for "killed by signal N"
     return 0

@@ -1,8 +1,10 @@
 """Device choice, seeding, threads and peak-memory readings shared by training, evaluation and bench."""
 from __future__ import annotations
 
+import contextlib
 import random
 import resource
+import signal
 
 import numpy as np
 import torch
@@ -56,3 +58,33 @@ def set_rng_state(state: dict) -> None:
     random.setstate(state["python"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class StopRequest:
+    """Set by SIGTERM / SIGINT while installed: the training loop checkpoints and stops at the next step.
+
+    SLURM sends SIGTERM on preemption, on ``scancel`` and at the time limit (then SIGKILL after
+    KillWait); Snakemake sends it to its jobs when it is interrupted itself.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __bool__(self) -> bool:
+        return self.signum is not None
+
+    @contextlib.contextmanager
+    def installed(self):
+        def handler(signum, frame):
+            self.signum = signum
+
+        try:
+            previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+        except ValueError:  # not the main thread: signals stay with whoever owns them
+            yield self
+            return
+        try:
+            yield self
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)

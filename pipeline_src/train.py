@@ -2,10 +2,15 @@
 
 It knows nothing about the output layer: it calls ``model.loss`` and (for validation)
 ``evaluate.stream_log_probs``. Outputs in the run directory:
-  model.pt      best-validation weights, with the run config that made them
+  model.pt      best-validation weights, with the run config that made them (written at the end)
   history.csv   one row per epoch, rewritten atomically after every epoch
   train.json    training summary (tokens/s, peak memory, wall time, parameters, config hash)
-  checkpoint.pt resume state while training runs (deleted when the run completes)
+  checkpoint.pt resume state while training runs (deleted when the run completes): weights,
+                optimizer, RNG states, LSTM state, position in the epoch, best weights so far
+
+Preemption: SIGTERM or SIGINT makes the loop write a checkpoint after the current step and raise
+``Stopped``; SIGKILL loses at most ``checkpoint_every_steps`` steps (or the current epoch). Either way
+the next call resumes and ends bitwise identical to an uninterrupted run on CPU.
 """
 from __future__ import annotations
 
@@ -28,7 +33,7 @@ from .evaluate import stream_log_probs
 from .model import LanguageModel
 from .optim import build_optimizer, clip_grad_norm
 from .prepare import load_split
-from .runtime import peak_memory_mb, reset_peak_memory, rng_state, seed_everything, set_rng_state
+from .runtime import StopRequest, peak_memory_mb, reset_peak_memory, rng_state, seed_everything, set_rng_state
 
 HISTORY_FIELDS = ["epoch", "lr", "train_loss", "valid_nll", "valid_ppl", "train_tokens_per_s", "epoch_time_s",
                   "wall_time_s", "best"]
@@ -36,6 +41,14 @@ HISTORY_FIELDS = ["epoch", "lr", "train_loss", "valid_nll", "valid_ppl", "train_
 
 class ResumeError(RuntimeError):
     pass
+
+
+class Stopped(RuntimeError):
+    """Training stopped by a signal after writing its checkpoint; rerun to resume."""
+
+    def __init__(self, signum: int, where: str, ckpt: Path) -> None:
+        super().__init__(f"stopped by signal {signum} at {where}; checkpoint saved to {ckpt}; rerun to resume")
+        self.signum = signum
 
 
 def build_model(run_cfg: dict, prepared: Path) -> LanguageModel:
@@ -62,8 +75,16 @@ def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
     """Train one (dataset, method) run into ``out_dir``; resume from ``checkpoint.pt`` if present.
 
     ``stop_after_steps`` simulates an interruption (tests): return None after that many
-    optimizer steps in this call, leaving only the checkpoint behind.
+    optimizer steps in this call, leaving only the checkpoint behind. A SIGTERM / SIGINT received
+    meanwhile raises ``Stopped`` once the checkpoint is written.
     """
+    stop = StopRequest()
+    with stop.installed():
+        return _train(run_cfg, prepared, out_dir, device, stop_after_steps, stop)
+
+
+def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, stop_after_steps: int | None,
+           stop: StopRequest) -> dict | None:
     tc = TrainConfig(**run_cfg["training"])
     chash = config_hash(run_cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -81,6 +102,7 @@ def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
     st = {"epoch": 0, "step_in_epoch": 0, "lr": tc.lr, "best_valid_nll": math.inf, "history": [],
           "train_time_s": 0.0, "train_tokens": 0, "wall_time_s": 0.0, "loss_sum": 0.0, "loss_count": 0}
     hidden = model.init_state(tc.batch_size, device)
+    best_model = None  # best-validation weights so far (CPU copies); model.pt is written from them at the end
     if ckpt_path.exists():
         ck = torch.load(ckpt_path, map_location=device, weights_only=False)
         if ck["config_hash"] != chash:
@@ -91,11 +113,13 @@ def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
         st = ck["state"]
         hidden = tuple(h.to(device) for h in ck["hidden"])
         set_rng_state(ck["rng"])
+        best_model = ck["best_model"]
         print(f"resumed from {ckpt_path}: epoch {st['epoch'] + 1}, step {st['step_in_epoch']}", file=sys.stderr)
 
     def checkpoint() -> None:
         _save(ckpt_path, {"config": run_cfg, "config_hash": chash, "model": model.state_dict(),
-                          "optimizer": optimizer.state_dict(), "state": st, "hidden": hidden, "rng": rng_state()})
+                          "optimizer": optimizer.state_dict(), "state": st, "hidden": hidden, "rng": rng_state(),
+                          "best_model": best_model})
 
     reset_peak_memory(device)
     t_call = time.perf_counter()
@@ -134,10 +158,12 @@ def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
             if tc.checkpoint_every_steps and st["step_in_epoch"] % tc.checkpoint_every_steps == 0:
                 st["wall_time_s"] = wall0 + time.perf_counter() - t_call
                 checkpoint()
-            if stop_after_steps is not None and steps_this_call >= stop_after_steps:
+            if stop or (stop_after_steps is not None and steps_this_call >= stop_after_steps):
                 st["wall_time_s"] = wall0 + time.perf_counter() - t_call
                 checkpoint()
                 bar.close()
+                if stop:
+                    raise Stopped(stop.signum, f"epoch {st['epoch'] + 1}, step {st['step_in_epoch']}", ckpt_path)
                 return None
         bar.close()
 
@@ -157,8 +183,8 @@ def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
               f"valid ppl {row['valid_ppl']:.2f} | {row['train_tokens_per_s']:.0f} tok/s", file=sys.stderr)
         if improved:
             st["best_valid_nll"] = valid_nll
-            _save(out_dir / "model.pt", {"config": run_cfg, "config_hash": chash, "model": model.state_dict(),
-                                         "epoch": st["epoch"] + 1, "valid_nll": valid_nll})
+            best_model = {"model": {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()},
+                          "epoch": st["epoch"] + 1, "valid_nll": valid_nll}
         else:
             st["lr"] /= tc.lr_decay
         st["epoch"] += 1
@@ -166,6 +192,8 @@ def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
         st["wall_time_s"] = wall0 + time.perf_counter() - t_call
         write_text(out_dir / "history.csv", _history_csv(st["history"]))
         checkpoint()
+        if stop:
+            raise Stopped(stop.signum, f"the end of epoch {st['epoch']}", ckpt_path)
 
     summary = {
         "config": run_cfg, "config_hash": chash, "seed": run_cfg["seed"], "device": str(device),
@@ -175,6 +203,7 @@ def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
         "train_time_s": st["train_time_s"], "tokens_per_s_train": st["train_tokens"] / max(st["train_time_s"], 1e-9),
         "wall_time_s": st["wall_time_s"], "peak_mem_mb_train": peak_memory_mb(device),
     }
+    _save(out_dir / "model.pt", {"config": run_cfg, "config_hash": chash, **best_model})
     write_json(out_dir / "train.json", summary)
     ckpt_path.unlink()
     return summary

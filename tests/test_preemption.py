@@ -1,0 +1,129 @@
+"""Preemption: a training job killed mid-epoch resumes from its checkpoint and ends bitwise identical.
+
+Real processes and real signals: the CLI as SLURM runs it (SIGTERM on preemption / time limit, SIGKILL
+when a node dies), and Snakemake interrupted while its training job runs.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import tiny_params, write_params
+from test_pipeline import BIN, _project, _sh
+
+ENV = {"PATH": f"{BIN}:/usr/bin:/bin", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _params(default_params: dict, tmp_path: Path) -> dict:
+    p = tiny_params(default_params, tmp_path)
+    tiny = p["datasets"]["tiny"]
+    tiny["corpus"]["train_tokens"] = 40000  # 500 steps per epoch: a few seconds, so the kill lands mid-epoch
+    tiny["training"].update(epochs=2, checkpoint_every_steps=10)
+    return p
+
+
+def _cli(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    r = subprocess.run([sys.executable, "-m", "pipeline_src", *args], cwd=cwd, capture_output=True, text=True,
+                       env=ENV)
+    if check:
+        assert r.returncode == 0, f"{args} failed:\n{r.stderr[-3000:]}"
+    return r
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 60) -> None:
+    t0 = time.monotonic()
+    while not path.exists():
+        assert proc.poll() is None, f"process ended (rc {proc.returncode}) before {path} appeared"
+        assert time.monotonic() - t0 < timeout, f"{path} did not appear within {timeout}s"
+        time.sleep(0.01)
+
+
+def _weights(run: Path) -> dict:
+    return torch.load(run / "model.pt", weights_only=False)["model"]
+
+
+def _assert_same_run(a: Path, b: Path) -> None:
+    wa, wb = _weights(a), _weights(b)
+    assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    ma, mb = (json.loads((r / "metrics.json").read_text()) for r in (a, b))
+    for split in ("valid", "test"):
+        assert ma["splits"][split]["nll"] == mb["splits"][split]["nll"]
+
+
+@pytest.fixture
+def prepared(default_params, tmp_path):
+    cfg = write_params(_params(default_params, tmp_path), tmp_path / "params.yaml")
+    _cli("fetch", "--config", str(cfg), "--dataset", "tiny", cwd=tmp_path)
+    _cli("prepare", "--config", str(cfg), "--dataset", "tiny", cwd=tmp_path)
+    return cfg
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_cli_training_killed_mid_epoch_resumes_to_the_same_result(prepared, tmp_path, sig):
+    cfg = prepared
+    run_args = ["--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--threads", "1"]
+    runs = tmp_path / "results" / "runs" / "tiny"
+
+    _cli("train", *run_args, cwd=tmp_path)  # uninterrupted reference
+    _cli("evaluate", *run_args, cwd=tmp_path)
+    (runs / "softmax").rename(runs / "reference")
+
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline_src", "train", *run_args], cwd=tmp_path, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ckpt = runs / "softmax" / "checkpoint.pt"
+    _wait_for(ckpt, proc)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == (128 + sig if sig == signal.SIGTERM else -sig), err[-2000:]
+    state = torch.load(ckpt, weights_only=False)["state"]
+    assert state["epoch"] == 0 and 0 < state["step_in_epoch"] < 500  # really mid-epoch
+    if sig == signal.SIGTERM:
+        assert f"stopped by signal {int(sig)} at epoch 1, step {state['step_in_epoch']}" in err
+    assert not (runs / "softmax" / "model.pt").exists() and not (runs / "softmax" / "train.json").exists()
+
+    r = _cli("train", *run_args, cwd=tmp_path)
+    assert f"resumed from {ckpt}: epoch 1, step {state['step_in_epoch']}" in r.stderr
+    _cli("evaluate", *run_args, cwd=tmp_path)
+    assert not ckpt.exists()
+    _assert_same_run(runs / "reference", runs / "softmax")
+
+
+@pytest.mark.slow
+def test_snakemake_interrupted_keeps_the_checkpoint_and_resumes(default_params, tmp_path):
+    p = _params(default_params, tmp_path)
+    p["datasets"]["tiny"]["training"]["epochs"] = 8  # seconds: Snakemake and the job must start first
+    p["run"] = {"datasets": ["tiny"], "methods": ["softmax"]}
+    proj = _project(tmp_path, p)
+    run = proj / "results" / "runs" / "tiny" / "softmax"
+    target = "results/runs/tiny/softmax/metrics.json"
+    smk = [str(BIN / "snakemake"), "--cores", "1", target]
+
+    proc = subprocess.Popen(smk, cwd=proj, env={**ENV, "HOME": str(proj)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    _wait_for(run / "checkpoint.pt", proc, timeout=120)
+    os.killpg(proc.pid, signal.SIGTERM)  # as SLURM does to every process of a job it preempts or times out
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode != 0, out[-2000:]
+    assert "stopped by signal 15" in (proj / "results" / "logs" / "train" / "tiny" / "softmax.log").read_text()
+    assert (run / "checkpoint.pt").exists(), "Snakemake deleted the checkpoint of the interrupted job"
+    assert not (run / "model.pt").exists()
+    step = torch.load(run / "checkpoint.pt", weights_only=False)["state"]["step_in_epoch"]
+    assert step > 0
+
+    _sh(smk, proj)  # rerun-incomplete (profiles/default) reruns the job, which resumes
+    log = (proj / "results" / "logs" / "train" / "tiny" / "softmax.log").read_text()
+    assert "resumed from" in log
+    assert not (run / "checkpoint.pt").exists()
+
+    # the same run without interruption, through the CLI with the same thread count
+    ref_args = ["--config", "params.yaml", "--dataset", "tiny", "--method", "softmax", "--threads", "1"]
+    os.rename(run, run.with_name("interrupted"))
+    _cli("train", *ref_args, cwd=proj)
+    _cli("evaluate", *ref_args, cwd=proj)
+    _assert_same_run(run, run.with_name("interrupted"))
