@@ -19,7 +19,7 @@ def _project(tmp_path: Path, params: dict) -> Path:
     """A copy of the workflow files with ``params`` as params.yaml (relative data/results dirs)."""
     proj = tmp_path / "proj"
     proj.mkdir()
-    for name in ("Snakefile", "dvc.yaml"):
+    for name in ("Snakefile", "dvc.yaml", ".dvcignore"):
         shutil.copy(ROOT / name, proj / name)
     for name in ("workflow", "profiles", "envs", "pipeline_src"):
         shutil.copytree(ROOT / name, proj / name, ignore=shutil.ignore_patterns("__pycache__"))
