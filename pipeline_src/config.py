@@ -48,6 +48,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     max_steps_per_epoch: int | None = None
     checkpoint_every_steps: int | None = None
+    precision: str = "fp32"  # "bf16": autocast the training forward pass (meant for GPUs; runs on CPU too)
 
 
 def schema() -> dict:

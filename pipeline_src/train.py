@@ -93,6 +93,7 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
     seed_everything(run_cfg["seed"])
     model = build_model(run_cfg, prepared).to(device)
     optimizer = build_optimizer(model, tc)
+    # whole splits live on the device: no host-to-device copy, no loader between the GPU and its batches
     train_data = batchify(load_split(prepared, "train"), tc.batch_size, device)
     valid_data = batchify(load_split(prepared, "valid"), tc.eval_batch_size, device)
     n_seg = num_segments(train_data, tc.bptt)
@@ -140,7 +141,9 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
                 break
             t0 = time.perf_counter()
             hidden = tuple(h.detach() for h in hidden)
-            loss, hidden = model.loss(x, y, hidden)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=tc.precision == "bf16"):
+                loss, hidden = model.loss(x, y, hidden)
+            loss = loss.float()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if tc.clip:

@@ -197,3 +197,16 @@ def test_rank_diagnostic_leaves_out_zero_probability_words(data):
     assert torch.isinf(model.head.log_q).sum() == 1  # <unk> never occurs in the synthetic train split
     r = rank_diagnostic(model, load_split(prep, "valid"), 100, 10, CPU)
     assert r["zero_probability_words"] == 1 and 0 < r["rank"] <= 16 + 2
+
+
+def test_bf16_training_learns_like_fp32(data, tmp_path):
+    p, raw, prep = data
+    cfg = run_config(p, "tiny", "softmax")
+    fp32 = train(cfg, prep, tmp_path / "fp32", CPU)
+    cfg["training"]["precision"] = "bf16"
+    bf16 = train(cfg, prep, tmp_path / "bf16", CPU)
+    assert bf16["config"]["training"]["precision"] == "bf16"
+    assert bf16["best_valid_nll"] < math.log(31) - 0.5  # learned (uniform over 31 ids = log 31)
+    assert abs(bf16["best_valid_nll"] - fp32["best_valid_nll"]) < 0.05
+    weights = torch.load(tmp_path / "bf16" / "model.pt", weights_only=False)["model"]
+    assert all(w.dtype == torch.float32 for w in weights.values() if w.is_floating_point())

@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .base import HeadContext, OutputLayer, output_embedding, register
+from .base import HeadContext, OutputLayer, apply_in_fp32, output_embedding, register
 from .softmax import linear_cross_entropy
 
 
@@ -142,7 +142,7 @@ class _MixtureOfComponents(_Mixture):
         log_prior, h = self.mixture(hidden)  # (N, K), (N, K, d): small; the (K x V) work is chunked
         # sigsoftmax components keep sigmoid(z) too: half the rows keep the same memory
         rows = max(1, self.opts.chunk_size // 2) if self.sigmoid_gate else self.opts.chunk_size
-        return MixtureCrossEntropy.apply(log_prior, h, self.weight, self.bias, target, self.sigmoid_gate, rows)
+        return apply_in_fp32(MixtureCrossEntropy, log_prior, h, self.weight, self.bias, target, self.sigmoid_gate, rows)
 
 
 @register("mos")

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .base import HeadContext, OutputLayer, chunked_mean_nll, output_embedding, register
+from .base import HeadContext, OutputLayer, apply_in_fp32, chunked_mean_nll, output_embedding, register
 from .mixture import init_range_field, sig_logits
 
 SOFTPLUS_INV_1 = math.log(math.e - 1.0)  # softplus(x) = 1
@@ -156,8 +156,8 @@ class PiecewiseLinearIncreasing(_PointwiseSoftmax):
         return values[idx] + slopes[idx] * (z - left)
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
-        return PLIFCrossEntropy.apply(hidden, self.weight, self.bias, self.fn_slope_params, target,
-                                      self.opts.limit, self.opts.chunk_size)
+        return apply_in_fp32(PLIFCrossEntropy, hidden, self.weight, self.bias, self.fn_slope_params, target,
+                             self.opts.limit, self.opts.chunk_size)
 
 
 @register("monotonic-mlp")

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .base import HeadContext, OutputLayer, output_embedding, register
+from .base import HeadContext, OutputLayer, apply_in_fp32, output_embedding, register
 
 
 class ChunkedLinearCrossEntropy(torch.autograd.Function):
@@ -62,7 +62,7 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
 def linear_cross_entropy(h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
                          chunk_size: int = 1024) -> Tensor:
     """Mean cross-entropy of ``F.linear(h, weight, bias)`` against ``target``, chunked."""
-    return ChunkedLinearCrossEntropy.apply(h, weight, bias, target, chunk_size)
+    return apply_in_fp32(ChunkedLinearCrossEntropy, h, weight, bias, target, chunk_size)
 
 
 @register("softmax")
