@@ -155,13 +155,15 @@ def options_schema(cls: type[OutputLayer]) -> dict:
 
 
 def apply_in_fp32(fn: type[torch.autograd.Function], *args):
-    """``fn.apply(*args)`` with autocast off and floating tensors in float32.
+    """``fn.apply(*args)`` with autocast off and bf16 / fp16 tensors cast to float32.
 
     The fused losses form their gradients by hand inside ``forward``; under bf16 autocast their
     products would come out in mixed dtypes. They run in float32 (mixed-precision training keeps
     the encoder and the heads' small projections in bf16); gradients flow back to the bf16 inputs.
+    float32 and float64 inputs pass through unchanged.
     """
     device = next(a.device for a in args if isinstance(a, Tensor))
-    args = tuple(a.float() if isinstance(a, Tensor) and a.is_floating_point() else a for a in args)
+    low = (torch.bfloat16, torch.float16)
+    args = tuple(a.float() if isinstance(a, Tensor) and a.dtype in low else a for a in args)
     with torch.autocast(device_type=device.type, enabled=False):
         return fn.apply(*args)
