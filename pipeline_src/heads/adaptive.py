@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch
 from torch import Tensor, nn
 
-from .base import HeadContext, OutputLayer, register
+from .base import HeadContext, OutputLayer, chunked_rows, register
 
 
 def default_cutoffs(v: int) -> list[int]:
@@ -47,5 +46,4 @@ class AdaptiveSoftmax(OutputLayer):
         return self.asm.log_prob(hidden)
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
-        c = chunk_size or self.opts.chunk_size
-        return torch.cat([self.asm(hidden[s:s + c], target[s:s + c]).output for s in range(0, hidden.shape[0], c)])
+        return chunked_rows(lambda h, t: self.asm(h, t).output, hidden, target, chunk_size or self.opts.chunk_size)

@@ -62,11 +62,8 @@ class OutputLayer(nn.Module):
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int = 1024) -> Tensor:
         """Exact log p(target | h), (N,). Chunked over rows so memory stays O(chunk x V)."""
-        out = []
-        for start in range(0, hidden.shape[0], chunk_size):
-            lp = self.log_prob(hidden[start:start + chunk_size])  # (c, V)
-            out.append(lp.gather(1, target[start:start + chunk_size, None]).squeeze(1))
-        return torch.cat(out) if out else hidden.new_zeros(0)
+        return chunked_rows(lambda h, t: self.log_prob(h).gather(1, t[:, None]).squeeze(1), hidden, target,
+                            chunk_size)
 
 
 def output_embedding(ctx: HeadContext, init_range: float) -> tuple[nn.Parameter, nn.Parameter]:
@@ -76,6 +73,19 @@ def output_embedding(ctx: HeadContext, init_range: float) -> tuple[nn.Parameter,
     else:
         weight = nn.Parameter(torch.empty(ctx.vocab_size, ctx.in_dim).uniform_(-init_range, init_range))
     return weight, nn.Parameter(torch.zeros(ctx.vocab_size))
+
+
+def chunked_rows(fn, hidden: Tensor, target: Tensor, chunk_size: int) -> Tensor:
+    """``fn(h (c, d), t (c,)) -> (c,)`` applied ``chunk_size`` rows at a time and concatenated: (N,)."""
+    if hidden.shape[0] == 0:
+        return hidden.new_zeros(0)
+    return torch.cat([fn(hidden[s:s + chunk_size], target[s:s + chunk_size])
+                      for s in range(0, hidden.shape[0], chunk_size)])
+
+
+def target_log_softmax(logits: Tensor, target: Tensor) -> Tensor:
+    """log softmax(logits)[target] for (c, V) logits and (c,) targets, without forming log_softmax."""
+    return logits.gather(1, target[:, None]).squeeze(1) - torch.logsumexp(logits, dim=1)
 
 
 def chunked_mean_nll(target_log_prob, hidden: Tensor, target: Tensor, chunk_size: int) -> Tensor:

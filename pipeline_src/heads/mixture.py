@@ -21,7 +21,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .base import HeadContext, OutputLayer, apply_in_fp32, output_embedding, register
+from .base import (HeadContext, OutputLayer, apply_in_fp32, chunked_rows, output_embedding, register,
+                   target_log_softmax)
 from .softmax import linear_cross_entropy
 
 
@@ -133,10 +134,10 @@ class _MixtureOfComponents(_Mixture):
         return torch.logsumexp(log_prior[:, :, None] + comp, dim=1)
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
-        c = chunk_size or self.opts.chunk_size
-        log_prior, h = self.mixture(hidden)
-        return torch.cat([_mixture_chunk(log_prior[s:s + c], h[s:s + c], self.weight, self.bias, target[s:s + c],
-                                         self.sigmoid_gate, None)[0] for s in range(0, hidden.shape[0], c)])
+        def rows(h: Tensor, t: Tensor) -> Tensor:
+            return _mixture_chunk(*self.mixture(h), self.weight, self.bias, t, self.sigmoid_gate, None)[0]
+
+        return chunked_rows(rows, hidden, target, chunk_size or self.opts.chunk_size)
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         log_prior, h = self.mixture(hidden)  # (N, K), (N, K, d): small; the (K x V) work is chunked
@@ -169,12 +170,8 @@ class MixtureOfContexts(_Mixture):
         return F.log_softmax(F.linear(self.context(hidden), self.weight, self.bias), dim=-1)
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
-        c = chunk_size or self.opts.chunk_size
-        out = []
-        for s in range(0, hidden.shape[0], c):
-            z = F.linear(self.context(hidden[s:s + c]), self.weight, self.bias)
-            out.append(z.gather(1, target[s:s + c, None]).squeeze(1) - torch.logsumexp(z, dim=1))
-        return torch.cat(out)
+        return chunked_rows(lambda h, t: target_log_softmax(F.linear(self.context(h), self.weight, self.bias), t),
+                            hidden, target, chunk_size or self.opts.chunk_size)
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         return linear_cross_entropy(self.context(hidden), self.weight, self.bias, target, 1024)

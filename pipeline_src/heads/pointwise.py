@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .base import HeadContext, OutputLayer, apply_in_fp32, chunked_mean_nll, output_embedding, register
+from .base import HeadContext, OutputLayer, apply_in_fp32, chunked_mean_nll, chunked_rows, output_embedding, register
 from .mixture import init_range_field, sig_logits
 
 SOFTPLUS_INV_1 = math.log(math.e - 1.0)  # softplus(x) = 1
@@ -48,8 +48,7 @@ class _PointwiseSoftmax(OutputLayer):
         return z.gather(1, t[:, None]).squeeze(1) - torch.logsumexp(z, dim=1)
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
-        c = chunk_size or self.opts.chunk_size
-        return torch.cat([self._target_lp(hidden[s:s + c], target[s:s + c]) for s in range(0, hidden.shape[0], c)])
+        return chunked_rows(self._target_lp, hidden, target, chunk_size or self.opts.chunk_size)
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         return chunked_mean_nll(self._target_lp, hidden, target, self.opts.chunk_size)

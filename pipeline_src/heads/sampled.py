@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..sampling import Negatives, Sampler, log_uniform_probs, unigram_probs
-from .base import HeadContext, OutputLayer, output_embedding, register
+from .base import HeadContext, OutputLayer, chunked_rows, output_embedding, register, target_log_softmax
 from .mixture import init_range_field
 
 
@@ -113,12 +113,8 @@ class _Sampled(OutputLayer):
         return F.log_softmax(self.test_logits(self.scores(hidden)), dim=-1)
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
-        c = chunk_size or self.opts.chunk_size
-        out = []
-        for s in range(0, hidden.shape[0], c):
-            z = self.test_logits(self.scores(hidden[s:s + c]))  # (c, V)
-            out.append(z.gather(1, target[s:s + c, None]).squeeze(1) - torch.logsumexp(z, dim=1))
-        return torch.cat(out)
+        return chunked_rows(lambda h, t: target_log_softmax(self.test_logits(self.scores(h)), t),  # (c, V)
+                            hidden, target, chunk_size or self.opts.chunk_size)
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         return self.loss_given(hidden, target, self.sampler.sample(hidden.shape[0]))

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .base import HeadContext, OutputLayer, apply_in_fp32, output_embedding, register
+from .base import (HeadContext, OutputLayer, apply_in_fp32, chunked_rows, output_embedding, register,
+                   target_log_softmax)
 
 
 class ChunkedLinearCrossEntropy(torch.autograd.Function):
@@ -87,10 +88,5 @@ class Softmax(OutputLayer):
         return F.log_softmax(F.linear(hidden, self.weight, self.bias), dim=-1)
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
-        chunk_size = chunk_size or self.opts.chunk_size
-        out = []
-        for s in range(0, hidden.shape[0], chunk_size):
-            logits = F.linear(hidden[s:s + chunk_size], self.weight, self.bias)  # (c, V)
-            t = target[s:s + chunk_size]
-            out.append(logits.gather(1, t[:, None]).squeeze(1) - torch.logsumexp(logits, dim=1))
-        return torch.cat(out) if out else hidden.new_zeros(0)
+        return chunked_rows(lambda h, t: target_log_softmax(F.linear(h, self.weight, self.bias), t),  # (c, V)
+                            hidden, target, chunk_size or self.opts.chunk_size)
