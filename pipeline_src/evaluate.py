@@ -15,33 +15,33 @@ from .batching import batchify, scored_positions, segments
 
 
 @torch.no_grad()
-def stream_log_probs(model, data: Tensor, bptt: int) -> tuple[Tensor, float]:
-    """log p(target | context) for every scored position of ``data`` (L, B): returns ((L-1, B), seconds)."""
+def stream(model, data: Tensor, bptt: int, fn) -> tuple[list[Tensor], float]:
+    """Run the encoder over ``data`` (L, B) segment by segment, carrying the LSTM state, and apply
+    ``fn(h (T*B, d), y (T*B,)) -> tuple of (T*B,) tensors`` to each segment. Returns each output
+    stacked to (L-1, B) on the CPU, and the seconds spent."""
     was_training = model.training
     model.eval()
     hidden = model.init_state(data.shape[1], data.device)
-    out = []
+    parts = []
     t0 = time.perf_counter()
     for _, x, y in segments(data, bptt):
-        lp, hidden = model.target_log_prob(x, y, hidden)
-        out.append(lp)
+        h, hidden = model.encoder(x, hidden)
+        parts.append([o.view_as(y) for o in fn(h.reshape(-1, h.shape[-1]), y.reshape(-1))])
     elapsed = time.perf_counter() - t0
     model.train(was_training)
-    return torch.cat(out).float().cpu(), elapsed
+    return [torch.cat(col).cpu() for col in zip(*parts)], elapsed
 
 
-@torch.no_grad()
-def self_normalisation(model, data: Tensor, bptt: int) -> dict:
-    """For heads meant to be used unnormalised: log Z(c) over the split and the 'perplexity' without it."""
-    model.eval()
-    hidden = model.init_state(data.shape[1], data.device)
-    scores, log_z = [], []
-    for _, x, y in segments(data, bptt):
-        h, hidden = model.encoder(x, hidden)
-        s, z = model.head.self_normalisation(h.reshape(-1, h.shape[-1]), y.reshape(-1))
-        scores.append(s.double().cpu())
-        log_z.append(z.double().cpu())
-    s, z = torch.cat(scores), torch.cat(log_z)
+def stream_log_probs(model, data: Tensor, bptt: int) -> tuple[Tensor, float]:
+    """Exact log p(target | context) for every scored position of ``data`` (L, B): ((L-1, B), seconds)."""
+    (lp,), seconds = stream(model, data, bptt, lambda h, y: (model.head.target_log_prob(h, y),))
+    return lp.float(), seconds
+
+
+def self_normalisation_stats(score: Tensor, log_z: Tensor) -> dict:
+    """For heads meant to be used unnormalised: log Z(c) over a split and the 'perplexity' without it,
+    from the unnormalised log-probabilities of the targets and the log normalisers."""
+    s, z = score.double().flatten(), log_z.double().flatten()
     return {"log_z_mean": float(z.mean()), "log_z_std": float(z.std()),
             "unnormalised_nll": float(-s.mean()), "unnormalised_ppl": math.exp(float(-s.mean()))}
 
@@ -104,12 +104,16 @@ def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.devi
     out = {}
     for split in ("valid", "test"):
         ids = load_split(prepared, split)
-        lp, seconds = stream_log_probs(model, batchify(ids, bs, device), bptt)
+        data = batchify(ids, bs, device)
+        if hasattr(model.head, "self_normalisation"):  # one pass gives both: log p = score - log Z
+            (score, log_z), seconds = stream(model, data, bptt, model.head.self_normalisation)
+            lp, extra = score.double() - log_z.double(), self_normalisation_stats(score, log_z)
+        else:
+            lp, seconds = stream_log_probs(model, data, bptt)
+            extra = {}
         nll = float(-lp.double().mean())
         row = {"nll": nll, "ppl": math.exp(nll), "tokens": int(lp.numel()),
-               "tokens_per_s_eval": lp.numel() / max(seconds, 1e-9)}
-        if hasattr(model.head, "self_normalisation"):
-            row.update(self_normalisation(model, batchify(ids, bs, device), bptt))
+               "tokens_per_s_eval": lp.numel() / max(seconds, 1e-9), **extra}
         if synthetic:
             pos = scored_positions(len(ids), bs)
             true_nll = float(-true_log_probs_at(raw, prepared, split, pos.reshape(-1)).mean())

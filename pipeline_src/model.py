@@ -65,12 +65,5 @@ class LanguageModel(nn.Module):
         h, state = self.encoder(inputs, state)
         return self.head.loss(h.reshape(-1, h.shape[-1]), targets.reshape(-1)), state
 
-    @torch.no_grad()
-    def target_log_prob(self, inputs: Tensor, targets: Tensor, state: State) -> tuple[Tensor, State]:
-        """Exact normalised log p(target | context), (T, B), and the new state."""
-        h, state = self.encoder(inputs, state)
-        lp = self.head.target_log_prob(h.reshape(-1, h.shape[-1]), targets.reshape(-1))
-        return lp.view_as(targets), state
-
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())  # parameters() skips the tied duplicate

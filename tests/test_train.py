@@ -139,6 +139,7 @@ def test_self_normalisation_diagnostics_for_sampled_heads(data):
     res = evaluate(model, cfg, prep, raw, CPU)["test"]
     # brute force over the same positions
     d = batchify(load_split(prep, "test"), 4)
+    model.eval()  # evaluate() leaves the model in the mode it found it in
     with torch.no_grad():
         h, _ = model.encoder(d[:-1], model.init_state(4))
         s = h.reshape(-1, h.shape[-1]) @ model.head.weight.T + model.head.bias - 0.7

@@ -105,9 +105,14 @@ class _Sampled(OutputLayer):
         return s
 
     def self_normalisation(self, hidden: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
-        """(unnormalised log p of the targets (N,), log Z (N,)): how far the model is from normalised."""
-        z = self.test_logits(self.scores(hidden))  # (N, V)
-        return z.gather(1, target[:, None]).squeeze(1), torch.logsumexp(z, dim=1)
+        """(unnormalised log p of the targets (N,), log Z (N,)): how far the model is from normalised.
+        Their difference is the exact log p(target | h). Chunked over rows like ``target_log_prob``."""
+        def rows(h: Tensor, t: Tensor) -> Tensor:
+            z = self.test_logits(self.scores(h))  # (c, V)
+            return torch.stack([z.gather(1, t[:, None]).squeeze(1), torch.logsumexp(z, dim=1)], dim=1)  # (c, 2)
+
+        score, log_z = chunked_rows(rows, hidden, target, self.opts.chunk_size).unbind(1)
+        return score, log_z
 
     def log_prob(self, hidden: Tensor) -> Tensor:
         return F.log_softmax(self.test_logits(self.scores(hidden)), dim=-1)
