@@ -1,0 +1,64 @@
+"""The `slurm` profile as Snakemake resolves it (`snakemake -n --profile slurm` from the repo root):
+which rules ask for a GPU, memory and time, where site settings come from, and how bad ones fail.
+The real submission through sbatch is exercised by .ci/slurm-run on a single-node SLURM."""
+import re
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+from test_pipeline import BIN
+
+
+def _dry_run(tmp_path, settings: str | None) -> subprocess.CompletedProcess:
+    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    if settings is not None:
+        (tmp_path / "site.yaml").write_text(settings)
+        env["LMBENCH_SLURM_SETTINGS"] = str(tmp_path / "site.yaml")
+    else:
+        env["LMBENCH_SLURM_SETTINGS"] = str(tmp_path / "absent.yaml")  # never the developer's slurm/local.yaml
+    return subprocess.run([str(BIN / "snakemake"), "-n", "--forceall", "--profile", "slurm"], cwd=ROOT,
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def _resources(stdout: str) -> dict[str, list[dict]]:
+    """rule name -> the resources of each of its jobs, from the dry run's job listing."""
+    out: dict[str, list[dict]] = {}
+    for rule, body in re.findall(r"^(?:local)?rule (\w+):\n(.*?)(?:\n\n|\Z)", stdout, flags=re.M | re.S):
+        m = re.search(r"^\s+resources: (.*)$", body, flags=re.M)
+        out.setdefault(rule, []).append(dict(kv.split("=", 1) for kv in m.group(1).split(", ")) if m else {})
+    return out
+
+
+def test_gpu_rules_memory_and_time(tmp_path):
+    r = _dry_run(tmp_path, None)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = _resources(r.stdout)
+    for rule in ("train", "evaluate", "bench"):
+        assert res[rule] and all(j["gpu"] == "1" for j in res[rule]), rule
+    assert all(j["mem_mb"] == "32000" and j["runtime"] == "2880" for j in res["train"])
+    for rule in ("prepare", "matrix_fit", "summarize", "report"):
+        assert res[rule] and all("gpu" not in j for j in res[rule]), rule
+    # (that `fetch` runs on the submitting host is checked by .ci/slurm-run: sacct must not show it;
+    # a dry run labels every job `rule`)
+    assert not any("slurm_account" in j for jobs in res.values() for j in jobs)  # nothing site-specific by default
+
+
+def test_site_settings_file_sets_account_partition_and_overrides(tmp_path):
+    r = _dry_run(tmp_path, "account: acct1\npartition: part1\nresources:\n  train: {gpu: 2, mem_mb: 1234}\n")
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = _resources(r.stdout)
+    jobs = [j for rule, js in res.items() if rule != "all" for j in js]
+    assert jobs and all(j["slurm_account"] == "acct1" and j["slurm_partition"] == "part1" for j in jobs)
+    assert all(j["gpu"] == "2" and j["mem_mb"] == "1234" for j in res["train"])
+    assert all(j["gpu"] == "1" for j in res["evaluate"])
+
+
+@pytest.mark.parametrize("settings, message", [
+    ("acount: x\n", "unknown keys ['acount']; allowed: account, partition, qos, resources, jobs"),
+    ("resources:\n  trian: {gpu: 0}\n", "resources.trian: no such rule"),
+])
+def test_bad_site_settings_name_the_file_and_the_key(tmp_path, settings, message):
+    r = _dry_run(tmp_path, settings)
+    assert r.returncode != 0
+    assert str(tmp_path / "site.yaml") in r.stderr and message in r.stderr
