@@ -53,19 +53,24 @@ def self_normalisation_stats(score: Tensor, log_z: Tensor) -> dict:
             "unnormalised_nll": float(-s.mean()), "unnormalised_ppl": math.exp(float(-s.mean()))}
 
 
-def true_log_probs_at(raw: Path, prepared: Path, split: str, positions: np.ndarray) -> np.ndarray:
-    """Synthetic corpora: the true log p of the tokens at ``positions`` of the encoded stream."""
-    from .prepare import load_split, load_vocab
-    from .synthetic import stream_log_probs as true_stream
+class SyntheticTruth:
+    """A synthetic corpus's exact conditionals, mapped to the model's ids; loaded once per evaluation."""
 
-    truth = np.load(raw / "truth.npz")
-    logp, symbols = truth["log_prob"].astype(np.float64), list(truth["symbols"])
-    sym_index = {s: i for i, s in enumerate(symbols)}
-    # model id -> generator symbol; <unk> (never produced by the generator) maps nowhere
-    to_sym = np.array([sym_index.get(t, -1) for t in load_vocab(prepared)])
-    stream = to_sym[load_split(prepared, split).astype(np.int64)]
-    order = json.loads((raw / "truth.json").read_text())["order"]
-    return true_stream(logp, order, stream)[positions]
+    def __init__(self, raw: Path, prepared: Path):
+        from .prepare import load_vocab
+
+        truth = np.load(raw / "truth.npz")
+        self.log_prob = truth["log_prob"].astype(np.float64)
+        sym_index = {s: i for i, s in enumerate(truth["symbols"])}
+        # model id -> generator symbol; <unk> (never produced by the generator) maps nowhere
+        self.to_sym = np.array([sym_index.get(t, -1) for t in load_vocab(prepared)])
+        self.order = json.loads((raw / "truth.json").read_text())["order"]
+
+    def log_probs_at(self, ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
+        """The true log p of the tokens at ``positions`` of the encoded stream ``ids``."""
+        from .synthetic import stream_log_probs as true_stream
+
+        return true_stream(self.log_prob, self.order, self.to_sym[ids.astype(np.int64)])[positions]
 
 
 @torch.no_grad()
@@ -107,7 +112,7 @@ def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.devi
 
     bs = run_cfg["evaluation"]["batch_size"]
     bptt = run_cfg["training"]["bptt"]
-    synthetic = (raw / "truth.npz").exists()
+    truth = SyntheticTruth(raw, prepared) if (raw / "truth.npz").exists() else None
     out = {}
     for split in ("valid", "test"):
         ids = load_split(prepared, split)
@@ -121,9 +126,8 @@ def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.devi
         nll = float(-lp.double().mean())
         row = {"nll": nll, "ppl": math.exp(nll), "tokens": int(lp.numel()),
                "tokens_per_s_eval": lp.numel() / max(seconds, 1e-9), **extra}
-        if synthetic:
-            pos = scored_positions(len(ids), bs)
-            true_nll = float(-true_log_probs_at(raw, prepared, split, pos.reshape(-1)).mean())
+        if truth is not None:
+            true_nll = float(-truth.log_probs_at(ids, scored_positions(len(ids), bs).reshape(-1)).mean())
             row.update(true_nll=true_nll, gap_nll=nll - true_nll)
         out[split] = row
     n_ctx = run_cfg["evaluation"].get("rank_contexts", 0)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .config import TrainConfig
+from .config import ConfigError, TrainConfig
 
 
 class MultiOptimizer:
@@ -70,7 +70,8 @@ def build_optimizer(model, tc: TrainConfig) -> MultiOptimizer:
         opts.append(cls(groups, lr=tc.lr, weight_decay=tc.weight_decay))
     if sparse:
         if tc.weight_decay:
-            raise ValueError("training.weight_decay must be 0 with a sampled head's sparse gradients")
+            raise ConfigError("key 'training.weight_decay': must be 0 with a sampled head's sparse gradients "
+                              "(or set `sparse: false` on the method)")
         groups = _groups(sparse, special, tc.lr)
         opts.append(torch.optim.SGD(groups, lr=tc.lr) if tc.optimizer == "sgd" else torch.optim.SparseAdam(groups, lr=tc.lr))
     return MultiOptimizer(opts)

@@ -187,6 +187,17 @@ def test_sampled_head_trains_with_a_sparse_step(data, tmp_path, optimizer):
     assert ref["best_valid_nll"] < math.log(31)
 
 
+def test_weight_decay_with_sparse_gradients_is_a_config_error(data):
+    from pipeline_src.config import ConfigError, TrainConfig
+    from pipeline_src.optim import build_optimizer
+
+    p, raw, prep = data
+    cfg = run_config(dict(p, methods={"nce": {"type": "nce", "negatives": 5}}), "tiny", "nce")
+    cfg["training"]["weight_decay"] = 1e-4
+    with pytest.raises(ConfigError, match="key 'training.weight_decay'"):
+        build_optimizer(build_model(cfg, prep), TrainConfig(**cfg["training"]))
+
+
 def test_rank_diagnostic_leaves_out_zero_probability_words(data):
     from pipeline_src.evaluate import rank_diagnostic
 

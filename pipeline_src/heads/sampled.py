@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..sampling import Negatives, Sampler, log_uniform_probs, unigram_probs
-from .base import HeadContext, OutputLayer, chunked_rows, output_embedding, register, target_log_softmax
+from .base import HeadContext, OutputLayer, chunked_rows, output_embedding, register
 from .mixture import init_range_field
 
 
@@ -104,22 +104,23 @@ class _Sampled(OutputLayer):
         """Unnormalised test-time log-probabilities from all scores s (N, V)."""
         return s
 
-    def self_normalisation(self, hidden: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
+    def self_normalisation(self, hidden: Tensor, target: Tensor,
+                           chunk_size: int | None = None) -> tuple[Tensor, Tensor]:
         """(unnormalised log p of the targets (N,), log Z (N,)): how far the model is from normalised.
-        Their difference is the exact log p(target | h). Chunked over rows like ``target_log_prob``."""
+        Their difference is the exact log p(target | h). Chunked over rows: memory O(chunk x V)."""
         def rows(h: Tensor, t: Tensor) -> Tensor:
             z = self.test_logits(self.scores(h))  # (c, V)
             return torch.stack([z.gather(1, t[:, None]).squeeze(1), torch.logsumexp(z, dim=1)], dim=1)  # (c, 2)
 
-        score, log_z = chunked_rows(rows, hidden, target, self.opts.chunk_size).unbind(1)
+        score, log_z = chunked_rows(rows, hidden, target, chunk_size or self.opts.chunk_size).unbind(1)
         return score, log_z
 
     def log_prob(self, hidden: Tensor) -> Tensor:
         return F.log_softmax(self.test_logits(self.scores(hidden)), dim=-1)
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
-        return chunked_rows(lambda h, t: target_log_softmax(self.test_logits(self.scores(h)), t),  # (c, V)
-                            hidden, target, chunk_size or self.opts.chunk_size)
+        score, log_z = self.self_normalisation(hidden, target, chunk_size)
+        return score - log_z
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         return self.loss_given(hidden, target, self.sampler.sample(hidden.shape[0]))
