@@ -5,12 +5,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .config import ConfigError
+
 
 def batchify(ids: np.ndarray, batch_size: int, device: torch.device | str = "cpu") -> Tensor:
     """Cut a stream into ``batch_size`` contiguous columns: (L, B), remainder dropped."""
     length = len(ids) // batch_size
     if length < 2:
-        raise ValueError(f"a split of {len(ids)} tokens is too short for batch size {batch_size}")
+        raise ConfigError(f"a split of {len(ids)} tokens is too short for batch size {batch_size} "
+                          "(keys 'training.batch_size', 'training.eval_batch_size', 'evaluation.batch_size')")
     data = torch.from_numpy(ids[: length * batch_size].astype(np.int64))
     return data.view(batch_size, length).t().contiguous().to(device)
 

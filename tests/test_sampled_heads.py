@@ -169,3 +169,11 @@ def test_adaptive_softmax_is_normalised_and_consistent():
         build_head({"type": "adaptive-softmax"}, HeadContext(vocab_size=1000, in_dim=8))
     with pytest.raises(ValueError, match="must be increasing integers"):
         build_head({"type": "adaptive-softmax", "cutoffs": [8, 3]}, HeadContext(vocab_size=V, in_dim=D))
+
+
+def test_more_distinct_negatives_than_words_is_a_config_error():
+    from pipeline_src.config import ConfigError
+
+    with pytest.raises(ConfigError, match="sampled-softmax option 'negatives': cannot draw 12 distinct"):
+        build_head({"type": "sampled-softmax", "negatives": 12, "sampler": "uniform"},
+                   HeadContext(vocab_size=11, in_dim=4))

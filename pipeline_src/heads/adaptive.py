@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from torch import Tensor, nn
 
+from ..config import ConfigError
 from .base import HeadContext, OutputLayer, chunked_rows, register
 
 
@@ -32,9 +33,9 @@ class AdaptiveSoftmax(OutputLayer):
         super().__init__(ctx, opts)
         cutoffs = list(opts.cutoffs) or default_cutoffs(ctx.vocab_size)
         if not cutoffs or sorted(set(cutoffs)) != cutoffs or cutoffs[-1] >= ctx.vocab_size or cutoffs[0] < 1:
-            raise ValueError(f"adaptive-softmax cutoffs {cutoffs} must be increasing integers in [1, {ctx.vocab_size})")
+            raise ConfigError(f"adaptive-softmax option 'cutoffs': {cutoffs} must be increasing integers in [1, {ctx.vocab_size})")
         if int(ctx.in_dim // opts.div_value ** len(cutoffs)) < 1:
-            raise ValueError(f"adaptive-softmax: the last tail cluster's projection d // div_value^{len(cutoffs)} "
+            raise ConfigError(f"adaptive-softmax option 'div_value': the last tail cluster's projection d // div_value^{len(cutoffs)} "
                              f"= {ctx.in_dim} // {opts.div_value}^{len(cutoffs)} is empty; lower div_value or use fewer cutoffs")
         self.asm = nn.AdaptiveLogSoftmaxWithLoss(ctx.in_dim, ctx.vocab_size, cutoffs, div_value=opts.div_value,
                                                  head_bias=opts.head_bias)

@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from ..config import ConfigError
 from ..sampling import Negatives, Sampler, log_uniform_probs, unigram_probs
 from .base import HeadContext, OutputLayer, chunked_rows, output_embedding, register
 from .mixture import init_range_field
@@ -72,6 +73,9 @@ class _Sampled(OutputLayer):
         else:
             q = log_uniform_probs(v)
         self.register_buffer("log_q", torch.log(q).float())  # (V,), -inf where Q = 0
+        if not opts.replacement and opts.negatives > v:
+            raise ConfigError(f"{self.name} option 'negatives': cannot draw {opts.negatives} distinct negatives from "
+                              f"a vocabulary of {v} (fewer negatives, or replacement: true)")
         self.sampler = Sampler(q, opts.negatives, opts.replacement, opts.shared)
 
     def _apply(self, fn, *args, **kwargs):  # keep the sampler's tables on the module's device
