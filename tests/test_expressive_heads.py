@@ -58,11 +58,13 @@ REFERENCES = {
     "monotonic-mlp": lambda hd, g: torch.softmax(
         (lambda z: F.softplus(hd.fn_linear) * z + (torch.tanh(z[..., None] * F.softplus(hd.fn_in) + hd.fn_offset)
                                                    * F.softplus(hd.fn_out)).sum(-1))(g @ hd.weight.T + hd.bias), 1),
+    "wide-softmax": lambda hd, g: torch.softmax(torch.tanh(g @ hd.widen.weight.T + hd.widen.bias) @ hd.weight.T
+                                                + hd.bias, 1),
 }
 OPTS = {"mos": {"components": 3, "chunk_size": 4}, "moss": {"components": 3, "chunk_size": 4},
         "moc": {"components": 3, "chunk_size": 4}, "sigsoftmax": {"chunk_size": 4},
         "plif": {"knots": 8, "limit": 2.0, "init_noise": 0.5, "chunk_size": 4},
-        "monotonic-mlp": {"hidden": 3, "limit": 2.0, "chunk_size": 4}}
+        "monotonic-mlp": {"hidden": 3, "limit": 2.0, "chunk_size": 4}, "wide-softmax": {"width": 7, "chunk_size": 4}}
 
 
 def _perturb(hd):
@@ -104,7 +106,7 @@ def test_head_gradcheck(kind):
     assert torch.autograd.gradcheck(fn, (g, *[p.detach().clone().requires_grad_() for p in params]))
 
 
-@pytest.mark.parametrize("kind", ["mos", "moss", "plif", "sigsoftmax"])
+@pytest.mark.parametrize("kind", ["mos", "moss", "plif", "sigsoftmax", "monotonic-mlp"])
 def test_chunked_loss_equals_unchunked_with_gradients(kind):
     a = head(kind, **dict(OPTS[kind], chunk_size=2))
     b = head(kind, **dict(OPTS[kind], chunk_size=1000))
@@ -201,3 +203,12 @@ def test_param_groups_give_plif_its_own_learning_rate():
     assert opt.param_groups[1]["params"] == [m.head.fn_slope_params]
     assert sum(len(g["params"]) for g in opt.param_groups) == len(list(m.parameters()))
     assert math.isclose(sum(p.numel() for g in opt.param_groups for p in g["params"]), m.num_params())
+
+
+def test_plif_fused_loss_is_exact_in_float64_with_knots_not_representable():
+    """Knot positions idx * delta - limit must be formed in z's dtype: int64 x float gives float32."""
+    hd = head("plif", knots=7, limit=2.3, init_noise=0.5, chunk_size=4)  # delta = 4.6 / 7, not a binary fraction
+    _perturb(hd)
+    hd.eval()
+    g, t = data()
+    assert abs(hd.loss(g, t).item() + hd.target_log_prob(g, t).mean().item()) < 1e-12

@@ -177,3 +177,18 @@ def test_more_distinct_negatives_than_words_is_a_config_error():
     with pytest.raises(ConfigError, match="sampled-softmax option 'negatives': cannot draw 12 distinct"):
         build_head({"type": "sampled-softmax", "negatives": 12, "sampler": "uniform"},
                    HeadContext(vocab_size=11, in_dim=4))
+
+
+def test_nce_without_replacement_uses_the_expected_counts_of_the_draw():
+    """TensorFlow's nce_loss and sampled_softmax_loss subtract log E[count] of the same draw: so do we."""
+    hd = make("nce", sampler="unigram", alpha=0.75, replacement=False, log_z=0.5)
+    h, t = data()
+    neg = hd.sampler.sample(1, torch.Generator().manual_seed(3))
+    q = unigram_probs(COUNTS, 0.75)
+    expected = lambda w: 1 - (1 - float(q[w])) ** neg.draws  # noqa: E731
+    assert neg.draws > K  # distinct negatives took more raw draws than k
+    total = 0.0
+    for i in range(N):
+        total += -logsig(s_of(hd, h, i, t[i]) - 0.5 - math.log(expected(t[i])))
+        total += -sum(logsig(-(s_of(hd, h, i, w) - 0.5 - math.log(expected(w)))) for w in neg.ids.tolist())
+    assert hd.loss_given(h, t, neg).item() == pytest.approx(total / N, abs=1e-6)

@@ -37,8 +37,27 @@ class AdaptiveSoftmax(OutputLayer):
         if int(ctx.in_dim // opts.div_value ** len(cutoffs)) < 1:
             raise ConfigError(f"adaptive-softmax option 'div_value': the last tail cluster's projection d // div_value^{len(cutoffs)} "
                              f"= {ctx.in_dim} // {opts.div_value}^{len(cutoffs)} is empty; lower div_value or use fewer cutoffs")
+        self.unigram_counts = None if ctx.unigram_counts is None else ctx.unigram_counts.double()
         self.asm = nn.AdaptiveLogSoftmaxWithLoss(ctx.in_dim, ctx.vocab_size, cutoffs, div_value=opts.div_value,
                                                  head_bias=opts.head_bias)
+
+    def forward_macs(self, exact: bool) -> float:
+        """Head softmax over the shortlist and one entry per cluster; tail cluster i costs d d_i + d_i V_i.
+        Exact evaluation computes every tail for every token; training only the target's, so its
+        expected cost weights each tail by the train frequency of its words."""
+        d = self.in_dim
+        macs = float(d * self.asm.head_size)
+        edges = self.asm.cutoffs  # [c0, c1, ..., V]
+        counts = self.unigram_counts
+        for i, tail in enumerate(self.asm.tail):
+            proj, out = tail[0], tail[1]
+            cost = d * proj.out_features + proj.out_features * out.out_features
+            if exact or counts is None:
+                share = 1.0
+            else:
+                share = float(counts[edges[i]:edges[i + 1]].sum() / counts.sum())
+            macs += share * cost
+        return macs
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         return self.asm(hidden, target).loss

@@ -37,6 +37,12 @@ class OutputLayer(nn.Module):
         pass
 
     name: ClassVar[str] = ""
+    # False for heads trained by a sampled surrogate: their exact distribution is not what they fit,
+    # so training calls them diverged only beyond twice the uniform nll (train.py)
+    trains_exact_likelihood: ClassVar[bool] = True
+    # forward-sized matrix products of one training step: forward + 2 gradient products (+1 where
+    # activation checkpointing recomputes the forward, chunked_mean_nll)
+    train_passes: ClassVar[int] = 3
 
     def __init__(self, ctx: HeadContext, opts: "OutputLayer.Options"):
         super().__init__()
@@ -51,6 +57,25 @@ class OutputLayer(nn.Module):
     def log_prob(self, hidden: Tensor) -> Tensor:
         """Exact normalised log p(. | h): hidden (N, d) -> (N, V), each row logsumexp = 0."""
         raise NotImplementedError
+
+    def forward_macs(self, exact: bool) -> float:
+        """Multiply-adds of the head's matrix products for one token in one forward pass:
+        ``exact`` = every word's log p (evaluation), else the training forward (sampled heads:
+        the target and the negatives only)."""
+        raise NotImplementedError
+
+    def flops_per_token(self, train: bool) -> float:
+        """Analytic floating-point operations per token of the head's matrix products (2 per
+        multiply-add; elementwise passes such as exp, tanh or f excluded). ``train``: forward and
+        backward of the training loss (each product's two gradient products: 3x the forward);
+        otherwise one exact evaluation forward. Checked against ``torch.utils.flop_counter``."""
+        return 2.0 * (self.train_passes * self.forward_macs(exact=False) if train else self.forward_macs(exact=True))
+
+    @property
+    def rank_dim(self) -> int:
+        """d of the softmax rank bound d + 2 when the head is a softmax over a d-dimensional
+        context (the input size, or the width of a widened context)."""
+        return self.in_dim
 
     def sparse_params(self) -> list[nn.Parameter]:
         """Parameters whose gradients are sparse (rows gathered by index); they get a sparse optimizer."""
@@ -73,6 +98,16 @@ def output_embedding(ctx: HeadContext, init_range: float) -> tuple[nn.Parameter,
     else:
         weight = nn.Parameter(torch.empty(ctx.vocab_size, ctx.in_dim).uniform_(-init_range, init_range))
     return weight, nn.Parameter(torch.zeros(ctx.vocab_size))
+
+
+CHUNK_ELEMENTS = 1 << 17  # elements of a chunk's largest temporary when a head sizes its chunks itself
+
+
+def auto_chunk(chunk_size: int | None, row_elements: int) -> int:
+    """``chunk_size``, or (None) as many rows as keep a (rows x row_elements) temporary within
+    ``CHUNK_ELEMENTS`` (512 KiB in float32, about a core's L2 cache: the elementwise passes over a chunk
+    then stay in cache; at V = 500 this measured faster than both smaller and whole-batch chunks)."""
+    return chunk_size or max(1, CHUNK_ELEMENTS // max(1, row_elements))
 
 
 def chunked_rows(fn, hidden: Tensor, target: Tensor, chunk_size: int) -> Tensor:

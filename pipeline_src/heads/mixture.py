@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .base import (HeadContext, OutputLayer, apply_in_fp32, chunked_rows, output_embedding, register,
+from .base import (HeadContext, OutputLayer, apply_in_fp32, auto_chunk, chunked_rows, output_embedding, register,
                    target_log_softmax)
 from .softmax import linear_cross_entropy
 
@@ -104,8 +104,9 @@ class _Mixture(OutputLayer):
         components: int = field(default=15, metadata={"minimum": 1, "description": "K, mixture components"})
         context_dropout: float = field(default=0.0, metadata={"minimum": 0, "maximum": 1,
                                        "description": "dropout on the component contexts h_k"})
-        chunk_size: int = field(default=32, metadata={"minimum": 1,
-                                "description": "rows whose (K x V) logits are alive at once"})
+        chunk_size: int | None = field(default=None, metadata={"minimum": 1, "description":
+                                       "rows whose (K x V) logits are alive at once (null = as many as fit in 2^17 "
+                                       "elements)"})
         init_range: float = init_range_field()
 
     def __init__(self, ctx: HeadContext, opts: Options):
@@ -115,6 +116,18 @@ class _Mixture(OutputLayer):
         self.prior = nn.Linear(d, k, bias=False)
         self.latent = nn.Linear(d, k * d)
         self.drop = nn.Dropout(opts.context_dropout)
+
+    def forward_macs(self, exact: bool) -> float:
+        d, v, k = self.in_dim, self.vocab_size, self.opts.components
+        logits = d * v if self.mixes_contexts else k * d * v
+        return d * k + k * d * d + logits
+
+    mixes_contexts = False  # MoC: one (d x V) product per token instead of K
+
+    def chunk_rows(self) -> int:
+        """Rows per chunk: one (rows x K x V) block (two for sigsoftmax components, which keep sigmoid(z))."""
+        width = self.vocab_size * (1 if self.mixes_contexts else self.opts.components * (2 if self.sigmoid_gate else 1))
+        return auto_chunk(self.opts.chunk_size, width)
 
     def mixture(self, g: Tensor) -> tuple[Tensor, Tensor]:
         """g (n, d) -> log prior (n, K), component contexts h_k (n, K, d)."""
@@ -137,12 +150,12 @@ class _MixtureOfComponents(_Mixture):
         def rows(h: Tensor, t: Tensor) -> Tensor:
             return _mixture_chunk(*self.mixture(h), self.weight, self.bias, t, self.sigmoid_gate, None)[0]
 
-        return chunked_rows(rows, hidden, target, chunk_size or self.opts.chunk_size)
+        return chunked_rows(rows, hidden, target, chunk_size or self.chunk_rows())
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         log_prior, h = self.mixture(hidden)  # (N, K), (N, K, d): small; the (K x V) work is chunked
         # sigsoftmax components keep sigmoid(z) too: half the rows keep the same memory
-        rows = max(1, self.opts.chunk_size // 2) if self.sigmoid_gate else self.opts.chunk_size
+        rows = self.chunk_rows()
         return apply_in_fp32(MixtureCrossEntropy, log_prior, h, self.weight, self.bias, target, self.sigmoid_gate, rows)
 
 
@@ -162,6 +175,8 @@ class MixtureOfSigsoftmaxes(_MixtureOfComponents):
 class MixtureOfContexts(_Mixture):
     """Mix the contexts, then one softmax: MoS's parameters with the softmax's rank bound (control)."""
 
+    mixes_contexts = True
+
     def context(self, g: Tensor) -> Tensor:
         log_prior, h = self.mixture(g)
         return (log_prior.exp()[:, :, None] * h).sum(1)  # (n, d)
@@ -171,7 +186,7 @@ class MixtureOfContexts(_Mixture):
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
         return chunked_rows(lambda h, t: target_log_softmax(F.linear(self.context(h), self.weight, self.bias), t),
-                            hidden, target, chunk_size or self.opts.chunk_size)
+                            hidden, target, chunk_size or self.chunk_rows())
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         return linear_cross_entropy(self.context(hidden), self.weight, self.bias, target, 1024)

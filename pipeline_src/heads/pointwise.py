@@ -24,7 +24,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .base import HeadContext, OutputLayer, apply_in_fp32, chunked_mean_nll, chunked_rows, output_embedding, register
+from .base import (HeadContext, OutputLayer, apply_in_fp32, auto_chunk, chunked_mean_nll, chunked_rows,
+                   output_embedding, register)
 from .mixture import init_range_field, sig_logits
 
 SOFTPLUS_INV_1 = math.log(math.e - 1.0)  # softplus(x) = 1
@@ -40,6 +41,9 @@ class _PointwiseSoftmax(OutputLayer):
     def f(self, z: Tensor) -> Tensor:
         raise NotImplementedError
 
+    def forward_macs(self, exact: bool) -> float:
+        return self.in_dim * self.vocab_size  # f is elementwise: not counted
+
     def log_prob(self, hidden: Tensor) -> Tensor:
         return F.log_softmax(self.f(F.linear(hidden, self.weight, self.bias)), dim=-1)
 
@@ -48,10 +52,13 @@ class _PointwiseSoftmax(OutputLayer):
         return z.gather(1, t[:, None]).squeeze(1) - torch.logsumexp(z, dim=1)
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
-        return chunked_rows(self._target_lp, hidden, target, chunk_size or self.opts.chunk_size)
+        rows = chunk_size or auto_chunk(self.opts.chunk_size, self.vocab_size * self.chunk_width)
+        return chunked_rows(self._target_lp, hidden, target, rows)
+
+    chunk_width = 1  # (rows x V x chunk_width) elements per chunk in evaluation
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
-        return chunked_mean_nll(self._target_lp, hidden, target, self.opts.chunk_size)
+        return chunked_mean_nll(self._target_lp, hidden, target, auto_chunk(self.opts.chunk_size, self.vocab_size))
 
     def param_groups(self):
         own = [p for n, p in self.named_parameters() if n.startswith("fn_")]
@@ -64,9 +71,12 @@ class Sigsoftmax(_PointwiseSoftmax):
     """p(w | h) proportional to exp(z_w) sigmoid(z_w) (Kanai et al. 2018): the fixed increasing
     f(z) = z + logsigmoid(z) before the softmax, exact in log space."""
 
+    train_passes = 4  # chunked_mean_nll recomputes each chunk's forward in backward
+
     @dataclass(frozen=True)
     class Options:
-        chunk_size: int = field(default=512, metadata={"minimum": 1, "description": "rows of logits alive at once"})
+        chunk_size: int | None = field(default=None, metadata={"minimum": 1, "description":
+                                       "rows of logits alive at once (null = as many as fit in 2^17 elements)"})
         init_range: float = init_range_field()
 
     def f(self, z: Tensor) -> Tensor:
@@ -96,7 +106,7 @@ class PLIFCrossEntropy(torch.autograd.Function):
             rows = torch.arange(hc.shape[0], device=h.device)
             z = F.linear(hc, weight, bias)  # (c, V)
             idx = torch.floor((z + limit) / delta).clamp_(0, m - 1).long()  # (c, V)
-            u = z.sub_(idx * delta - limit)  # offset inside the segment, in place
+            u = z.sub_(idx.to(z.dtype) * delta - limit)  # in z's dtype (int64 x float is float32)  # offset inside the segment, in place
             y = values[idx].addcmul_(slopes[idx], u)  # f(z)
             picked = y[rows, tc]
             top = y.amax(dim=1)
@@ -133,7 +143,8 @@ class PiecewiseLinearIncreasing(_PointwiseSoftmax):
         limit: float = field(default=20.0, metadata={"exclusiveMinimum": 0, "description": "grid covers [-limit, limit]"})
         init_noise: float = field(default=0.0, metadata={"minimum": 0, "description": "std of noise on the initial slopes"})
         lr_scale: float = field(default=1.0, metadata={"exclusiveMinimum": 0, "description": "lr of f = this x base lr"})
-        chunk_size: int = field(default=256, metadata={"minimum": 1, "description": "rows of logits alive at once"})
+        chunk_size: int | None = field(default=None, metadata={"minimum": 1, "description":
+                                       "rows of logits alive at once (null = as many as fit in 2^17 elements)"})
         init_range: float = init_range_field()
 
     def __init__(self, ctx: HeadContext, opts: Options):
@@ -156,7 +167,64 @@ class PiecewiseLinearIncreasing(_PointwiseSoftmax):
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         return apply_in_fp32(PLIFCrossEntropy, hidden, self.weight, self.bias, self.fn_slope_params, target,
-                             self.opts.limit, self.opts.chunk_size)
+                             self.opts.limit, auto_chunk(self.opts.chunk_size, self.vocab_size))
+
+
+class MonotonicMLPCrossEntropy(torch.autograd.Function):
+    """-mean log softmax(f(h W^T + b))[t] for f(z) = s0 z + sum_j a_j tanh(b_j z + g_j), chunked, with
+    its gradients formed in the same pass (no activation checkpointing, no (c x V x hidden) tensor).
+
+    Per chunk: z, then y = f(z) one hidden unit at a time, the softmax of y, G = dL/dy; a second loop
+    over the units recomputes t_j = tanh(b_j z + g_j) and accumulates dL/ds0 = sum G z, dL/da_j =
+    sum G t_j, dL/db_j = a_j sum G (1 - t_j^2) z, dL/dg_j = a_j sum G (1 - t_j^2) and
+    dL/dz = G (s0 + sum_j a_j b_j (1 - t_j^2)). s0, a, b are softplus of the raw parameters.
+    """
+
+    @staticmethod
+    def forward(ctx, h, weight, bias, raw_s0, raw_a, raw_b, offset, target, chunk_size: int):
+        n = h.shape[0]
+        s0, a, b = F.softplus(raw_s0), F.softplus(raw_a), F.softplus(raw_b)
+        s0_, a_, b_, g_ = float(s0), a.tolist(), b.tolist(), offset.tolist()
+        grad_h, grad_w, grad_b = torch.empty_like(h), torch.zeros_like(weight), torch.zeros_like(bias)
+        g_s0 = torch.zeros((), dtype=torch.float64, device=h.device)
+        g_a, g_b, g_g = (torch.zeros(len(a_), dtype=torch.float64, device=h.device) for _ in range(3))
+        total = torch.zeros((), dtype=torch.float64, device=h.device)
+        for s in range(0, n, chunk_size):
+            hc, tc = h[s:s + chunk_size], target[s:s + chunk_size]
+            rows = torch.arange(hc.shape[0], device=h.device)
+            z = F.linear(hc, weight, bias)  # (c, V)
+            y = z * s0_
+            for aj, bj, gj in zip(a_, b_, g_):
+                y.add_(torch.tanh(z * bj + gj), alpha=aj)
+            picked = y[rows, tc]
+            top = y.amax(dim=1)
+            e = y.sub_(top[:, None]).exp_()
+            zsum = e.sum(dim=1)
+            total += (top + zsum.log() - picked).sum(dtype=torch.float64)
+            grad = e.mul_((1.0 / (zsum * n))[:, None])  # G = dL/dy
+            grad[rows, tc] -= 1.0 / n
+            g_s0 += (grad * z).sum(dtype=torch.float64)
+            gz = grad * s0_  # dL/dz, accumulated over the units
+            for j, (aj, bj, gj) in enumerate(zip(a_, b_, g_)):
+                t = torch.tanh(z * bj + gj)
+                g_a[j] += (grad * t).sum(dtype=torch.float64)
+                gs = t.mul_(t).neg_().add_(1.0).mul_(grad)  # G (1 - t^2)
+                g_b[j] += aj * (gs * z).sum(dtype=torch.float64)
+                g_g[j] += aj * gs.sum(dtype=torch.float64)
+                gz.add_(gs, alpha=aj * bj)
+            torch.mm(gz, weight, out=grad_h[s:s + chunk_size])
+            grad_w.addmm_(gz.t(), hc)
+            grad_b += gz.sum(0)
+        dt = raw_a.dtype
+        grads = (grad_h, grad_w, grad_b, (g_s0.to(dt) * torch.sigmoid(raw_s0)), g_a.to(dt) * torch.sigmoid(raw_a),
+                 g_b.to(dt) * torch.sigmoid(raw_b), g_g.to(dt))
+        ctx.save_for_backward(*grads)
+        return (total / n).to(h.dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out):
+        return (*(g * grad_out for g in ctx.saved_tensors), None, None)
 
 
 @register("monotonic-mlp")
@@ -167,8 +235,17 @@ class MonotonicMLP(_PointwiseSoftmax):
         limit: float = field(default=20.0, metadata={"exclusiveMinimum": 0,
                              "description": "initial offsets gamma_j spread over [-limit, limit]"})
         lr_scale: float = field(default=1.0, metadata={"exclusiveMinimum": 0, "description": "lr of f = this x base lr"})
-        chunk_size: int = field(default=128, metadata={"minimum": 1, "description": "rows of logits alive at once"})
+        chunk_size: int | None = field(default=None, metadata={"minimum": 1, "description":
+                                       "rows of logits alive at once (null = as many as fit in 2^17 elements)"})
         init_range: float = init_range_field()
+
+    @property
+    def chunk_width(self) -> int:  # evaluation forms the (rows x V x hidden) activations
+        return self.opts.hidden
+
+    def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
+        return apply_in_fp32(MonotonicMLPCrossEntropy, hidden, self.weight, self.bias, self.fn_linear, self.fn_out,
+                             self.fn_in, self.fn_offset, target, auto_chunk(self.opts.chunk_size, self.vocab_size))
 
     def __init__(self, ctx: HeadContext, opts: Options):
         super().__init__(ctx, opts)

@@ -8,8 +8,8 @@ against brute force and reproduced. Scores: s(w, c) = h . w (+ b_w where the met
   s - log E[count] (the sampler's expected count; k Q with replacement), accidental hits (negatives
   equal to the row's target) removed. Test: the full softmax over s.
 - ``nce`` (Mnih & Teh 2012; Zoph et al. 2016): logistic classification of data against k noise samples
-  on s(w, c) - log Z - log(k Q(w)), log Z fixed (``log_z``) or learned (``learn_log_z``), bias
-  initialised to -log |V|. Test: softmax over s (a constant log Z cancels).
+  on s(w, c) - log Z - log E[count(w)] (k Q(w) with replacement; the same correction as sampled softmax),
+  log Z fixed (``log_z``) or learned (``learn_log_z``), bias initialised to -log |V|. Test: softmax over s (a constant log Z cancels).
 - ``neg`` (word2vec negative sampling): logistic loss on h . w, no bias, no correction.
   Test: softmax over h . w (the variant Melamud et al. 2017 show to be poor).
 - ``neglm`` (Melamud et al. 2017): the same training; test: p(w | c) proportional to
@@ -52,6 +52,11 @@ class _Sampled(OutputLayer):
 
     has_bias = True
     bias_init = 0.0
+    trains_exact_likelihood = False
+
+    def forward_macs(self, exact: bool) -> float:
+        """Exact: every word's score; training: the target's and the k negatives' (shared or per row)."""
+        return self.in_dim * (self.vocab_size if exact else self.opts.negatives + 1)
 
     def __init__(self, ctx: HeadContext, opts):
         super().__init__(ctx, opts)
@@ -156,18 +161,24 @@ class SampledSoftmax(_Sampled):
 class _Logistic(_Sampled):
     """Binary logistic losses: -log sigma(x_target) - sum_negatives log sigma(-x_negative)."""
 
-    def logit_shift(self, ids: Tensor) -> Tensor:
-        """What is subtracted from s before the sigmoid (NCE: log Z + log(k Q)); 0 for NEG."""
+    def logit_shift(self, ids: Tensor, expected_count: Tensor) -> Tensor:
+        """What is subtracted from s before the sigmoid (NCE: log Z + log E[count]); 0 for NEG."""
         return torch.zeros((), device=ids.device)
 
     def loss_given(self, hidden: Tensor, target: Tensor, neg: Negatives) -> Tensor:
-        pos = self.scores(hidden, target[:, None]).squeeze(1) - self.logit_shift(target)  # (N,)
-        negs = self.scores(hidden, neg.ids) - self.logit_shift(neg.ids)  # (N, k)
+        draws = neg.draws.squeeze(1) if isinstance(neg.draws, Tensor) else neg.draws
+        pos = self.scores(hidden, target[:, None]).squeeze(1)  # (N,)
+        pos = pos - self.logit_shift(target, self.sampler.expected_count(target, draws))
+        negs = self.scores(hidden, neg.ids) - self.logit_shift(neg.ids, neg.expected_count)  # (N, k)
         return (-F.logsigmoid(pos) - F.logsigmoid(-negs).sum(1)).mean()
 
 
 @register("nce")
 class NCE(_Logistic):
+    """NCE on s - log Z - log E[count(w)]: the expected count of w among the draws is k Q(w) with
+    replacement and 1 - (1 - Q(w))^T without (T raw draws), the same correction sampled softmax uses
+    for the same draw (TensorFlow's convention for both)."""
+
     bias_init = staticmethod(lambda v: -math.log(v))
 
     @dataclass(frozen=True)
@@ -183,8 +194,8 @@ class NCE(_Logistic):
         else:
             self.register_buffer("log_z", log_z)
 
-    def logit_shift(self, ids: Tensor) -> Tensor:
-        return self.log_z + math.log(self.opts.negatives) + self.log_q[ids]
+    def logit_shift(self, ids: Tensor, expected_count: Tensor) -> Tensor:
+        return self.log_z + torch.log(expected_count).to(self.log_z.dtype)
 
     def test_logits(self, s: Tensor) -> Tensor:
         return s - self.log_z  # the model's unnormalised log p; the constant cancels in the softmax

@@ -84,9 +84,69 @@ class Softmax(OutputLayer):
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         return linear_cross_entropy(hidden, self.weight, self.bias, target, self.opts.chunk_size)
 
+    def forward_macs(self, exact: bool) -> float:
+        return self.in_dim * self.vocab_size
+
     def log_prob(self, hidden: Tensor) -> Tensor:
         return F.log_softmax(F.linear(hidden, self.weight, self.bias), dim=-1)
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
         return chunked_rows(lambda h, t: target_log_softmax(F.linear(h, self.weight, self.bias), t),  # (c, V)
+                            hidden, target, chunk_size or self.opts.chunk_size)
+
+
+def mos_forward_macs(d: int, v: int, k: int) -> int:
+    """Multiply-adds per token of MoS with K components: prior d K, latent projections K d^2, K logit rows d V."""
+    return d * k + k * d * d + k * d * v
+
+
+def matched_width(d: int, v: int, k: int) -> int:
+    """The d' whose widened softmax, d d' + d' V multiply-adds per token, costs what MoS with K components does."""
+    return max(1, round(mos_forward_macs(d, v, k) / (d + v)))
+
+
+@register("wide-softmax")
+class WideSoftmax(OutputLayer):
+    """The compute control for MoS: one softmax over a wider context g' = tanh(W g + b) in R^{d'}.
+
+    A linear widening of a d-dimensional context would keep the rank bound d + 2; the tanh makes
+    it d' + 2. With ``width`` unset, d' is chosen so that the head's multiply-adds per token match
+    MoS with ``match_components`` components (d' ~ K d when V >> d): if MoS beats it, MoS wins by
+    more than compute. Its output embedding is its own (V, d'): it cannot be tied to a d-dim input.
+    """
+
+    @dataclass(frozen=True)
+    class Options:
+        width: int | None = field(default=None, metadata={"minimum": 1,
+                                  "description": "d', the widened context (null = match MoS's cost)"})
+        match_components: int = field(default=8, metadata={"minimum": 1,
+                                      "description": "K of the MoS whose multiply-adds per token d' matches"})
+        chunk_size: int = field(default=1024, metadata={"minimum": 1, "description": "rows of logits alive at once"})
+        init_range: float = field(default=0.1, metadata={"exclusiveMinimum": 0, "description": "weights ~ U(-r, r)"})
+
+    def __init__(self, ctx: HeadContext, opts: Options):
+        super().__init__(ctx, opts)
+        self.width = opts.width or matched_width(ctx.in_dim, ctx.vocab_size, opts.match_components)
+        self.widen = torch.nn.Linear(ctx.in_dim, self.width)  # (d -> d')
+        wide = HeadContext(vocab_size=ctx.vocab_size, in_dim=self.width)  # never tied: d' != emb_dim
+        self.weight, self.bias = output_embedding(wide, opts.init_range)  # (V, d'), (V,)
+
+    @property
+    def rank_dim(self) -> int:
+        return self.width
+
+    def context(self, hidden: Tensor) -> Tensor:
+        return torch.tanh(self.widen(hidden))  # (N, d')
+
+    def forward_macs(self, exact: bool) -> float:
+        return self.in_dim * self.width + self.width * self.vocab_size
+
+    def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
+        return linear_cross_entropy(self.context(hidden), self.weight, self.bias, target, self.opts.chunk_size)
+
+    def log_prob(self, hidden: Tensor) -> Tensor:
+        return F.log_softmax(F.linear(self.context(hidden), self.weight, self.bias), dim=-1)
+
+    def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
+        return chunked_rows(lambda h, t: target_log_softmax(F.linear(self.context(h), self.weight, self.bias), t),
                             hidden, target, chunk_size or self.opts.chunk_size)
