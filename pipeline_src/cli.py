@@ -16,6 +16,7 @@ from .config import ConfigError, load
 def _fetch(params: dict, args) -> None:
     from .config import mirror_dir
     from .corpora import copy_local, fetch
+    from .provenance import record_fetch
     from .synthetic import generate
 
     corpus = params["datasets"][args.dataset]["corpus"]
@@ -28,15 +29,17 @@ def _fetch(params: dict, args) -> None:
         copy_local(corpus, out)
     else:
         fetch(corpus["type"], out, mirror_dir(params))
+    record_fetch(params, args.dataset)
     print(f"wrote {out}")
 
 
 def _prepare(params: dict, args) -> None:
     from .config import data_config
     from .prepare import prepare
+    from .provenance import check_raw
 
     out = paths.prepared_dir(params, args.dataset)
-    meta = prepare(paths.raw_dir(params, args.dataset), out, data_config(params, args.dataset))
+    meta = prepare(check_raw(params, args.dataset), out, data_config(params, args.dataset))
     counts = ", ".join(f"{s} {v['tokens']:,}" for s, v in meta["splits"].items())
     print(f"wrote {out}: vocabulary {meta['vocab_size']:,}; tokens {counts}")
 
@@ -49,36 +52,59 @@ def _device(params: dict, args):
 
 
 def _train(params: dict, args) -> None:
-    from .config import run_config
+    from .provenance import check_prepared
     from .train import train
+    from .tuning import final_config, trial_config
 
-    cfg = run_config(params, args.dataset, args.method)
-    summary = train(cfg, paths.prepared_dir(params, args.dataset), paths.run_dir(params, args.dataset, args.method),
-                    _device(params, args))
-    print(f"trained {args.dataset}/{args.method}: best valid nll {summary['best_valid_nll']:.4f}, "
-          f"{summary['tokens_per_s_train']:.0f} train tokens/s")
+    if (args.seed is None) == (args.trial is None):
+        raise ConfigError("train: give exactly one of --seed (a final run) and --trial (a tuning trial)")
+    if args.trial is not None:
+        cfg = trial_config(params, args.dataset, args.method, args.trial)
+        out = paths.trial_dir(params, args.dataset, args.method, args.trial)
+        what = f"{args.dataset}/{args.method} trial {args.trial}"
+    else:
+        cfg = final_config(params, args.dataset, args.method, args.seed)
+        out = paths.run_dir(params, args.dataset, args.method, args.seed)
+        what = f"{args.dataset}/{args.method} seed {args.seed}"
+    summary = train(cfg, check_prepared(params, args.dataset), out, _device(params, args),
+                    trial=args.trial is not None)
+    if summary["status"] == "diverged":
+        print(f"{what}: diverged ({summary['diverged']['reason']}); recorded as a tuning result")
+    else:
+        print(f"trained {what}: best valid nll {summary['best_valid_nll']:.4f}, "
+              f"{summary['tokens_per_s_train']:.0f} train tokens/s")
+
+
+def _select(params: dict, args) -> None:
+    from .tuning import select
+
+    sel = select(params, args.dataset, args.method)
+    print(f"{args.dataset}/{args.method}: {sel['summary']}")
 
 
 def _evaluate(params: dict, args) -> None:
     import json
 
-    import torch
-
     from .evaluate import evaluate, write_metrics
+    from .provenance import check_model, check_prepared, load_torch
     from .runtime import peak_memory_mb, reset_peak_memory
     from .train import build_model
+    from .tuning import final_config
 
     device = _device(params, args)
-    run = paths.run_dir(params, args.dataset, args.method)
-    ckpt = torch.load(run / "model.pt", map_location=device, weights_only=False)
-    prepared = paths.prepared_dir(params, args.dataset)
+    prepared = check_prepared(params, args.dataset)
+    run = paths.run_dir(params, args.dataset, args.method, args.seed)
+    retrain = f"python -m pipeline_src train --dataset {args.dataset} --method {args.method} --seed {args.seed}"
+    ckpt = load_torch(run / "model.pt", device, f"delete it and rerun `{retrain}`")
+    check_model(run / "model.pt", ckpt["config_hash"], final_config(params, args.dataset, args.method, args.seed),
+                retrain)
     model = build_model(ckpt["config"], prepared).to(device)
     model.load_state_dict(ckpt["model"])
     reset_peak_memory(device)
     splits = evaluate(model, ckpt["config"], prepared, paths.raw_dir(params, args.dataset), device)
     summary = json.loads((run / "train.json").read_text())
-    write_metrics(paths.metrics_path(params, args.dataset, args.method), summary, splits, args.dataset, args.method,
-                  peak_memory_mb(device))
+    write_metrics(paths.metrics_path(params, args.dataset, args.method, args.seed), summary, splits, args.dataset,
+                  args.method, peak_memory_mb(device))
     if "rank" in splits:
         r = splits["rank"]
         print(f"{args.dataset}/{args.method}: log-prob matrix rank {r['rank']} over {r['contexts']} contexts "
@@ -112,7 +138,14 @@ def _matrix(params: dict, args) -> None:
     from .matrix import run
 
     _device(params, args)  # threads; the fits are small and run on the CPU
-    run(params, args.vocab, args.dim, paths.matrix_fit_path(params, args.vocab, args.dim))
+    run(params, args.vocab, args.dim, args.seed, paths.matrix_fit_path(params, args.vocab, args.dim, args.seed))
+
+
+def _publish(params: dict, args) -> None:
+    from .publish import publish
+
+    out = publish(params, Path(args.config), args.name, args.wall_time_s)
+    print(f"published {params['results_dir']} to {out}; README/docs tables regenerated: commit both")
 
 
 def _check(params: dict, args) -> None:
@@ -123,13 +156,18 @@ COMMANDS = {
     "check-config": (_check, "validate the params file", ()),
     "fetch": (_fetch, "download/verify (or generate) a dataset's raw text", ("dataset",)),
     "prepare": (_prepare, "tokenize, build the vocabulary, encode, build noise distributions", ("dataset",)),
-    "train": (_train, "train one method on one dataset (resumes from its checkpoint)", ("dataset", "method")),
-    "evaluate": (_evaluate, "exact valid/test perplexity of a trained run", ("dataset", "method")),
+    "train": (_train, "train one method on one dataset at one seed, or one tuning trial (resumes from its checkpoint)",
+              ("dataset", "method")),
+    "select": (_select, "pick a method's best tuning trial by validation perplexity (tuning.enabled)",
+               ("dataset", "method")),
+    "evaluate": (_evaluate, "exact valid/test perplexity of a trained run", ("dataset", "method", "seed")),
     "summarize": (_summarize, "collect all runs' metrics into results/summary.csv", ()),
     "report": (_report, "execute the report notebook and render results/report.html", ()),
     "bench": (_bench, "time and measure memory of every output layer against the matmul floor", ()),
+    "publish": (_publish, "copy a finished run's tables to benchmarks/NAME with provenance; regenerate README tables",
+                ("name",)),
     "matrix": (_matrix, "fit every matrix.methods head to one synthetic target matrix (M = vocab, d = dim)",
-               ("vocab", "dim")),
+               ("vocab", "dim", "seed")),
 }
 
 
@@ -140,10 +178,16 @@ def parser() -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help_)
         sp.add_argument("--config", default="params.yaml", help="params file (default: params.yaml)")
         for arg in needs:
-            sp.add_argument(f"--{arg}", required=True, type=int if arg in ("vocab", "dim") else str)
+            sp.add_argument(f"--{arg}", required=True, type=int if arg in ("vocab", "dim", "seed") else str)
+        if name == "train":
+            sp.add_argument("--seed", type=int, default=None, help="run seed of a final run (one of run.seeds)")
+            sp.add_argument("--trial", type=int, default=None, help="index of a tuning trial (0 .. tuning.trials - 1)")
         if name in ("train", "evaluate", "bench", "matrix"):
             sp.add_argument("--threads", type=int, default=None,
                             help="torch CPU threads (Snakemake passes the job's threads; default: torch's choice)")
+        if name == "publish":
+            sp.add_argument("--wall-time-s", type=float, default=None,
+                            help="the run's wall time, as measured by whoever ran it (recorded in provenance.json)")
         if name == "bench":
             sp.add_argument("--quick", action="store_true", help="small sizes, for tests")
     return p
@@ -152,7 +196,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from .corpora import CorpusError
-    from .train import ResumeError, Stopped
+    from .prepare import CorpusContentError
+    from .train import Diverged, ResumeError, Stopped
 
     try:
         params = load(args.config)
@@ -161,9 +206,12 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "method", None) is not None and args.method not in params["methods"]:
             raise ConfigError(f"{args.config}: unknown method {args.method!r}; defined: {sorted(params['methods'])}")
         COMMANDS[args.command][0](params, args)
-    except (ConfigError, CorpusError, ResumeError, FileNotFoundError) as e:
+    except (ConfigError, CorpusError, CorpusContentError, ResumeError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except Diverged as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3
     except Stopped as e:
         print(f"{e}", file=sys.stderr)
         return 128 + e.signum  # the shell's convention for "killed by signal N"

@@ -20,6 +20,7 @@ import yaml
 SCHEMA_PATH = Path(__file__).parent / "schema" / "params.schema.yaml"
 DEFAULT_PARAMS = "params.yaml"
 MIRROR_ENV = "LMBENCH_MIRROR"
+STATISTICS_DEFAULTS = {"reference": "softmax", "confidence": 0.95, "resamples": 9999}
 
 
 class ConfigError(ValueError):
@@ -87,6 +88,27 @@ def validate(params: dict, source: str = DEFAULT_PARAMS) -> dict:
         # The deepest errors are the most specific (a bad method option, not "allOf failed").
         leaves = [e for e in errors if not e.context] or errors
         raise ConfigError("invalid config:\n  " + "\n  ".join(_format_error(e, source) for e in leaves))
+    params["run"].setdefault("seeds", [0])
+    params.setdefault("statistics", {})
+    for k, v in STATISTICS_DEFAULTS.items():
+        params["statistics"].setdefault(k, v)
+    params.setdefault("tuning", {"enabled": False})
+    tuning = params["tuning"]
+    if tuning["enabled"]:
+        for key in ("trials", "seed", "epochs", "lr"):
+            if key not in tuning:
+                raise ConfigError(f"{source}: key 'tuning.{key}' is required when tuning.enabled is true")
+        for name, space in (tuning.get("space") or {}).items():
+            if name not in params["methods"]:
+                raise ConfigError(f"{source}: key 'tuning.space.{name}': not a method defined under 'methods'; "
+                                  f"defined: {sorted(params['methods'])}")
+            from .heads import registry
+
+            fields = {f.name for f in dataclasses.fields(registry()[params["methods"][name]["type"]].Options)}
+            for opt in space:
+                if opt not in fields:
+                    raise ConfigError(f"{source}: key 'tuning.space.{name}.{opt}': not an option of "
+                                      f"{params['methods'][name]['type']!r}; options: {sorted(fields)}")
     for key, section in (("run.datasets", "datasets"), ("run.methods", "methods"), ("bench.methods", "methods"),
                          ("matrix.methods", "methods")):
         first, second = key.split(".")
@@ -104,12 +126,29 @@ def validate(params: dict, source: str = DEFAULT_PARAMS) -> dict:
     return params
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (YAML's "last one wins" hides typos)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: merged keys may be overridden
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice in one mapping (first at line {seen[key] + 1})",
+                    key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
 def load(path: str | os.PathLike = DEFAULT_PARAMS) -> dict:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
     try:
-        params = yaml.safe_load(path.read_text())
+        params = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(params, dict):
@@ -132,27 +171,44 @@ def train_config(params: dict, dataset: str) -> TrainConfig:
 
 
 def data_config(params: dict, dataset: str) -> dict:
-    """Everything that determines a dataset's prepared artifacts."""
+    """Everything that determines a dataset's prepared artifacts (the top-level ``seed`` makes the data)."""
     ds = params["datasets"][dataset]
     return {"dataset": dataset, "corpus": ds["corpus"], "tokenizer": ds["tokenizer"],
             "noise": params["noise"], "seed": params["seed"]}
 
 
-def run_config(params: dict, dataset: str, method: str) -> dict:
-    """Everything that determines one trained run; stored in its checkpoint and metrics."""
+def run_seeds(params: dict) -> list[int]:
+    """The run seeds every (dataset, method) fans out over (``run.seeds``)."""
+    return list(params["run"]["seeds"])
+
+
+def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
+               overrides: dict | None = None) -> dict:
+    """Everything that determines one trained run; stored in its checkpoint and metrics.
+
+    ``seed`` is the run seed (initialisation, dropout, negative sampling; default: the first of
+    ``run.seeds``); the data seed stays in ``data.seed``. ``overrides`` = ``{"training": {...},
+    "method": {...}, "tuning": {...}}`` replaces keys of those sections (a tuning trial's point, or
+    the settings a tuning selected) and records where they came from under ``tuning``.
+    """
     if dataset not in params["datasets"]:
         raise ConfigError(f"unknown dataset {dataset!r}; defined: {sorted(params['datasets'])}")
     if method not in params["methods"]:
         raise ConfigError(f"unknown method {method!r}; defined: {sorted(params['methods'])}")
-    return {
+    overrides = overrides or {}
+    training = {**dataclasses.asdict(train_config(params, dataset)), **overrides.get("training", {})}
+    cfg = {
         "data": data_config(params, dataset),
         "method_name": method,
-        "method": params["methods"][method],
+        "method": {**params["methods"][method], **overrides.get("method", {})},
         "model": dataclasses.asdict(model_config(params, dataset)),
-        "training": dataclasses.asdict(train_config(params, dataset)),
+        "training": dataclasses.asdict(TrainConfig(**training)),
         "evaluation": params["evaluation"],
-        "seed": params["seed"],
+        "seed": run_seeds(params)[0] if seed is None else int(seed),
     }
+    if overrides.get("tuning"):
+        cfg["tuning"] = overrides["tuning"]
+    return cfg
 
 
 def config_hash(cfg: Any) -> str:

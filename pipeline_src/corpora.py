@@ -253,9 +253,15 @@ def _fetch_into(corpus: Corpus, key: str, tmp: Path, mirror: Path | None) -> dic
             if "checksum" in str(e):
                 raise
             failures.append(str(e))
-    where = (f"the mirror {mirror} has neither {mirror / corpus.mirror_dir}/"
-             f"{{{','.join(sf.name for sf in corpus.splits.values())}}} nor "
-             f"{arc.filename if arc else 'an archive'}" if mirror is not None else "no mirror is configured")
+    if mirror is not None:
+        present = [sf.name for sf in corpus.splits.values() if (mirror / corpus.mirror_dir / sf.name).is_file()]
+        missing = [sf.name for sf in corpus.splits.values() if sf.name not in present]
+        partial = f" (it has {', '.join(present)} but is missing {', '.join(missing)})" if present else ""
+        where = (f"the mirror {mirror} has neither {mirror / corpus.mirror_dir}/"
+                 f"{{{','.join(sf.name for sf in corpus.splits.values())}}}{partial} nor "
+                 f"{arc.filename if arc else 'an archive'}")
+    else:
+        where = "no mirror is configured"
     raise CorpusError(
         f"could not obtain corpus {key!r}: {where}, and downloading failed:\n    " + "\n    ".join(failures) +
         f"\n  To work offline, set `mirror:` in params.yaml or the environment variable {MIRROR_ENV} to a "
@@ -265,8 +271,11 @@ def _fetch_into(corpus: Corpus, key: str, tmp: Path, mirror: Path | None) -> dic
 def copy_local(paths: dict[str, str], out_dir: Path) -> dict:
     """The ``local`` corpus type: the user's own train/valid/test files, copied and fingerprinted."""
     for split in SPLITS:
-        if not Path(paths[split]).is_file():
-            raise CorpusError(f"corpus.{split}: file {paths[split]} does not exist")
+        f = Path(paths[split])
+        if f.is_dir():
+            raise CorpusError(f"corpus.{split}: {f} is a directory; give the path of the {split} text file")
+        if not f.is_file():
+            raise CorpusError(f"corpus.{split}: file {f} does not exist")
     prov = {"corpus": "local", "files": {}}
     with atomic_path(out_dir) as tmp:
         tmp.mkdir()

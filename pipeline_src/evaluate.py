@@ -104,7 +104,7 @@ def rank_diagnostic(model, ids: np.ndarray, n_contexts: int, bptt: int, device: 
     rank, tol = numerical_rank(lp[:, finite])
     return {"contexts": int(lp.shape[0]), "vocab": int(lp.shape[1]), "rank": rank, "tolerance": tol,
             "zero_probability_words": int((~finite).sum()),
-            "head_dim": model.head.in_dim, "softmax_bound": model.head.in_dim + 2}
+            "head_dim": model.head.rank_dim, "softmax_bound": model.head.rank_dim + 2}
 
 
 def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.device) -> dict:

@@ -12,12 +12,35 @@ def prepared_dir(params: dict, dataset: str) -> Path:
     return Path(params["data_dir"]) / "prepared" / dataset
 
 
-def run_dir(params: dict, dataset: str, method: str) -> Path:
-    return Path(params["results_dir"]) / "runs" / dataset / method
+def run_dir(params: dict, dataset: str, method: str, seed: int) -> Path:
+    """One final run: a (dataset, method) at one run seed."""
+    return Path(params["results_dir"]) / "runs" / dataset / method / f"seed{seed}"
 
 
-def metrics_path(params: dict, dataset: str, method: str) -> Path:
-    return run_dir(params, dataset, method) / "metrics.json"
+def metrics_path(params: dict, dataset: str, method: str, seed: int) -> Path:
+    return run_dir(params, dataset, method, seed) / "metrics.json"
+
+
+def tuning_dir(params: dict, dataset: str, method: str) -> Path:
+    return Path(params["results_dir"]) / "tuning" / dataset / method
+
+
+def trial_dir(params: dict, dataset: str, method: str, trial: int) -> Path:
+    return tuning_dir(params, dataset, method) / f"trial{trial}"
+
+
+def selected_path(params: dict, dataset: str, method: str) -> Path:
+    """The settings a tuning selected for (dataset, method), read by its final runs."""
+    return tuning_dir(params, dataset, method) / "selected.json"
+
+
+def tuning_summary_path(params: dict) -> Path:
+    return Path(params["results_dir"]) / "tuning.csv"
+
+
+def headline_path(params: dict) -> Path:
+    """Per dataset and method: means and intervals over seeds, deltas against the reference."""
+    return Path(params["results_dir"]) / "headline.csv"
 
 
 def summary_path(params: dict) -> Path:
@@ -36,8 +59,8 @@ def bench_path(params: dict) -> Path:
     return Path(params["results_dir"]) / "bench.csv"
 
 
-def matrix_fit_path(params: dict, vocab: int, dim: int) -> Path:
-    return Path(params["results_dir"]) / "matrix" / f"M{vocab}-d{dim}.json"
+def matrix_fit_path(params: dict, vocab: int, dim: int, seed: int) -> Path:
+    return Path(params["results_dir"]) / "matrix" / f"M{vocab}-d{dim}-seed{seed}.json"
 
 
 def matrix_summary_path(params: dict) -> Path:

@@ -23,9 +23,22 @@ EOS, UNK = "<eos>", "<unk>"
 SPLITS = ("train", "valid", "test")
 
 
+OOV_WARN = 0.05  # out-of-vocabulary share of valid/test above which prepare warns
+
+
+class CorpusContentError(ValueError):
+    """A corpus file that cannot be used as it is (encoding, empty split, tokenizer limits)."""
+
+
 def read_lines(path: Path) -> Iterable[str]:
-    with open(path, encoding="utf-8") as f:
-        yield from f
+    """Lines of a UTF-8 file; a byte that is not UTF-8 is an error naming the file, line and byte."""
+    with open(path, "rb") as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise CorpusContentError(f"{path}: line {lineno}, byte {e.start + 1} of the line (0x{raw[e.start]:02x}) "
+                                         f"is not UTF-8; convert the file (e.g. `iconv -f latin1 -t utf-8`)") from None
 
 
 def word_tokens(line: str) -> list[str]:
@@ -76,8 +89,9 @@ def _prepare_word(raw: Path, tok: dict, tmp: Path) -> tuple[list[str], np.ndarra
     unk = index[UNK]
     stats = {}
     for split in SPLITS:
-        ids, oov = [], 0
+        ids, oov, lines = [], 0, 0
         for line in read_lines(raw / f"{split}.txt"):
+            lines += 1
             for t in word_tokens(line):
                 i = index.get(t)
                 if i is None:
@@ -86,7 +100,8 @@ def _prepare_word(raw: Path, tok: dict, tmp: Path) -> tuple[list[str], np.ndarra
                 ids.append(i)
         arr = np.asarray(ids, dtype=_id_dtype(len(vocab)))
         np.save(tmp / f"{split}.npy", arr)
-        stats[split] = {"tokens": int(arr.size), "oov_replaced": oov, "unk_rate": float((arr == unk).mean())}
+        stats[split] = {"tokens": int(arr.size), "lines": lines, "oov_replaced": oov,
+                        "unk_rate": float((arr == unk).mean()) if arr.size else 1.0}
     return vocab, vcounts, stats
 
 
@@ -94,22 +109,36 @@ def _prepare_spm(raw: Path, tok: dict, seed: int, tmp: Path) -> tuple[list[str],
     import sentencepiece as spm
 
     spm.set_random_generator_seed(seed)
-    spm.SentencePieceTrainer.train(
-        input=str(raw / "train.txt"), model_prefix=str(tmp / "spm"), vocab_size=tok["vocab_size"],
-        model_type=tok.get("model_type", "unigram"), character_coverage=tok.get("character_coverage", 1.0),
-        max_sentence_length=tok.get("max_sentence_length", 16384), bos_id=-1, eos_id=-1, pad_id=-1,
-        unk_piece="<spm-unk>", user_defined_symbols=[UNK], num_threads=1,
-        input_sentence_size=2_000_000, shuffle_input_sentence=True, minloglevel=2)
+    for split in SPLITS:  # decode errors name the file and line before sentencepiece sees the text
+        for _ in read_lines(raw / f"{split}.txt"):
+            pass
+    try:
+        spm.SentencePieceTrainer.train(
+            input=str(raw / "train.txt"), model_prefix=str(tmp / "spm"), vocab_size=tok["vocab_size"],
+            model_type=tok.get("model_type", "unigram"), character_coverage=tok.get("character_coverage", 1.0),
+            max_sentence_length=tok.get("max_sentence_length", 16384), bos_id=-1, eos_id=-1, pad_id=-1,
+            unk_piece="<spm-unk>", user_defined_symbols=[UNK], num_threads=1,
+            input_sentence_size=2_000_000, shuffle_input_sentence=True, minloglevel=2)
+    except RuntimeError as e:
+        msg = str(e).splitlines()[-1] if str(e) else type(e).__name__
+        if "vocab_size" in msg.lower() or "vocabulary size" in msg.lower():
+            raise CorpusContentError(f"key 'tokenizer.vocab_size': {tok['vocab_size']} is more than sentencepiece can "
+                                     f"build from {raw / 'train.txt'} ({msg}); lower it") from None
+        raise CorpusContentError(f"sentencepiece could not train on {raw / 'train.txt'}: {msg}") from None
     (tmp / "spm.vocab").unlink()
     sp = spm.SentencePieceProcessor(model_file=str(tmp / "spm.model"))
     n = sp.get_piece_size()
     eos_spm = n  # our <eos> gets the id after the sentencepiece pieces, before re-sorting
 
+    lines = {}
+
     def encode(split: str) -> np.ndarray:
-        out = []
+        out, n_lines = [], 0
         for line in read_lines(raw / f"{split}.txt"):
             out.extend(sp.encode(line.rstrip("\n")))
             out.append(eos_spm)
+            n_lines += 1
+        lines[split] = n_lines
         return np.asarray(out, dtype=np.int64)
 
     encoded = {s: encode(s) for s in SPLITS}
@@ -124,8 +153,8 @@ def _prepare_spm(raw: Path, tok: dict, seed: int, tmp: Path) -> tuple[list[str],
     for split in SPLITS:
         arr = remap[encoded[split]].astype(_id_dtype(n + 1))
         np.save(tmp / f"{split}.npy", arr)
-        stats[split] = {"tokens": int(arr.size), "oov_replaced": int((arr == unk).sum()),
-                        "unk_rate": float((arr == unk).mean())}
+        stats[split] = {"tokens": int(arr.size), "lines": lines[split], "oov_replaced": int((arr == unk).sum()),
+                        "unk_rate": float((arr == unk).mean()) if arr.size else 1.0}
     return vocab, raw_counts[order].astype(np.int64), stats
 
 
@@ -135,23 +164,56 @@ def noise_probs(counts: np.ndarray, alpha: float) -> np.ndarray:
     return w / w.sum()
 
 
+def _check_splits(raw: Path, stats: dict, vocab: list[str]) -> list[str]:
+    """Errors for unusable splits; warnings (returned) for high out-of-vocabulary rates."""
+    for split in SPLITS:
+        content = stats[split]["tokens"] - stats[split]["lines"]  # every line adds one <eos>
+        if content <= 0:
+            raise CorpusContentError(f"{raw / (split + '.txt')}: the {split} split has no tokens (empty or whitespace only)")
+    if len(vocab) <= 2 or stats["train"]["unk_rate"] >= 1.0:
+        raise CorpusContentError(f"{raw / 'train.txt'}: no in-vocabulary token besides <eos>/<unk>")
+    warnings = []
+    for split in ("valid", "test"):
+        rate = stats[split]["oov_replaced"] / max(stats[split]["tokens"] - stats[split]["lines"], 1)
+        stats[split]["oov_rate"] = rate
+        if rate > OOV_WARN:
+            warnings.append(f"{split}: {rate:.1%} of its tokens are out of the vocabulary (mapped to <unk>), above "
+                            f"{OOV_WARN:.0%}; is the train split ({stats['train']['tokens']:,} tokens) large enough?")
+    return warnings
+
+
 def prepare(raw: Path, out: Path, data_cfg: dict) -> dict:
+    import sys
+
     tok = data_cfg["tokenizer"]
+    _clean_stale_temporaries(out)
     with atomic_path(out) as tmp:
         tmp.mkdir()
         if tok["type"] == "word":
             vocab, counts, stats = _prepare_word(raw, tok, tmp)
         else:
             vocab, counts, stats = _prepare_spm(raw, tok, data_cfg["seed"], tmp)
+        warnings = _check_splits(raw, stats, vocab)
+        for w in warnings:
+            print(f"warning: {w}", file=sys.stderr)
         (tmp / "vocab.txt").write_text("".join(f"{t}\n" for t in vocab), encoding="utf-8")
         alphas = np.asarray(data_cfg["noise"]["alphas"], dtype=np.float64)
         np.savez(tmp / "noise.npz", counts=counts, alphas=alphas,
                  probs=np.stack([noise_probs(counts, a) for a in alphas]))
         meta = {"vocab_size": len(vocab), "dtype": str(np.load(tmp / "train.npy", mmap_mode="r").dtype),
-                "splits": stats, "config": data_cfg, "config_hash": config_hash(data_cfg),
+                "splits": stats, "warnings": warnings, "config": data_cfg, "config_hash": config_hash(data_cfg),
                 "source": json.loads((raw / "source.json").read_text()) if (raw / "source.json").exists() else None}
         write_json(tmp / "meta.json", meta)
     return meta
+
+
+def _clean_stale_temporaries(out: Path) -> None:
+    """Remove the hidden temporaries (``.<name>.XXXX.tmp``) a killed earlier prepare left beside ``out``."""
+    import shutil
+
+    if out.parent.is_dir():
+        for t in out.parent.glob(f".{out.name}.*.tmp*"):
+            shutil.rmtree(t, ignore_errors=True) if t.is_dir() else t.unlink(missing_ok=True)
 
 
 def load_split(prepared: Path, split: str) -> np.ndarray:

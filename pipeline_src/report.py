@@ -21,6 +21,10 @@ def render(params: dict, params_file: Path, notebook: Path = NOTEBOOK) -> Path:
         "history_csv": str(paths.history_path(params).resolve()),
         "bench_csv": str(paths.bench_path(params).resolve()),
         "matrix_csv": str(paths.matrix_summary_path(params).resolve()),
+        "headline_csv": str(paths.headline_path(params).resolve()),
+        "tuning_csv": str(paths.tuning_summary_path(params).resolve()),
+        "tuning_curves_csv": str(paths.tuning_summary_path(params).with_name("tuning_curves.csv").resolve()),
+        "confidence": params["statistics"]["confidence"],
     }
     with atomic_path(nb_path, suffix=".ipynb") as tmp:
         papermill.execute_notebook(str(notebook), str(tmp), parameters=parameters, progress_bar=False,

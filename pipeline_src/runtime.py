@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import platform
 import random
 import resource
 import signal
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -43,6 +46,34 @@ def peak_memory_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
+
+
+def load_average() -> float:
+    """1-minute load average: how many jobs shared the machine (timings are comparable at equal load)."""
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment(device: torch.device, load_at_start: float) -> dict:
+    """The setup that makes a run's timings comparable with another's."""
+    env = {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "threads": torch.get_num_threads(),
+           "torch": torch.__version__, "python": platform.python_version(), "device": str(device),
+           "load_avg_start": load_at_start, "load_avg_end": load_average()}
+    if device.type == "cuda":
+        env["gpu"] = torch.cuda.get_device_name(device)
+    return env
 
 
 def rng_state() -> dict:

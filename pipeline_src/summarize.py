@@ -1,62 +1,108 @@
-"""Aggregate per-run metrics (``summary.csv``), learning curves (``history.csv``) and matrix fits (``matrix.csv``)."""
+"""Aggregate per-run metrics (``summary.csv``), learning curves (``history.csv``), matrix fits
+(``matrix.csv``), the verdicts over seeds (``headline.csv``) and, with tuning, every trial
+(``tuning.csv``) and the expected best validation perplexity against the number of trials
+(``tuning_curves.csv``)."""
 from __future__ import annotations
 
 import json
+import math
 
 import pandas as pd
 
 from . import paths
 from .atomic import atomic_path
+from .config import run_seeds
+from .stats import expected_best, headline
 
-SUMMARY_COLUMNS = ["dataset", "method", "split", "nll", "ppl", "true_nll", "gap_nll", "log_z_mean", "log_z_std",
-                   "unnormalised_ppl", "tokens",
-                   "tokens_per_s_train", "tokens_per_s_eval", "peak_mem_mb", "params", "seed", "epochs",
-                   "best_epoch", "wall_time_s", "logprob_rank", "rank_contexts", "head_dim", "device", "config_hash"]
+SUMMARY_COLUMNS = ["dataset", "method", "type", "seed", "split", "nll", "ppl", "true_nll", "gap_nll", "log_z_mean",
+                   "log_z_std", "unnormalised_ppl", "tokens",
+                   "tokens_per_s_train", "tokens_per_s_eval", "train_time_s", "wall_time_s", "peak_mem_mb", "params",
+                   "head_flops_per_token_train", "head_flops_per_token_eval", "epochs", "best_epoch", "lr",
+                   "logprob_rank", "rank_contexts", "head_dim", "device", "threads", "cpu_model", "load_avg",
+                   "torch", "config_hash"]
 
 
 def summary_rows(metrics: dict) -> list[dict]:
     rows = []
     rank = metrics.get("rank") or {}
+    env = metrics.get("environment") or {}
     for split, m in metrics["splits"].items():
-        rows.append({"dataset": metrics["dataset"], "method": metrics["method"], "split": split,
-                     "nll": m["nll"], "ppl": m["ppl"], "true_nll": m.get("true_nll"), "gap_nll": m.get("gap_nll"),
-                     "log_z_mean": m.get("log_z_mean"), "log_z_std": m.get("log_z_std"),
+        rows.append({"dataset": metrics["dataset"], "method": metrics["method"],
+                     "type": metrics["config"]["method"]["type"], "seed": metrics["seed"],
+                     "split": split, "nll": m["nll"], "ppl": m["ppl"], "true_nll": m.get("true_nll"),
+                     "gap_nll": m.get("gap_nll"), "log_z_mean": m.get("log_z_mean"), "log_z_std": m.get("log_z_std"),
                      "unnormalised_ppl": m.get("unnormalised_ppl"),
                      "tokens": m["tokens"], "tokens_per_s_train": metrics["tokens_per_s_train"],
-                     "tokens_per_s_eval": m["tokens_per_s_eval"], "peak_mem_mb": metrics["peak_mem_mb"],
-                     "params": metrics["params"], "seed": metrics["seed"], "epochs": metrics["epochs"],
-                     "best_epoch": metrics["best_epoch"], "wall_time_s": metrics["wall_time_s"],
+                     "tokens_per_s_eval": m["tokens_per_s_eval"], "train_time_s": metrics.get("train_time_s"),
+                     "wall_time_s": metrics["wall_time_s"], "peak_mem_mb": metrics["peak_mem_mb"],
+                     "params": metrics["params"],
+                     "head_flops_per_token_train": metrics.get("head_flops_per_token_train"),
+                     "head_flops_per_token_eval": metrics.get("head_flops_per_token_eval"),
+                     "epochs": metrics["epochs"], "best_epoch": metrics["best_epoch"],
+                     "lr": metrics["config"]["training"]["lr"],
                      "logprob_rank": rank.get("rank"), "rank_contexts": rank.get("contexts"),
-                     "head_dim": rank.get("head_dim"),
-                     "device": metrics["device"], "config_hash": metrics["config_hash"]})
+                     "head_dim": rank.get("head_dim"), "device": metrics["device"],
+                     "threads": env.get("threads", metrics.get("threads")), "cpu_model": env.get("cpu_model"),
+                     "load_avg": env.get("load_avg_start"), "torch": env.get("torch", metrics.get("torch")),
+                     "config_hash": metrics["config_hash"]})
     return rows
+
+
+def _write(path, frame: pd.DataFrame) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)
 
 
 def summarize(params: dict) -> pd.DataFrame:
     rows, curves = [], []
     for dataset in params["run"]["datasets"]:
         for method in params["run"]["methods"]:
-            path = paths.metrics_path(params, dataset, method)
-            if not path.exists():
-                raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src evaluate "
-                                        f"--dataset {dataset} --method {method}` first")
-            rows.extend(summary_rows(json.loads(path.read_text())))
-            hist = pd.read_csv(paths.run_dir(params, dataset, method) / "history.csv")
-            curves.append(hist.assign(dataset=dataset, method=method))
+            for seed in run_seeds(params):
+                path = paths.metrics_path(params, dataset, method, seed)
+                if not path.exists():
+                    raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src evaluate "
+                                            f"--dataset {dataset} --method {method} --seed {seed}` first")
+                rows.extend(summary_rows(json.loads(path.read_text())))
+                hist = pd.read_csv(paths.run_dir(params, dataset, method, seed) / "history.csv")
+                curves.append(hist.assign(dataset=dataset, method=method, seed=seed))
     matrix_rows = []
     for vocab in params["matrix"]["vocab_sizes"]:
         for dim in params["matrix"]["dims"]:
-            path = paths.matrix_fit_path(params, vocab, dim)
-            if not path.exists():
-                raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src matrix "
-                                        f"--vocab {vocab} --dim {dim}` first")
-            matrix_rows.extend(json.loads(path.read_text())["rows"])
+            for seed in run_seeds(params):
+                path = paths.matrix_fit_path(params, vocab, dim, seed)
+                if not path.exists():
+                    raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src matrix "
+                                            f"--vocab {vocab} --dim {dim} --seed {seed}` first")
+                matrix_rows.extend(json.loads(path.read_text())["rows"])
     df = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     history = pd.concat(curves, ignore_index=True)
-    history = history[["dataset", "method"] + [c for c in history.columns if c not in ("dataset", "method")]]
-    matrix = pd.DataFrame(matrix_rows)
-    for out, frame in ((paths.summary_path(params), df), (paths.history_path(params), history),
-                       (paths.matrix_summary_path(params), matrix)):
-        with atomic_path(out) as tmp:
-            frame.to_csv(tmp, index=False)
+    history = history[["dataset", "method", "seed"] + [c for c in history.columns
+                                                       if c not in ("dataset", "method", "seed")]]
+    st = params["statistics"]
+    head = headline(df, st["reference"], st["confidence"], st["resamples"])
+    _write(paths.summary_path(params), df)
+    _write(paths.history_path(params), history)
+    _write(paths.matrix_summary_path(params), pd.DataFrame(matrix_rows))
+    _write(paths.headline_path(params), head)
+    if (params.get("tuning") or {}).get("enabled"):
+        trials, tcurves = tuning_tables(params)
+        _write(paths.tuning_summary_path(params), trials)
+        _write(paths.tuning_summary_path(params).with_name("tuning_curves.csv"), tcurves)
     return df
+
+
+def tuning_tables(params: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every trial with its selection, and the expected best validation perplexity after n trials
+    (a diverged trial counts as a draw of the uniform distribution, nll = log |V|: no better than guessing)."""
+    rows, curves = [], []
+    for dataset in params["run"]["datasets"]:
+        vocab = json.loads((paths.prepared_dir(params, dataset) / "meta.json").read_text())["vocab_size"]
+        for method in params["run"]["methods"]:
+            sel = json.loads(paths.selected_path(params, dataset, method).read_text())
+            for r in sel["trials"]:
+                rows.append({**r, "selected": r["trial"] == sel["trial"]})
+            nll = [r["valid_nll"] if r["status"] == "ok" else math.log(vocab) for r in sel["trials"]]
+            for n, e in enumerate(expected_best(nll), start=1):
+                curves.append({"dataset": dataset, "method": method, "trials": n, "expected_best_valid_nll": e,
+                               "expected_best_valid_ppl": math.exp(e) if e < 709 else math.inf})
+    return pd.DataFrame(rows), pd.DataFrame(curves)

@@ -8,6 +8,13 @@ It knows nothing about the output layer: it calls ``model.loss`` and (for valida
   checkpoint.pt resume state while training runs (deleted when the run completes): weights,
                 optimizer, RNG states, LSTM state, position in the epoch, best weights so far
 
+Divergence: the training loss is summed on the device and read back every ``CHECK_EVERY`` steps
+(no host synchronisation per step); a non-finite sum, or a validation nll above log |V| (worse than
+the uniform distribution; 2 log |V| for heads trained by a sampled surrogate, whose exact
+distribution is not what they fit), ends the run as ``diverged``: the checkpoint is removed so no
+rerun resumes into the same state; a tuning trial records it (``status: diverged`` in train.json),
+a final run raises ``Diverged``.
+
 Preemption: SIGTERM or SIGINT makes the loop write a checkpoint after the current step and raise
 ``Stopped``; SIGKILL loses at most ``checkpoint_every_steps`` steps (or the current epoch). Either way
 the next call resumes and ends bitwise identical to an uninterrupted run on CPU.
@@ -18,6 +25,7 @@ import csv
 import io
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,14 +41,33 @@ from .evaluate import stream_log_probs
 from .model import LanguageModel
 from .optim import build_optimizer, clip_grad_norm
 from .prepare import load_split
-from .runtime import StopRequest, peak_memory_mb, reset_peak_memory, rng_state, seed_everything, set_rng_state
+from .runtime import (StopRequest, environment, load_average, peak_memory_mb, reset_peak_memory, rng_state,
+                      seed_everything, set_rng_state)
 
 HISTORY_FIELDS = ["epoch", "lr", "train_loss", "valid_nll", "valid_ppl", "train_tokens_per_s", "epoch_time_s",
                   "wall_time_s", "best"]
 
 
+PREVIOUS = "checkpoint.prev.pt"  # the generation before checkpoint.pt
+CHECK_EVERY = 25  # steps between reads of the summed training loss (the non-finite check)
+
+
 class ResumeError(RuntimeError):
     pass
+
+
+class Diverged(RuntimeError):
+    """The run's loss became non-finite or its validation perplexity worse than uniform."""
+
+    def __init__(self, info: dict) -> None:
+        super().__init__(f"diverged at epoch {info['epoch']}, steps {info['steps']} (lr {info['lr']:.4g}): "
+                         f"{info['reason']}; lower training.lr or set training.clip")
+        self.info = info
+
+
+def safe_exp(x: float) -> float:
+    """exp that returns inf instead of raising OverflowError (a diverged run's perplexity)."""
+    return math.exp(x) if x < 709.0 else math.inf
 
 
 class Stopped(RuntimeError):
@@ -62,6 +89,28 @@ def _save(path: Path, obj: dict) -> None:
         torch.save(obj, tmp)
 
 
+def _load_checkpoint(path: Path, device: torch.device) -> dict | None:
+    """The newest readable checkpoint: ``checkpoint.pt``, else the previous generation, else None
+    (start afresh). An unreadable file is set aside as ``<name>.corrupt`` and the choice is said."""
+    from .provenance import UnreadableError, load_torch
+
+    for p in (path, path.with_name(PREVIOUS)):
+        if not p.exists():
+            continue
+        try:
+            ck = load_torch(p, device, "")
+        except UnreadableError as e:
+            bad = p.with_name(p.name + ".corrupt")
+            os.replace(p, bad)
+            print(f"warning: {str(e).split(': the file')[0]}: set aside as {bad}", file=sys.stderr)
+            continue
+        ck["_path"] = p
+        return ck
+    if path.with_name(path.name + ".corrupt").exists() or path.with_name(PREVIOUS + ".corrupt").exists():
+        print(f"warning: no readable checkpoint left in {path.parent}: training starts afresh", file=sys.stderr)
+    return None
+
+
 def _history_csv(rows: list[dict]) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=HISTORY_FIELDS, lineterminator="\n")
@@ -71,20 +120,36 @@ def _history_csv(rows: list[dict]) -> str:
 
 
 def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
-          stop_after_steps: int | None = None) -> dict | None:
+          stop_after_steps: int | None = None, trial: bool = False) -> dict | None:
     """Train one (dataset, method) run into ``out_dir``; resume from ``checkpoint.pt`` if present.
 
     ``stop_after_steps`` simulates an interruption (tests): return None after that many
     optimizer steps in this call, leaving only the checkpoint behind. A SIGTERM / SIGINT received
-    meanwhile raises ``Stopped`` once the checkpoint is written.
+    meanwhile raises ``Stopped`` once the checkpoint is written. ``trial``: a tuning trial, which
+    writes no model.pt and records a divergence in train.json instead of raising ``Diverged``.
     """
     stop = StopRequest()
     with stop.installed():
-        return _train(run_cfg, prepared, out_dir, device, stop_after_steps, stop)
+        try:
+            return _train(run_cfg, prepared, out_dir, device, stop_after_steps, stop, trial)
+        except Diverged as e:
+            (out_dir / "checkpoint.pt").unlink(missing_ok=True)  # a rerun must not resume into the blow-up
+            (out_dir / PREVIOUS).unlink(missing_ok=True)
+            if not trial:
+                raise
+            summary = {"status": "diverged", "diverged": e.info, "config": run_cfg, "config_hash": config_hash(run_cfg),
+                       "seed": run_cfg["seed"], "best_valid_nll": math.inf, **e.info.get("cost", {})}
+            write_json(out_dir / "train.json", summary)
+            return summary
+
+
+def _diverged(st: dict, lr: float, first_step: int, last_step: int, reason: str, cost: dict) -> Diverged:
+    return Diverged({"epoch": st["epoch"] + 1, "steps": f"{first_step}-{last_step}", "lr": lr, "reason": reason,
+                     "cost": cost})
 
 
 def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, stop_after_steps: int | None,
-           stop: StopRequest) -> dict | None:
+           stop: StopRequest, trial: bool) -> dict | None:
     tc = TrainConfig(**run_cfg["training"])
     chash = config_hash(run_cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -104,8 +169,8 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
           "train_time_s": 0.0, "train_tokens": 0, "wall_time_s": 0.0, "loss_sum": 0.0, "loss_count": 0}
     hidden = model.init_state(tc.batch_size, device)
     best_model = None  # best-validation weights so far (CPU copies); model.pt is written from them at the end
-    if ckpt_path.exists():
-        ck = torch.load(ckpt_path, map_location=device, weights_only=False)
+    ck = _load_checkpoint(ckpt_path, device)
+    if ck is not None:
         if ck["config_hash"] != chash:
             raise ResumeError(f"{ckpt_path} was written by a different config (hash {ck['config_hash']}, "
                               f"now {chash}); delete it to start this run afresh")
@@ -115,13 +180,31 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
         hidden = tuple(h.to(device) for h in ck["hidden"])
         set_rng_state(ck["rng"])
         best_model = ck["best_model"]
-        print(f"resumed from {ckpt_path}: epoch {st['epoch'] + 1}, step {st['step_in_epoch']}", file=sys.stderr)
+        print(f"resumed from {ck['_path']}: epoch {st['epoch'] + 1}, step {st['step_in_epoch']}", file=sys.stderr)
 
     def checkpoint() -> None:
+        if ckpt_path.exists():  # keep one previous generation: a damaged newest one is not the end of the run
+            os.replace(ckpt_path, ckpt_path.with_name(PREVIOUS))
         _save(ckpt_path, {"config": run_cfg, "config_hash": chash, "model": model.state_dict(),
                           "optimizer": optimizer.state_dict(), "state": st, "hidden": hidden, "rng": rng_state(),
                           "best_model": best_model})
 
+    vocab_size = model.head.vocab_size
+    uniform_nll = math.log(vocab_size)
+    nll_limit = uniform_nll if model.head.trains_exact_likelihood else 2 * uniform_nll
+
+    def cost() -> dict:
+        """What the run cost so far, and the setup that makes its timings comparable."""
+        tokens = st["train_tokens"] + st.get("epoch_tokens", 0)
+        seconds = st["train_time_s"] + st.get("epoch_train_time_s", 0.0)
+        return {"params": model.num_params(), "train_tokens": tokens, "train_time_s": seconds,
+                "tokens_per_s_train": tokens / max(seconds, 1e-9),
+                "wall_time_s": wall0 + time.perf_counter() - t_call, "peak_mem_mb_train": peak_memory_mb(device),
+                "head_flops_per_token_train": model.head.flops_per_token(train=True),
+                "head_flops_per_token_eval": model.head.flops_per_token(train=False),
+                "environment": environment(device, env_start)}
+
+    env_start = load_average()
     reset_peak_memory(device)
     t_call = time.perf_counter()
     wall0 = st["wall_time_s"]
@@ -134,6 +217,17 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
             hidden = model.init_state(tc.batch_size, device)
             st["loss_sum"], st["loss_count"] = 0.0, 0
             st["epoch_train_time_s"], st["epoch_tokens"] = 0.0, 0
+        # the epoch's summed loss lives on the device; read back every CHECK_EVERY steps
+        loss_acc = torch.tensor(st["loss_sum"], dtype=torch.float64, device=device)
+        checked = st["step_in_epoch"]
+
+        def check_loss(last: int) -> None:
+            nonlocal checked
+            st["loss_sum"] = float(loss_acc)
+            if not math.isfinite(st["loss_sum"]):
+                raise _diverged(st, st["lr"], checked + 1, last, "non-finite training loss", cost())
+            checked = last
+            bar.set_postfix(loss=f"{st['loss_sum'] / max(st['loss_count'], 1):.3f}", lr=st["lr"], refresh=False)
         bar = tqdm(total=n_seg, initial=st["step_in_epoch"], desc=f"epoch {st['epoch'] + 1}/{tc.epochs}",
                    file=sys.stderr, mininterval=1.0 if sys.stderr.isatty() else 30.0, leave=False)
         for k, x, y in segments(train_data, tc.bptt, start=st["step_in_epoch"]):
@@ -152,38 +246,48 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
             dt = time.perf_counter() - t0
             st["epoch_train_time_s"] += dt
             st["epoch_tokens"] += y.numel()
-            st["loss_sum"] += loss.item() * y.numel()
+            loss_acc += loss.detach().double() * y.numel()
             st["loss_count"] += y.numel()
             st["step_in_epoch"] = k + 1
             bar.update(1)
-            bar.set_postfix(loss=f"{st['loss_sum'] / st['loss_count']:.3f}", lr=st["lr"], refresh=False)
             steps_this_call += 1
+            if st["step_in_epoch"] % CHECK_EVERY == 0:
+                check_loss(st["step_in_epoch"])
             if tc.checkpoint_every_steps and st["step_in_epoch"] % tc.checkpoint_every_steps == 0:
+                check_loss(st["step_in_epoch"])
                 st["wall_time_s"] = wall0 + time.perf_counter() - t_call
                 checkpoint()
             if stop or (stop_after_steps is not None and steps_this_call >= stop_after_steps):
+                check_loss(st["step_in_epoch"])
                 st["wall_time_s"] = wall0 + time.perf_counter() - t_call
                 checkpoint()
                 bar.close()
                 if stop:
                     raise Stopped(stop.signum, f"epoch {st['epoch'] + 1}, step {st['step_in_epoch']}", ckpt_path)
                 return None
+        check_loss(st["step_in_epoch"])
         bar.close()
 
         lp, _ = stream_log_probs(model, valid_data, tc.bptt)
         valid_nll = float(-lp.double().mean())
+        if not math.isfinite(valid_nll) or valid_nll > nll_limit:
+            raise _diverged(st, st["lr"], 1, st["step_in_epoch"],
+                            f"validation perplexity {safe_exp(valid_nll):.4g} is worse than "
+                            f"{'uniform' if nll_limit == uniform_nll else 'uniform squared'} "
+                            f"({safe_exp(nll_limit):.4g}, |V| = {vocab_size})", cost())
         improved = valid_nll < st["best_valid_nll"]
         st["train_time_s"] += st["epoch_train_time_s"]
         st["train_tokens"] += st["epoch_tokens"]
         st["history"].append({
             "epoch": st["epoch"] + 1, "lr": st["lr"], "train_loss": st["loss_sum"] / max(st["loss_count"], 1),
-            "valid_nll": valid_nll, "valid_ppl": math.exp(valid_nll),
+            "valid_nll": valid_nll, "valid_ppl": safe_exp(valid_nll),
             "train_tokens_per_s": st["epoch_tokens"] / max(st["epoch_train_time_s"], 1e-9),
             "epoch_time_s": st["epoch_train_time_s"], "wall_time_s": wall0 + time.perf_counter() - t_call,
             "best": improved})
         row = st["history"][-1]
         print(f"epoch {row['epoch']:3d} | lr {row['lr']:.4g} | train loss {row['train_loss']:.4f} | "
               f"valid ppl {row['valid_ppl']:.2f} | {row['train_tokens_per_s']:.0f} tok/s", file=sys.stderr)
+        st["epoch_train_time_s"], st["epoch_tokens"] = 0.0, 0  # now counted in the totals
         if improved:
             st["best_valid_nll"] = valid_nll
             best_model = {"model": {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()},
@@ -199,14 +303,14 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
             raise Stopped(stop.signum, f"the end of epoch {st['epoch']}", ckpt_path)
 
     summary = {
-        "config": run_cfg, "config_hash": chash, "seed": run_cfg["seed"], "device": str(device),
-        "torch": torch.__version__, "threads": torch.get_num_threads(), "params": model.num_params(),
+        "status": "ok", "config": run_cfg, "config_hash": chash, "seed": run_cfg["seed"], "device": str(device),
+        "torch": torch.__version__, "threads": torch.get_num_threads(), **cost(), "wall_time_s": st["wall_time_s"],
         "epochs": tc.epochs, "best_epoch": int(np.argmin([r["valid_nll"] for r in st["history"]]) + 1),
-        "best_valid_nll": st["best_valid_nll"], "train_tokens": st["train_tokens"],
-        "train_time_s": st["train_time_s"], "tokens_per_s_train": st["train_tokens"] / max(st["train_time_s"], 1e-9),
-        "wall_time_s": st["wall_time_s"], "peak_mem_mb_train": peak_memory_mb(device),
+        "best_valid_nll": st["best_valid_nll"],
     }
-    _save(out_dir / "model.pt", {"config": run_cfg, "config_hash": chash, **best_model})
+    if not trial:
+        _save(out_dir / "model.pt", {"config": run_cfg, "config_hash": chash, **best_model})
     write_json(out_dir / "train.json", summary)
     ckpt_path.unlink()
+    ckpt_path.with_name(PREVIOUS).unlink(missing_ok=True)
     return summary

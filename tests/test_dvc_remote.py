@@ -51,6 +51,6 @@ def test_push_then_pull_in_another_clone_restores_everything(tmp_path, default_p
     assert "Running stage" not in repro, repro
     for name in ("summary.csv", "matrix.csv"):
         assert pd.read_csv(clone / "results" / name).equals(pd.read_csv(proj / "results" / name))
-    assert (clone / "results" / "runs" / "tiny" / "softmax" / "model.pt").read_bytes() == \
-        (proj / "results" / "runs" / "tiny" / "softmax" / "model.pt").read_bytes()
+    assert (clone / "results" / "runs" / "tiny" / "softmax" / "seed0" / "model.pt").read_bytes() == \
+        (proj / "results" / "runs" / "tiny" / "softmax" / "seed0" / "model.pt").read_bytes()
     assert (clone / "data" / "prepared" / "tiny" / "meta.json").exists()

@@ -35,7 +35,7 @@ def test_bottleneck_softmax_loses_to_mos_and_plif_with_small_d():
 
 def test_run_writes_one_row_per_method(tiny, tmp_path):
     p = validate(tiny)
-    rows = run(p, 30, 2, tmp_path / "m.json")
+    rows = run(p, 30, 2, 5, tmp_path / "m.json")
     assert [r["method"] for r in rows] == ["softmax", "mos"]
     saved = json.loads((tmp_path / "m.json").read_text())
-    assert saved["rows"] == rows and saved["config"] == p["matrix"] and saved["seed"] == p["seed"]
+    assert saved["rows"] == rows and saved["config"] == p["matrix"] and saved["seed"] == 5 and saved["data_seed"] == p["seed"]

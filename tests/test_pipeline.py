@@ -66,13 +66,19 @@ def test_snakemake_dag_and_dvc_stages_do_not_drift(tmp_path, default_params):
     p = tiny_params(default_params, tmp_path)
     p["datasets"]["ptb"] = default_params["datasets"]["ptb"]
     p["methods"]["softmax-small-chunks"] = {"type": "softmax", "chunk_size": 64}
-    p["run"] = {"datasets": ["tiny", "ptb"], "methods": ["softmax", "softmax-small-chunks"]}
+    p["run"] = {"datasets": ["tiny", "ptb"], "methods": ["softmax", "softmax-small-chunks"], "seeds": [3, 7]}
     proj = _project(tmp_path, p)
     smk_outs, smk_cmds = snakemake_jobs(proj)
     dvc_outs, dvc_cmds = dvc_stages(proj)
     assert smk_cmds == dvc_cmds
     assert smk_outs == dvc_outs
-    assert len(dvc_cmds) == 2 + 2 + 4 + 4 + 2 + 3  # fetch, prepare, train, evaluate, matrix fits; summarize, bench, report
+    # fetch, prepare, train, evaluate (2 datasets x 2 methods x 2 seeds), matrix fits (2 dims x 2 seeds);
+    # summarize, bench, report
+    assert len(dvc_cmds) == 2 + 2 + 8 + 8 + 4 + 3
+    # seeds fan out into run directories that name them, shared data: seed k of two methods is a pair
+    assert "results/runs/tiny/softmax-small-chunks/seed7/metrics.json" in smk_outs
+    assert {o for o in smk_outs if o.startswith("data/")} == {"data/raw/tiny", "data/prepared/tiny",
+                                                            "data/raw/ptb", "data/prepared/ptb"}
 
 
 @pytest.mark.slow

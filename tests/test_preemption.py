@@ -67,16 +67,16 @@ def prepared(default_params, tmp_path):
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_cli_training_killed_mid_epoch_resumes_to_the_same_result(prepared, tmp_path, sig):
     cfg = prepared
-    run_args = ["--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--threads", "1"]
+    run_args = ["--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--seed", "0", "--threads", "1"]
     runs = tmp_path / "results" / "runs" / "tiny"
 
     _cli("train", *run_args, cwd=tmp_path)  # uninterrupted reference
     _cli("evaluate", *run_args, cwd=tmp_path)
-    (runs / "softmax").rename(runs / "reference")
+    (runs / "softmax" / "seed0").rename(runs / "reference")
 
     proc = subprocess.Popen([sys.executable, "-m", "pipeline_src", "train", *run_args], cwd=tmp_path, env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    ckpt = runs / "softmax" / "checkpoint.pt"
+    ckpt = runs / "softmax" / "seed0" / "checkpoint.pt"
     _wait_for(ckpt, proc)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=60)
@@ -85,23 +85,24 @@ def test_cli_training_killed_mid_epoch_resumes_to_the_same_result(prepared, tmp_
     assert state["epoch"] == 0 and 0 < state["step_in_epoch"] < 500  # really mid-epoch
     if sig == signal.SIGTERM:
         assert f"stopped by signal {int(sig)} at epoch 1, step {state['step_in_epoch']}" in err
-    assert not (runs / "softmax" / "model.pt").exists() and not (runs / "softmax" / "train.json").exists()
+    assert not (runs / "softmax" / "seed0" / "model.pt").exists()
+    assert not (runs / "softmax" / "seed0" / "train.json").exists()
 
     r = _cli("train", *run_args, cwd=tmp_path)
     assert f"resumed from {ckpt}: epoch 1, step {state['step_in_epoch']}" in r.stderr
     _cli("evaluate", *run_args, cwd=tmp_path)
     assert not ckpt.exists()
-    _assert_same_run(runs / "reference", runs / "softmax")
+    _assert_same_run(runs / "reference", runs / "softmax" / "seed0")
 
 
 @pytest.mark.slow
 def test_snakemake_interrupted_keeps_the_checkpoint_and_resumes(default_params, tmp_path):
     p = _params(default_params, tmp_path)
     p["datasets"]["tiny"]["training"]["epochs"] = 8  # seconds: Snakemake and the job must start first
-    p["run"] = {"datasets": ["tiny"], "methods": ["softmax"]}
+    p["run"] = {"datasets": ["tiny"], "methods": ["softmax"], "seeds": [0]}
     proj = _project(tmp_path, p)
-    run = proj / "results" / "runs" / "tiny" / "softmax"
-    target = "results/runs/tiny/softmax/metrics.json"
+    run = proj / "results" / "runs" / "tiny" / "softmax" / "seed0"
+    target = "results/runs/tiny/softmax/seed0/metrics.json"
     smk = [str(BIN / "snakemake"), "--cores", "1", target]
 
     proc = subprocess.Popen(smk, cwd=proj, env={**ENV, "HOME": str(proj)}, stdout=subprocess.PIPE,
@@ -110,19 +111,19 @@ def test_snakemake_interrupted_keeps_the_checkpoint_and_resumes(default_params, 
     os.killpg(proc.pid, signal.SIGTERM)  # as SLURM does to every process of a job it preempts or times out
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode != 0, out[-2000:]
-    assert "stopped by signal 15" in (proj / "results" / "logs" / "train" / "tiny" / "softmax.log").read_text()
+    assert "stopped by signal 15" in (proj / "results" / "logs" / "train" / "tiny" / "softmax" / "seed0.log").read_text()
     assert (run / "checkpoint.pt").exists(), "Snakemake deleted the checkpoint of the interrupted job"
     assert not (run / "model.pt").exists()
     step = torch.load(run / "checkpoint.pt", weights_only=False)["state"]["step_in_epoch"]
     assert step > 0
 
     _sh(smk, proj)  # rerun-incomplete (profiles/default) reruns the job, which resumes
-    log = (proj / "results" / "logs" / "train" / "tiny" / "softmax.log").read_text()
+    log = (proj / "results" / "logs" / "train" / "tiny" / "softmax" / "seed0.log").read_text()
     assert "resumed from" in log
     assert not (run / "checkpoint.pt").exists()
 
     # the same run without interruption, through the CLI with the same thread count
-    ref_args = ["--config", "params.yaml", "--dataset", "tiny", "--method", "softmax", "--threads", "1"]
+    ref_args = ["--config", "params.yaml", "--dataset", "tiny", "--method", "softmax", "--seed", "0", "--threads", "1"]
     os.rename(run, run.with_name("interrupted"))
     _cli("train", *ref_args, cwd=proj)
     _cli("evaluate", *ref_args, cwd=proj)

@@ -40,7 +40,7 @@ def test_batchify_and_segments():
 def test_training_learns_and_writes_its_outputs(data):
     p, raw, prep = data
     cfg = run_config(p, "tiny", "softmax")
-    out = paths.run_dir(p, "tiny", "softmax")
+    out = paths.run_dir(p, "tiny", "softmax", 0)
     summary = train(cfg, prep, out, CPU)
     assert sorted(f.name for f in out.iterdir()) == ["history.csv", "model.pt", "train.json"]
     hist = np.genfromtxt(out / "history.csv", delimiter=",", names=True, dtype=None, encoding=None)
@@ -48,7 +48,8 @@ def test_training_learns_and_writes_its_outputs(data):
     ckpt = torch.load(out / "model.pt", weights_only=False)
     assert ckpt["config"] == cfg and ckpt["config_hash"] == summary["config_hash"]
     assert summary["params"] == sum(t.numel() for k, t in ckpt["model"].items() if k != "head.weight")
-    assert summary["seed"] == p["seed"] and summary["tokens_per_s_train"] > 0
+    assert summary["seed"] == p["run"]["seeds"][0] == 0 and summary["tokens_per_s_train"] > 0
+    assert summary["status"] == "ok" and summary["head_flops_per_token_train"] == 6 * 16 * 31
 
 
 def test_resume_after_interruption_is_bitwise_identical(data, tmp_path):

@@ -103,11 +103,11 @@ def output_embedding(ctx: HeadContext, init_range: float) -> tuple[nn.Parameter,
 CHUNK_ELEMENTS = 1 << 17  # elements of a chunk's largest temporary when a head sizes its chunks itself
 
 
-def auto_chunk(chunk_size: int | None, row_elements: int) -> int:
+def auto_chunk(chunk_size: int | None, row_elements: int, budget: int = CHUNK_ELEMENTS) -> int:
     """``chunk_size``, or (None) as many rows as keep a (rows x row_elements) temporary within
     ``CHUNK_ELEMENTS`` (512 KiB in float32, about a core's L2 cache: the elementwise passes over a chunk
     then stay in cache; at V = 500 this measured faster than both smaller and whole-batch chunks)."""
-    return chunk_size or max(1, CHUNK_ELEMENTS // max(1, row_elements))
+    return chunk_size or max(1, budget // max(1, row_elements))
 
 
 def chunked_rows(fn, hidden: Tensor, target: Tensor, chunk_size: int) -> Tensor:

@@ -4,7 +4,7 @@ from pathlib import Path
 sys.path.insert(0, workflow.basedir)
 
 from pipeline_src import paths
-from pipeline_src.config import ConfigError, config_hash, data_config, load, run_config
+from pipeline_src.config import ConfigError, config_hash, data_config, load, run_config, run_seeds
 
 
 # One params file for Snakemake, DVC and the CLI. Choose another with `--config params=FILE`;
@@ -30,6 +30,9 @@ ENV = "../../envs/environment.yaml"
 CLI = f"{PY} {{step}} --config {PARAMS_FILE}"
 DATASETS = P["run"]["datasets"]
 METHODS = P["run"]["methods"]
+SEEDS = run_seeds(P)
+TUNING = P["tuning"]
+TRIALS = list(range(TUNING["trials"])) if TUNING["enabled"] else []
 
 
 wildcard_constraints:
@@ -37,11 +40,19 @@ wildcard_constraints:
     method="[A-Za-z0-9][A-Za-z0-9_.-]*",
     vocab="[0-9]+",
     dim="[0-9]+",
+    seed="[0-9]+",
+    trial="[0-9]+",
 
 
 def cli(step, **args):
     """The shell command of one pipeline step; identical in shape to the DVC stage's `cmd`."""
     return " ".join([CLI.format(step=step)] + [f"--{k} {v}" for k, v in args.items()])
+
+
+def get_local_corpus(wildcards):
+    """A `local` corpus's own files: editing one reruns fetch and everything downstream."""
+    corpus = P["datasets"][wildcards.dataset]["corpus"]
+    return [corpus[s] for s in ("train", "valid", "test")] if corpus["type"] == "local" else []
 
 
 def get_raw_dir(wildcards):
@@ -57,19 +68,42 @@ def get_data_hash(wildcards):
 
 
 def get_run_hash(wildcards):
-    return config_hash(run_config(P, wildcards.dataset, wildcards.method))
+    """The params file's settings of a final run (a tuned run also depends on its selected.json, an input)."""
+    return config_hash(run_config(P, wildcards.dataset, wildcards.method, int(wildcards.seed)))
+
+
+def get_trial_hash(wildcards):
+    from pipeline_src.tuning import trial_config
+
+    return config_hash(trial_config(P, wildcards.dataset, wildcards.method, int(wildcards.trial)))
+
+
+def get_trials(wildcards):
+    return [str(paths.trial_dir(P, wildcards.dataset, wildcards.method, t) / "train.json") for t in TRIALS]
+
+
+def get_selected(wildcards):
+    """A final run's tuned settings when tuning is on; nothing otherwise."""
+    return [str(paths.selected_path(P, wildcards.dataset, wildcards.method))] if TUNING["enabled"] else []
+
+
+def get_all_selected(wildcards=None):
+    if not TUNING["enabled"]:
+        return []
+    return [str(paths.selected_path(P, d, m)) for d in DATASETS for m in METHODS]
 
 
 def get_all_metrics(wildcards=None):
-    return [str(paths.metrics_path(P, d, m)) for d in DATASETS for m in METHODS]
+    return [str(paths.metrics_path(P, d, m, s)) for d in DATASETS for m in METHODS for s in SEEDS]
 
 
 def get_all_histories(wildcards=None):
-    return [str(paths.run_dir(P, d, m) / "history.csv") for d in DATASETS for m in METHODS]
+    return [str(paths.run_dir(P, d, m, s) / "history.csv") for d in DATASETS for m in METHODS for s in SEEDS]
 
 
 def get_matrix_fits(wildcards=None):
-    return [str(paths.matrix_fit_path(P, v, d)) for v in P["matrix"]["vocab_sizes"] for d in P["matrix"]["dims"]]
+    return [str(paths.matrix_fit_path(P, v, d, s))
+            for v in P["matrix"]["vocab_sizes"] for d in P["matrix"]["dims"] for s in SEEDS]
 
 
 def get_final_outputs():

@@ -3,6 +3,8 @@ localrules:
 
 
 rule fetch:
+    input:
+        get_local_corpus,
     output:
         directory(f"{DATA}/raw/{{dataset}}"),
     params:

@@ -1,17 +1,18 @@
 rule matrix_fit:
     output:
-        f"{RESULTS}/matrix/M{{vocab}}-d{{dim}}.json",
+        f"{RESULTS}/matrix/M{{vocab}}-d{{dim}}-seed{{seed}}.json",
     params:
         matrix=P["matrix"],
         methods=[P["methods"][m] for m in P["matrix"]["methods"]],
         seed=P["seed"],
     log:
-        f"{LOGS}/matrix/M{{vocab}}-d{{dim}}.log",
+        f"{LOGS}/matrix/M{{vocab}}-d{{dim}}-seed{{seed}}.log",
     conda:
         ENV
     threads: 1
     shell:
-        cli("matrix", vocab="{wildcards.vocab}", dim="{wildcards.dim}", threads="{threads}") + " > {log} 2>&1"
+        cli("matrix", vocab="{wildcards.vocab}", dim="{wildcards.dim}", seed="{wildcards.seed}", threads="{threads}")
+        + " > {log} 2>&1"
 
 
 rule summarize:
@@ -19,10 +20,14 @@ rule summarize:
         get_all_metrics,
         get_all_histories,
         get_matrix_fits,
+        get_all_selected,
     output:
         summary=f"{RESULTS}/summary.csv",
         history=f"{RESULTS}/history.csv",
         matrix=f"{RESULTS}/matrix.csv",
+        headline=f"{RESULTS}/headline.csv",
+    params:
+        statistics=P["statistics"],
     log:
         f"{LOGS}/summarize.log",
     conda:
@@ -52,6 +57,7 @@ rule report:
         summary=f"{RESULTS}/summary.csv",
         history=f"{RESULTS}/history.csv",
         matrix=f"{RESULTS}/matrix.csv",
+        headline=f"{RESULTS}/headline.csv",
         bench=f"{RESULTS}/bench.csv",
         notebook="workflow/notebooks/report.ipynb",
     output:

@@ -1,36 +1,70 @@
-rule train:
+rule trial:
     input:
         get_prepared_dir,
     output:
-        model=f"{RESULTS}/runs/{{dataset}}/{{method}}/model.pt",
-        history=f"{RESULTS}/runs/{{dataset}}/{{method}}/history.csv",
-        summary=f"{RESULTS}/runs/{{dataset}}/{{method}}/train.json",
+        f"{RESULTS}/tuning/{{dataset}}/{{method}}/trial{{trial}}/train.json",
     params:
-        run_hash=get_run_hash,
+        run_hash=get_trial_hash,
     log:
-        f"{LOGS}/train/{{dataset}}/{{method}}.log",
+        f"{LOGS}/tuning/{{dataset}}/{{method}}/trial{{trial}}.log",
     conda:
         ENV
     threads: 1
     shell:
-        cli("train", dataset="{wildcards.dataset}", method="{wildcards.method}", threads="{threads}")
+        cli("train", dataset="{wildcards.dataset}", method="{wildcards.method}", trial="{wildcards.trial}",
+            threads="{threads}")
+        + " > {log} 2>&1"
+
+
+rule select:
+    input:
+        get_trials,
+    output:
+        f"{RESULTS}/tuning/{{dataset}}/{{method}}/selected.json",
+    log:
+        f"{LOGS}/tuning/{{dataset}}/{{method}}/select.log",
+    conda:
+        ENV
+    shell:
+        cli("select", dataset="{wildcards.dataset}", method="{wildcards.method}") + " > {log} 2>&1"
+
+
+rule train:
+    input:
+        get_prepared_dir,
+        get_selected,
+    output:
+        model=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/model.pt",
+        history=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/history.csv",
+        summary=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/train.json",
+    params:
+        run_hash=get_run_hash,
+    log:
+        f"{LOGS}/train/{{dataset}}/{{method}}/seed{{seed}}.log",
+    conda:
+        ENV
+    threads: 1
+    shell:
+        cli("train", dataset="{wildcards.dataset}", method="{wildcards.method}", seed="{wildcards.seed}",
+            threads="{threads}")
         + " > {log} 2>&1"
 
 
 rule evaluate:
     input:
         get_prepared_dir,
-        model=f"{RESULTS}/runs/{{dataset}}/{{method}}/model.pt",
-        summary=f"{RESULTS}/runs/{{dataset}}/{{method}}/train.json",
+        model=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/model.pt",
+        summary=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/train.json",
     output:
-        f"{RESULTS}/runs/{{dataset}}/{{method}}/metrics.json",
+        f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/metrics.json",
     params:
         run_hash=get_run_hash,
     log:
-        f"{LOGS}/evaluate/{{dataset}}/{{method}}.log",
+        f"{LOGS}/evaluate/{{dataset}}/{{method}}/seed{{seed}}.log",
     conda:
         ENV
     threads: 1
     shell:
-        cli("evaluate", dataset="{wildcards.dataset}", method="{wildcards.method}", threads="{threads}")
+        cli("evaluate", dataset="{wildcards.dataset}", method="{wildcards.method}", seed="{wildcards.seed}",
+            threads="{threads}")
         + " > {log} 2>&1"

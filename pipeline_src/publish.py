@@ -1,0 +1,170 @@
+"""Published results: the files behind every number in the README and docs, committed with their provenance.
+
+``python -m pipeline_src publish --name NAME`` copies a finished run's result tables from ``results_dir``
+into ``benchmarks/NAME/`` (a folder of its own: ``results/`` belongs to DVC and Snakemake) with
+``provenance.json``: the git commit and whether the tree was clean, the params file and its full
+content, the config hash of every run, the machine. It refuses results that another config made.
+Then it rewrites every result table in the README and ``docs/`` that names one of these files:
+
+    <!-- results-table: benchmarks/default/headline.csv -->
+    ...generated markdown...
+    <!-- end results-table -->
+
+``tests/test_published.py`` fails when such a table no longer matches its file, and when the default
+run's file no longer matches what the current code produces.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from . import paths
+from .atomic import write_json, write_text
+from .config import ConfigError, config_hash, run_seeds
+from .runtime import cpu_model
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT / "benchmarks"
+TABLES = ("summary.csv", "headline.csv", "history.csv", "matrix.csv", "bench.csv", "tuning.csv", "tuning_curves.csv")
+BLOCK = re.compile(r"(<!-- results-table: (?P<path>\S+?) -->\n)(?P<body>.*?)(<!-- end results-table -->)", re.S)
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def publish(params: dict, params_file: Path, name: str, wall_time_s: float | None = None) -> Path:
+    from .tuning import final_config
+
+    results = Path(params["results_dir"])
+    summary = pd.read_csv(paths.summary_path(params))
+    # every run must come from this params file (and, when tuned, from its current selection)
+    for r in summary.drop_duplicates(["dataset", "method", "seed"]).itertuples():
+        want = config_hash(final_config(params, r.dataset, r.method, int(r.seed)))
+        if r.config_hash != want:
+            raise ConfigError(f"{results}: run {r.dataset}/{r.method}/seed{r.seed} was made by another config "
+                              f"(hash {r.config_hash}; {params_file}: {want}); rerun the pipeline before publishing")
+    out = BENCHMARKS / name
+    out.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for t in TABLES:
+        if (results / t).exists():
+            shutil.copyfile(results / t, out / t)
+            copied.append(t)
+    dirty = [line[3:] for line in _git("status", "--porcelain", "--untracked-files=no").splitlines()]
+    write_json(out / "provenance.json", {
+        "name": name, "commit": _git("rev-parse", "HEAD"), "dirty_files": dirty,
+        "params_file": str(params_file), "params": params, "published": datetime.now(timezone.utc).isoformat(
+            timespec="seconds"), "files": copied, "seeds": run_seeds(params), "cpu_model": cpu_model(),
+        "run_config_hashes": sorted(summary.config_hash.unique().tolist()),
+        "command": f"snakemake --cores all --config params={params_file}", "wall_time_s": wall_time_s})
+    update_docs()
+    return out
+
+
+def headline_markdown(head: pd.DataFrame) -> str:
+    """The headline table of a published run, one block per dataset, for the README and docs."""
+    out = []
+    for ds, h in head.groupby("dataset", sort=False):
+        h = h.sort_values("nll")
+        ref = h.reference.iloc[0]
+        seeds = int(h.seeds.max())
+        ci = "95% CI" if seeds > 1 else "one seed: no CI"
+        cols = ["method", f"test ppl [{ci}]", f"Δ nll vs {ref} [{ci}]", "verdict"]
+        synthetic = h.gap_nll.notna().any()
+        if synthetic:
+            cols.append("gap to truth (nats)")
+        cols += ["rank", "train s", "head MFLOP/token (train)"]
+        lines = [f"**{ds}** ({seeds} seeds)" if len(head.dataset.unique()) > 1 else "",
+                 "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        for r in h.itertuples():
+            cells = [r.method, _interval(r.ppl, r.ppl_low, r.ppl_high, 1),
+                     "—" if r.method == ref else _interval(r.delta_nll, r.delta_low, r.delta_high, 3, signed=True),
+                     r.verdict]
+            if synthetic:
+                cells.append(f"{r.gap_nll:.3f}")
+            bound = f" (≤ {int(r.head_dim) + 2})" if r.logprob_rank <= r.head_dim + 2 else ""
+            cells += [f"{r.logprob_rank:.0f}{bound}", f"{r.train_time_s:.0f}", f"{r.head_flops_per_token_train / 1e6:.2f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+        out.append("\n".join(line for line in lines if line))
+    return "\n\n".join(out) + "\n"
+
+
+def selected_markdown(trials: pd.DataFrame) -> str:
+    """The settings each method's tuning selected, with its trial budget and divergences."""
+    opts = [c for c in trials.columns if c.startswith("opt_")]
+    cols = ["dataset", "method", "selected trial", "lr", *[c[4:] for c in opts], "trial valid ppl",
+            "trials (diverged)"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for (ds, m), g in trials.groupby(["dataset", "method"], sort=False):
+        r = g[g.selected].iloc[0]
+        cells = [ds, m, str(int(r.trial)), f"{r.lr:.3g}"]
+        cells += ["" if pd.isna(r[c]) else (f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c])) for c in opts]
+        cells += [f"{r.valid_ppl:.2f}", f"{len(g)} ({int((g.status != 'ok').sum())})"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def provenance_markdown(prov: dict) -> str:
+    wall = prov.get("wall_time_s")
+    rows = [("command", f"`{prov['command']}`"), ("commit", f"`{prov['commit'][:12]}`"),
+            ("run seeds", ", ".join(map(str, prov["seeds"]))),
+            ("wall time", "not recorded" if wall is None else f"{wall // 60:.0f} min {wall % 60:.0f} s"),
+            ("machine", prov["cpu_model"]), ("published", prov["published"])]
+    return "| | |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
+
+
+def _interval(m: float, lo: float, hi: float, digits: int, signed: bool = False) -> str:
+    f = f"{{:{'+' if signed else ''}.{digits}f}}"
+    if lo is None or math.isnan(lo):
+        return f.format(m)
+    return f"{f.format(m)} [{f.format(lo)}, {f.format(hi)}]"
+
+
+def render_table(path: str) -> str:
+    """The markdown of a results-table block naming ``path`` (relative to the repository root)."""
+    file = ROOT / path
+    if not file.exists():
+        raise FileNotFoundError(f"results table {path} does not exist (publish it first)")
+    if file.name == "headline.csv":
+        return headline_markdown(pd.read_csv(file))
+    if file.name == "tuning.csv":
+        return selected_markdown(pd.read_csv(file))
+    if file.name == "provenance.json":
+        return provenance_markdown(json.loads(file.read_text()))
+    raise ConfigError(f"no table format for {path}")
+
+
+def doc_files() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def stale_tables() -> list[str]:
+    """Every results-table block whose text differs from what its file gives now."""
+    bad = []
+    for doc in doc_files():
+        for m in BLOCK.finditer(doc.read_text(encoding="utf-8")):
+            if m.group("body") != render_table(m.group("path")):
+                bad.append(f"{doc.relative_to(ROOT)}: the table from {m.group('path')}")
+    return bad
+
+
+def update_docs() -> list[Path]:
+    changed = []
+    for doc in doc_files():
+        text = doc.read_text(encoding="utf-8")
+        new = BLOCK.sub(lambda m: m.group(1) + render_table(m.group("path")) + m.group(4), text)
+        if new != text:
+            write_text(doc, new)
+            changed.append(doc)
+    return changed

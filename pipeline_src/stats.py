@@ -1,0 +1,133 @@
+"""Verdicts over seeds: bootstrap intervals, paired differences, Holm's correction, tuning curves.
+
+Intervals are scipy's percentile bootstrap (``scipy.stats.bootstrap``) of the mean over run seeds;
+p-values are paired t-tests (``scipy.stats.ttest_rel``) over seeds, Holm-corrected across the
+comparisons of a dataset (``statsmodels.stats.multitest.multipletests``). Perplexities are reported
+as exp(mean nll) and their intervals as exp of the nll interval (a geometric mean over seeds).
+
+With n seeds the percentile bootstrap of a mean has only C(2n-1, n) distinct resamples (10 for
+n = 3) and its interval is known to be too narrow at small n: three seeds tell a large difference
+from none, not a small one. With one seed no interval is given at all.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+
+def mean_ci(x, confidence: float = 0.95, resamples: int = 9999, seed: int = 0) -> tuple[float, float, float]:
+    """(mean, low, high) of ``x`` with a percentile-bootstrap interval; NaNs for the interval if len(x) < 2."""
+    from scipy.stats import bootstrap
+
+    x = np.asarray(x, dtype=np.float64)
+    m = float(x.mean())
+    if len(x) < 2:
+        return m, math.nan, math.nan
+    if np.all(x == x[0]):  # every resample has the same mean (scipy warns of a degenerate distribution)
+        return m, m, m
+    res = bootstrap((x,), np.mean, confidence_level=confidence, n_resamples=resamples, method="percentile",
+                    rng=np.random.default_rng(seed), vectorized=True)
+    return m, float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def paired_test_pvalue(diff) -> float:
+    """Two-sided paired t-test p-value of mean(diff) = 0 (NaN below two pairs or with no spread)."""
+    from scipy.stats import ttest_1samp
+
+    d = np.asarray(diff, dtype=np.float64)
+    if len(d) < 2:
+        return math.nan
+    if np.ptp(d) <= 1e-12 * max(1.0, float(np.abs(d).max())):  # no spread: the t statistic is undefined
+        return 0.0 if d[0] != 0 else math.nan
+    return float(ttest_1samp(d, 0.0).pvalue)
+
+
+def holm(pvalues, alpha: float) -> np.ndarray:
+    """Holm-adjusted p-values (NaNs stay NaN and take no part in the correction)."""
+    from statsmodels.stats.multitest import multipletests
+
+    p = np.asarray(pvalues, dtype=np.float64)
+    out = np.full_like(p, np.nan)
+    ok = ~np.isnan(p)
+    if ok.any():
+        out[ok] = multipletests(p[ok], alpha=alpha, method="holm")[1]
+    return out
+
+
+HEADLINE_COLUMNS = ["dataset", "method", "type", "seeds", "nll", "nll_low", "nll_high", "ppl", "ppl_low", "ppl_high",
+                    "reference", "pairs", "delta_nll", "delta_low", "delta_high", "ppl_ratio", "improve_share",
+                    "p_value", "p_holm", "verdict", "gap_nll", "tokens_per_s_train", "train_time_s", "peak_mem_mb",
+                    "params", "head_flops_per_token_train", "head_flops_per_token_eval", "logprob_rank", "head_dim"]
+
+
+def headline(summary: pd.DataFrame, reference: str, confidence: float = 0.95, resamples: int = 9999,
+             split: str = "test") -> pd.DataFrame:
+    """Per dataset and method, over run seeds: mean test nll / ppl with intervals, and the paired
+    difference of nll against ``reference`` (method - reference, nats/token; negative = better) with
+    its interval, the share of seeds that improve, the Holm-corrected p-value and a verdict."""
+    alpha = 1.0 - confidence
+    rows = []
+    df = summary[summary.split == split]
+    for ds, g in df.groupby("dataset", sort=False):
+        ref = g[g.method == reference].set_index("seed").nll
+        block = []
+        for method, gm in g.groupby("method", sort=False):
+            nll = gm.set_index("seed").nll.sort_index()
+            m, lo, hi = mean_ci(nll.values, confidence, resamples)
+            row = {"dataset": ds, "method": method, "type": gm["type"].iloc[0] if "type" in gm else None,
+                   "seeds": len(nll), "nll": m, "nll_low": lo, "nll_high": hi,
+                   "ppl": math.exp(m), "ppl_low": math.exp(lo) if not math.isnan(lo) else math.nan,
+                   "ppl_high": math.exp(hi) if not math.isnan(hi) else math.nan, "reference": reference}
+            for col in ("gap_nll", "tokens_per_s_train", "train_time_s", "peak_mem_mb", "params",
+                        "head_flops_per_token_train", "head_flops_per_token_eval", "logprob_rank", "head_dim"):
+                if col in gm and gm[col].notna().any():
+                    row[col] = float(gm[col].mean())
+            common = nll.index.intersection(ref.index)
+            if method != reference and len(common):
+                diff = (nll.loc[common] - ref.loc[common]).values
+                d, dlo, dhi = mean_ci(diff, confidence, resamples)
+                row.update(pairs=len(common), delta_nll=d, delta_low=dlo, delta_high=dhi,
+                           ppl_ratio=math.exp(d), improve_share=float((diff < 0).mean()),
+                           p_value=paired_test_pvalue(diff))
+            block.append(row)
+        out = pd.DataFrame(block)
+        if "p_value" in out:
+            out["p_holm"] = holm(out.p_value.values, alpha)
+        rows.append(out)
+    res = pd.concat(rows, ignore_index=True).reindex(columns=HEADLINE_COLUMNS) if rows else \
+        pd.DataFrame(columns=HEADLINE_COLUMNS)
+    res["verdict"] = [verdict(r, alpha) for r in res.to_dict("records")]
+    return res.sort_values(["dataset", "nll"], kind="stable").reset_index(drop=True)
+
+
+def verdict(row: dict, alpha: float) -> str:
+    if row["method"] == row["reference"]:
+        return "reference"
+    if "pairs" not in row or pd.isna(row.get("pairs")):
+        return "no paired reference"
+    if row["pairs"] < 2:
+        return "one seed: no verdict"
+    p = row.get("p_holm")
+    if p is None or pd.isna(p) or p >= alpha:
+        return "no clear difference"
+    return "better" if row["delta_nll"] < 0 else "worse"
+
+
+def expected_best(scores, n_max: int | None = None) -> np.ndarray:
+    """Expected best (lowest) score among n trials drawn with replacement from ``scores``, n = 1..N
+    (Dodge et al. 2019's expected validation performance, for a score to minimise)."""
+    v = np.sort(np.asarray(scores, dtype=np.float64))
+    n_total = len(v)
+    n_max = n_max or n_total
+    # P(min of n draws = v_(i)) = P(X >= v_(i))^n - P(X > v_(i))^n, with ties handled by ranks
+    ge = 1.0 - np.searchsorted(v, v, side="left") / n_total
+    gt = 1.0 - np.searchsorted(v, v, side="right") / n_total
+    out = []
+    for n in range(1, n_max + 1):
+        w = ge ** n - gt ** n
+        # each distinct value counted once: weights of tied entries are equal, divide by multiplicity
+        mult = np.searchsorted(v, v, side="right") - np.searchsorted(v, v, side="left")
+        out.append(float(np.sum(np.where(w > 0, v * w / mult, 0.0))))  # inf (diverged) draws may have weight 0
+    return np.array(out)

@@ -1,0 +1,168 @@
+"""An equal tuning budget per method: quasi-random trials drawn up front, the best by validation nll.
+
+Every method gets ``tuning.trials`` trials of ``tuning.epochs`` epochs at run seed ``tuning.seed``.
+A trial's point has one dimension all methods share, the learning rate (log-uniform over
+``tuning.lr[<optimizer>]``), and at most a few of the method's own options (``tuning.space.<method>``).
+The points are scrambled Sobol points (``scipy.stats.qmc.Sobol``): the learning rates come from one
+1-d sequence seeded by ``tuning.seed``, so every method sees the same learning rates in the same
+order; a method's own dimensions come from a second sequence seeded by (``tuning.seed``, the method's
+name), so adding a method or a dimension never moves another method's points. The DAG is static:
+trial i of every method is its own job, and a trial that diverges is a result (``status: diverged``),
+skipped by the selection. The selected settings then run over every seed in ``run.seeds``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import warnings
+import zlib
+
+import numpy as np
+
+from . import paths
+from .atomic import write_json
+from .config import ConfigError, config_hash, run_config, run_seeds, train_config
+
+
+def _tuning(params: dict) -> dict:
+    t = params.get("tuning") or {}
+    if not t.get("enabled"):
+        raise ConfigError("tuning.enabled is false in this params file: there are no trials to run or select")
+    return t
+
+
+def space(params: dict, dataset: str, method: str) -> list[dict]:
+    """The method's search space: ``[{section, key, low, high, log, integer} | {section, key, choices}]``,
+    the shared learning rate first."""
+    t = _tuning(params)
+    opt = train_config(params, dataset).optimizer
+    if opt not in t["lr"]:
+        raise ConfigError(f"key 'tuning.lr.{opt}': no learning-rate range for the optimizer {opt!r} of dataset "
+                          f"{dataset!r}; given for: {sorted(t['lr'])}")
+    lo, hi = t["lr"][opt]
+    if not lo < hi:
+        raise ConfigError(f"key 'tuning.lr.{opt}': low {lo} must be below high {hi}")
+    dims = [{"section": "training", "key": "lr", "low": lo, "high": hi, "log": True, "integer": False}]
+    for key, d in ((t.get("space") or {}).get(method) or {}).items():
+        dim = {"section": "method", "key": key, **d}
+        if "choices" not in d:
+            dim.setdefault("log", False)
+            dim.setdefault("integer", False)
+            if not d["low"] < d["high"] or (dim["log"] and d["low"] <= 0):
+                raise ConfigError(f"key 'tuning.space.{method}.{key}': need low < high (and low > 0 when log)")
+        dims.append(dim)
+    return dims
+
+
+def _sobol(dim: int, n: int, seed) -> np.ndarray:
+    from scipy.stats import qmc
+
+    with warnings.catch_warnings():  # a non-power-of-2 n loses Sobol's balance properties, not its validity
+        warnings.filterwarnings("ignore", message=".*balance properties.*")
+        return qmc.Sobol(d=dim, scramble=True, seed=np.random.default_rng(seed)).random(n)
+
+
+def _value(dim: dict, u: float):
+    if "choices" in dim:
+        c = dim["choices"]
+        return c[min(int(u * len(c)), len(c) - 1)]
+    lo, hi = dim["low"], dim["high"]
+    x = math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo))) if dim["log"] else lo + u * (hi - lo)
+    if dim["integer"]:
+        return int(min(max(round(x), math.ceil(lo)), math.floor(hi)))
+    return float(x)
+
+
+def points(params: dict, dataset: str, method: str) -> list[dict]:
+    """The ``tuning.trials`` points of a method, each ``{"training": {"lr": ...}, "method": {...}}``."""
+    t = _tuning(params)
+    dims = space(params, dataset, method)
+    n = t["trials"]
+    unit = [_sobol(1, n, [t["seed"], 0])]  # the shared learning-rate column: the same for every method
+    if len(dims) > 1:
+        unit.append(_sobol(len(dims) - 1, n, [t["seed"], 1, zlib.crc32(method.encode())]))
+    u = np.concatenate(unit, axis=1)  # (trials, dims)
+    out = []
+    for row in u:
+        pt: dict = {"training": {}, "method": {}}
+        for dim, x in zip(dims, row):
+            pt[dim["section"]][dim["key"]] = _value(dim, float(x))
+        out.append(pt)
+    return out
+
+
+def trial_config(params: dict, dataset: str, method: str, trial: int) -> dict:
+    t = _tuning(params)
+    if not 0 <= trial < t["trials"]:
+        raise ConfigError(f"trial {trial} is out of range: tuning.trials = {t['trials']} (0 .. {t['trials'] - 1})")
+    pt = points(params, dataset, method)[trial]
+    return run_config(params, dataset, method, seed=t["seed"], overrides={
+        "training": {**pt["training"], "epochs": t["epochs"]}, "method": pt["method"],
+        "tuning": {"trial": trial, "point": pt}})
+
+
+def final_config(params: dict, dataset: str, method: str, seed: int) -> dict:
+    """A final run's config: the params file's settings, or the ones its tuning selected."""
+    if seed not in run_seeds(params):
+        raise ConfigError(f"seed {seed} is not in run.seeds {run_seeds(params)}")
+    if not (params.get("tuning") or {}).get("enabled"):
+        return run_config(params, dataset, method, seed)
+    path = paths.selected_path(params, dataset, method)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: run the trials and `python -m pipeline_src select "
+                                f"--dataset {dataset} --method {method}` first (or `snakemake`)")
+    sel = json.loads(path.read_text())
+    want = _selection_key(params, dataset, method)
+    if sel.get("selection_key") != want:
+        raise ConfigError(f"{path} was selected under another tuning setup (key {sel.get('selection_key')}, now "
+                          f"{want}); rerun `python -m pipeline_src select --dataset {dataset} --method {method}`")
+    return run_config(params, dataset, method, seed, overrides={
+        **sel["settings"], "tuning": {"selected_trial": sel["trial"], "valid_nll": sel["valid_nll"]}})
+
+
+def _selection_key(params: dict, dataset: str, method: str) -> str:
+    """What a selection depends on: every trial's config."""
+    return config_hash([config_hash(trial_config(params, dataset, method, i))
+                        for i in range(_tuning(params)["trials"])])
+
+
+def trial_rows(params: dict, dataset: str, method: str) -> list[dict]:
+    """One row per trial: its point, status, validation nll and cost; a stale trial is an error."""
+    rows = []
+    for i in range(_tuning(params)["trials"]):
+        path = paths.trial_dir(params, dataset, method, i) / "train.json"
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src train --dataset {dataset} "
+                                    f"--method {method} --trial {i}` first")
+        s = json.loads(path.read_text())
+        cfg = trial_config(params, dataset, method, i)
+        if s["config_hash"] != config_hash(cfg):
+            raise ConfigError(f"{path} was made by another config (hash {s['config_hash']}, now "
+                              f"{config_hash(cfg)}); rerun trial {i}")
+        pt = cfg["tuning"]["point"]
+        rows.append({"dataset": dataset, "method": method, "trial": i, "status": s["status"],
+                     "valid_nll": s["best_valid_nll"],
+                     "valid_ppl": math.exp(s["best_valid_nll"]) if math.isfinite(s["best_valid_nll"]) else math.inf,
+                     **{f"lr": pt["training"]["lr"]}, **{f"opt_{k}": v for k, v in pt["method"].items()},
+                     "train_time_s": s.get("train_time_s"), "wall_time_s": s.get("wall_time_s"),
+                     "tokens_per_s_train": s.get("tokens_per_s_train"),
+                     "diverged_reason": (s.get("diverged") or {}).get("reason")})
+    return rows
+
+
+def select(params: dict, dataset: str, method: str) -> dict:
+    """Pick the trial with the lowest validation nll among those that did not diverge; write selected.json."""
+    rows = trial_rows(params, dataset, method)
+    ok = [r for r in rows if r["status"] == "ok" and math.isfinite(r["valid_nll"])]
+    if not ok:
+        raise ConfigError(f"{dataset}/{method}: all {len(rows)} tuning trials diverged; widen or lower "
+                          f"tuning.lr ranges")
+    best = min(ok, key=lambda r: (r["valid_nll"], r["trial"]))
+    pt = trial_config(params, dataset, method, best["trial"])["tuning"]["point"]
+    sel = {"dataset": dataset, "method": method, "trial": best["trial"], "valid_nll": best["valid_nll"],
+           "settings": pt, "space": space(params, dataset, method), "trials": rows,
+           "selection_key": _selection_key(params, dataset, method),
+           "summary": (f"trial {best['trial']} of {len(rows)} ({len(rows) - len(ok)} diverged): "
+                       f"valid ppl {best['valid_ppl']:.2f} at {pt}")}
+    write_json(paths.selected_path(params, dataset, method), sel)
+    return sel

@@ -1,0 +1,60 @@
+"""Numbers that stay true: every result table in the README and docs is generated from a committed
+result file, and the default run's file still matches what the current code produces."""
+import copy
+import json
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT, write_params
+from pipeline_src.cli import main
+from pipeline_src.config import load
+from pipeline_src.publish import BLOCK, doc_files, render_table, stale_tables
+
+DEFAULT = ROOT / "benchmarks" / "default"
+
+
+def test_readme_and_docs_tables_match_their_files():
+    blocks = [m.group("path") for d in doc_files() for m in BLOCK.finditer(d.read_text(encoding="utf-8"))]
+    assert "benchmarks/default/headline.csv" in blocks  # the README's headline is one of them
+    assert stale_tables() == []
+
+
+def test_a_hand_edited_number_is_caught():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    m = next(BLOCK.finditer(readme))
+    body = m.group("body")
+    assert body == render_table(m.group("path"))
+    i = next(i for i, ch in enumerate(body) if ch.isdigit())
+    edited = body[:i] + str((int(body[i]) + 1) % 10) + body[i + 1:]
+    assert edited != render_table(m.group("path"))
+
+
+def test_published_default_run_names_its_commit_and_this_config():
+    prov = json.loads((DEFAULT / "provenance.json").read_text())
+    assert len(prov["commit"]) == 40 and prov["dirty_files"] == []  # made by a committed tree
+    # params.yaml has not changed since: otherwise the published numbers describe another benchmark
+    assert prov["params"] == load(ROOT / "params.yaml"), "params.yaml changed: rerun and publish the default run"
+    summary = pd.read_csv(DEFAULT / "summary.csv")
+    assert set(summary.seed) == set(prov["seeds"]) and set(summary.method) == set(prov["params"]["run"]["methods"])
+
+
+@pytest.mark.parametrize("method", ["softmax", "plif"])
+def test_default_run_file_matches_what_the_code_produces_now(tmp_path, method):
+    """Retrain one run of the published default benchmark (seed 1, one thread, as the pipeline does) and
+    compare its test perplexity with the committed file: a code change that moves the numbers fails here
+    until the default run is rerun and republished."""
+    prov = json.loads((DEFAULT / "provenance.json").read_text())
+    p = copy.deepcopy(prov["params"])
+    p.update(data_dir=str(tmp_path / "data"), results_dir=str(tmp_path / "results"))
+    p["run"]["seeds"] = [1]
+    cfg = write_params(p, tmp_path / "params.yaml")
+    common = ["--config", str(cfg), "--dataset", "synth"]
+    for step in ("fetch", "prepare"):
+        assert main([step, *common]) == 0
+    run = [*common, "--method", method, "--seed", "1", "--threads", "1"]
+    assert main(["train", *run]) == 0 and main(["evaluate", *run]) == 0
+    got = json.loads((tmp_path / "results/runs/synth" / method / "seed1/metrics.json").read_text())
+    want = pd.read_csv(DEFAULT / "summary.csv").query("method == @method and seed == 1 and split == 'test'")
+    assert got["splits"]["test"]["ppl"] == pytest.approx(float(want.ppl.iloc[0]), rel=1e-4)
+    assert got["config_hash"] == want.config_hash.iloc[0]

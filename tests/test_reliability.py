@@ -1,0 +1,214 @@
+"""Nothing stale, nothing silent: each case a user hit, re-run, gives one clear line (or a correct
+rebuild) and leaves nothing behind that a rerun would trust."""
+import copy
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import tiny_params, write_params
+from pipeline_src.cli import main
+
+
+def _cli(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _one_line_error(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.fixture
+def proj(default_params, tmp_path):
+    p = tiny_params(default_params, tmp_path)
+    return p, write_params(p, tmp_path / "params.yaml")
+
+
+def _prepared(capsys, cfg):
+    for step in ("fetch", "prepare"):
+        assert _cli(capsys, step, "--config", str(cfg), "--dataset", "tiny")[0] == 0
+
+
+def test_local_corpus_edited_after_fetch_is_refused_until_refetched(capsys, default_params, tmp_path):
+    p = tiny_params(default_params, tmp_path)
+    files = {}
+    for split, n in (("train", 400), ("valid", 60), ("test", 60)):
+        f = tmp_path / f"my.{split}.txt"
+        f.write_text("\n".join("a b c d e f g" for _ in range(n)) + "\n")
+        files[split] = str(f)
+    p["datasets"]["tiny"]["corpus"] = {"type": "local", **files}
+    cfg = write_params(p, tmp_path / "params.yaml")
+    _prepared(capsys, cfg)
+    with open(files["train"], "a") as f:
+        f.write("a new line\n")
+    rc, _, err = _cli(capsys, "prepare", "--config", str(cfg), "--dataset", "tiny")
+    assert rc == 2 and "my.train.txt changed since it was fetched" in _one_line_error(err) and "fetch" in err
+    rc, _, err = _cli(capsys, "train", "--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--seed", "0")
+    assert rc == 2 and "changed since it was fetched" in err
+    _prepared(capsys, cfg)  # refetching makes it current again
+
+
+def test_data_prepared_under_another_tokenizer_config_is_refused(capsys, proj):
+    p, cfg = proj
+    _prepared(capsys, cfg)
+    p["datasets"]["tiny"]["tokenizer"] = {"type": "word", "max_vocab": 10}
+    write_params(p, cfg)
+    rc, _, err = _cli(capsys, "train", "--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--seed", "0")
+    line = _one_line_error(err)
+    assert rc == 2 and "prepared under another data config" in line and "prepare --dataset tiny" in line
+
+
+def test_model_from_another_config_or_corpus_is_refused_at_evaluate(capsys, proj):
+    p, cfg = proj
+    _prepared(capsys, cfg)
+    run = ["--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--seed", "0"]
+    assert _cli(capsys, "train", *run)[0] == 0
+    p["methods"]["softmax"]["chunk_size"] = 7  # another run config
+    write_params(p, cfg)
+    rc, _, err = _cli(capsys, "evaluate", *run)
+    assert rc == 2 and "trained under another config" in _one_line_error(err)
+    # another synthetic corpus (vocabulary size changes too): refused before any state dict is loaded
+    p["methods"]["softmax"]["chunk_size"] = 1024
+    p["datasets"]["tiny"]["corpus"].update(vocab_size=40, seed=9)
+    write_params(p, cfg)
+    rc, _, err = _cli(capsys, "evaluate", *run)
+    assert rc == 2 and "fetched under another corpus config" in _one_line_error(err) and "size mismatch" not in err
+
+
+def test_train_before_prepare_says_what_to_run(capsys, proj):
+    _, cfg = proj
+    assert _cli(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")[0] == 0
+    rc, _, err = _cli(capsys, "train", "--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--seed", "0")
+    assert rc == 2 and "meta.json is missing: run `python -m pipeline_src prepare --dataset tiny`" in _one_line_error(err)
+
+
+@pytest.mark.parametrize("case", ["sgd-nan", "adam-worse-than-uniform"])
+def test_a_diverged_final_run_is_a_clear_error_and_leaves_no_checkpoint(capsys, proj, tmp_path, case):
+    p, cfg = proj
+    tr = p["datasets"]["tiny"]["training"]
+    if case == "sgd-nan":
+        tr.update(optimizer="sgd", lr=1e30, clip=None)
+    else:
+        tr.update(optimizer="adam", lr=20.0, clip=None)
+    write_params(p, cfg)
+    _prepared(capsys, cfg)
+    run = ["train", "--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--seed", "0"]
+    for _ in range(2):  # a rerun fails the same clear way: nothing left behind resumes into the blow-up
+        rc, _, err = _cli(capsys, *run)
+        line = _one_line_error(err)
+        assert rc == 3 and "diverged at epoch 1" in line and "lr" in line
+        out = tmp_path / "results/runs/tiny/softmax/seed0"
+        assert not any(out.glob("checkpoint*")) and not (out / "model.pt").exists() and not (out / "train.json").exists()
+    if case == "sgd-nan":  # the loss turns non-finite, or the weights blow up so far that exp(nll) overflows
+        assert "non-finite training loss" in line or "validation perplexity inf" in line
+    else:
+        assert "worse than uniform" in line and "|V| = 31" in line
+
+
+def test_truncated_checkpoint_is_set_aside_and_training_resumes_from_the_previous_one(capsys, proj, tmp_path):
+    from pipeline_src import paths
+    from pipeline_src.config import validate
+    from pipeline_src.train import train
+    from pipeline_src.tuning import final_config
+
+    p, cfg = proj
+    _prepared(capsys, cfg)
+    p = validate(copy.deepcopy(p))
+    rc = final_config(p, "tiny", "softmax", 0)
+    rc["training"]["checkpoint_every_steps"] = 3
+    out = tmp_path / "cut"
+    prep = paths.prepared_dir(p, "tiny")
+    train(rc, prep, out, torch.device("cpu"), stop_after_steps=7)
+    ck = out / "checkpoint.pt"
+    assert (out / "checkpoint.prev.pt").exists()  # one previous generation kept
+    ck.write_bytes(ck.read_bytes()[:1000])  # a node died mid-copy
+    summary = train(rc, prep, out, torch.device("cpu"))
+    err = capsys.readouterr().err
+    assert f"cannot read {ck}" in err and "set aside as" in err and "resumed from" in err and "checkpoint.prev.pt" in err
+    assert summary["status"] == "ok" and (out / "checkpoint.pt.corrupt").exists() and not ck.exists()
+
+
+def test_truncated_model_at_evaluate_is_one_line_naming_the_file(capsys, proj, tmp_path):
+    _, cfg = proj
+    _prepared(capsys, cfg)
+    run = ["--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--seed", "0"]
+    assert _cli(capsys, "train", *run)[0] == 0
+    model = tmp_path / "results/runs/tiny/softmax/seed0/model.pt"
+    model.write_bytes(model.read_bytes()[:500])
+    rc, _, err = _cli(capsys, "evaluate", *run)
+    line = _one_line_error(err)
+    assert rc == 2 and f"cannot read {model}" in line and "rerun `python -m pipeline_src train" in line
+
+
+def _local(p, tmp_path, texts):
+    files = {}
+    for split, text in texts.items():
+        f = tmp_path / f"{split}.txt"
+        f.write_bytes(text) if isinstance(text, bytes) else f.write_text(text)
+        files[split] = str(f)
+    p["datasets"]["tiny"]["corpus"] = {"type": "local", **files}
+
+
+def test_corpus_content_errors_name_file_line_and_byte(capsys, default_params, tmp_path):
+    p = tiny_params(default_params, tmp_path)
+    good = "the cat sat on the mat\n" * 50
+    _local(p, tmp_path, {"train": good.encode() + b"caf\xe9 au lait\n", "valid": good, "test": good})
+    cfg = write_params(p, tmp_path / "params.yaml")
+    assert _cli(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")[0] == 0
+    rc, _, err = _cli(capsys, "prepare", "--config", str(cfg), "--dataset", "tiny")
+    line = _one_line_error(err)
+    assert rc == 2 and "train.txt: line 51, byte 4" in line and "0xe9" in line and "not UTF-8" in line
+    assert not list((tmp_path / "data" / "prepared").glob("*"))  # nothing half-written
+
+
+def test_empty_split_is_an_error_and_a_high_oov_rate_a_warning(capsys, default_params, tmp_path):
+    p = tiny_params(default_params, tmp_path)
+    _local(p, tmp_path, {"train": "  \n\n", "valid": "a b\n", "test": "a b\n"})
+    cfg = write_params(p, tmp_path / "params.yaml")
+    assert _cli(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")[0] == 0
+    rc, _, err = _cli(capsys, "prepare", "--config", str(cfg), "--dataset", "tiny")
+    assert rc == 2 and "the train split has no tokens" in _one_line_error(err)
+    _local(p, tmp_path, {"train": "a b c\n" * 30, "valid": "a b x y z\n" * 5, "test": "a b c\n" * 5})
+    cfg = write_params(p, tmp_path / "params.yaml")
+    assert _cli(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")[0] == 0
+    rc, _, err = _cli(capsys, "prepare", "--config", str(cfg), "--dataset", "tiny")
+    meta = json.loads((tmp_path / "data/prepared/tiny/meta.json").read_text())
+    assert rc == 0 and "warning: valid: 60.0% of its tokens are out of the vocabulary" in err
+    assert meta["splits"]["valid"]["oov_rate"] == pytest.approx(0.6) and len(meta["warnings"]) == 1
+
+
+def test_sentencepiece_vocab_size_too_large_names_the_key(capsys, default_params, tmp_path):
+    p = tiny_params(default_params, tmp_path)
+    _local(p, tmp_path, {s: "ab ba ab\n" * 20 for s in ("train", "valid", "test")})
+    p["datasets"]["tiny"]["tokenizer"] = {"type": "sentencepiece", "vocab_size": 5000}
+    cfg = write_params(p, tmp_path / "params.yaml")
+    assert _cli(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")[0] == 0
+    rc, _, err = _cli(capsys, "prepare", "--config", str(cfg), "--dataset", "tiny")
+    assert rc == 2 and "key 'tokenizer.vocab_size': 5000" in _one_line_error(err)
+
+
+def test_local_path_that_is_a_directory_and_duplicate_yaml_keys(capsys, default_params, tmp_path):
+    p = tiny_params(default_params, tmp_path)
+    p["datasets"]["tiny"]["corpus"] = {"type": "local", "train": str(tmp_path), "valid": "v", "test": "t"}
+    cfg = write_params(p, tmp_path / "params.yaml")
+    rc, _, err = _cli(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")
+    assert rc == 2 and f"corpus.train: {tmp_path} is a directory" in _one_line_error(err)
+    cfg.write_text(cfg.read_text() + "seed: 5\n")
+    rc, _, err = _cli(capsys, "check-config", "--config", str(cfg))
+    assert rc == 2 and "key 'seed' appears twice" in err
+
+
+def test_mirror_missing_one_split_names_it(capsys, default_params, tmp_path):
+    from pipeline_src.corpora import CorpusError, fetch
+
+    mirror = tmp_path / "mirror" / "ptb"
+    mirror.mkdir(parents=True)
+    for name in ("ptb.train.txt", "ptb.valid.txt"):
+        (mirror / name).write_text("x\n")
+    with pytest.raises(CorpusError, match=r"has ptb.train.txt, ptb.valid.txt but is missing ptb.test.txt"):
+        fetch("ptb", tmp_path / "out", tmp_path / "mirror")

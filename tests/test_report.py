@@ -1,0 +1,111 @@
+"""The report as a reader sees it: executed on a run with three seeds and with one, without error
+outputs, and rendered in headless Chromium at 1280 px (every figure loaded, nothing wider than the page,
+the headline table with one row per method)."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import tiny_params, write_params
+
+BIN = Path(sys.executable).parent
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+CHECK = """<script>
+window.addEventListener('load', () => {
+  const imgs = [...document.images];
+  const width = document.documentElement.clientWidth;
+  const wide = [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > width + 1)
+      .map(e => e.tagName + '.' + e.className).slice(0, 5);
+  const tables = [...document.querySelectorAll('table.results-table')];
+  const out = {images: imgs.length, broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).length,
+               width: width, scroll_width: document.documentElement.scrollWidth, wide: wide,
+               errors: document.querySelectorAll('.output_error, [data-mime-type="application/vnd.jupyter.stderr"]').length,
+               traceback: document.body.innerText.includes('Traceback'),
+               headline_rows: tables.length ? tables[0].tBodies[0].rows.length : 0};
+  const pre = document.createElement('pre'); pre.id = 'browser-check'; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def browser_check(html: Path, tmp_path: Path) -> dict:
+    """Open a copy of the page in headless Chromium at 1280 px and read what a script measured there."""
+    page = tmp_path / "page.html"
+    page.write_text(html.read_text(encoding="utf-8").replace("</body>", CHECK + "</body>"), encoding="utf-8")
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,4000", "--virtual-time-budget=5000",
+           "--dump-dom", page.as_uri()]
+    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    m = re.search(r'<pre id="browser-check">(.*?)</pre>', dom, re.S)
+    assert m, f"the check script did not run in Chromium:\n{dom[-2000:]}"
+    return json.loads(m.group(1).replace("&quot;", '"'))
+
+
+def _sh(cmd, cwd):
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True,
+                       env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(cwd)})
+    assert r.returncode == 0, f"{' '.join(map(str, cmd))}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r
+
+
+@pytest.fixture(scope="module")
+def reports(default_params, tmp_path_factory):
+    """A tiny run with three seeds, its report, then the report of the same runs with one seed."""
+    from test_pipeline import _project
+
+    tmp = tmp_path_factory.mktemp("report")
+    p = tiny_params(default_params, tmp)
+    p["methods"]["mos"] = {"type": "mos", "components": 2}
+    p["methods"]["nce"] = {"type": "nce", "negatives": 5}
+    p["run"] = {"datasets": ["tiny"], "methods": ["softmax", "mos", "nce"], "seeds": [0, 1, 2]}
+    proj = _project(tmp, p)
+    _sh([str(BIN / "snakemake"), "--cores", "2"], proj)
+    three = proj / "results" / "report.html"
+    shutil.copy(three, tmp / "three.html")
+    p1 = dict(p, data_dir="data", results_dir="results", run={**p["run"], "seeds": [0]})
+    write_params(p1, proj / "params.yaml")
+    _sh([str(BIN / "python"), "-m", "pipeline_src", "summarize"], proj)
+    _sh([str(BIN / "python"), "-m", "pipeline_src", "report"], proj)
+    shutil.copy(three, tmp / "one.html")
+    return {"three": tmp / "three.html", "one": tmp / "one.html"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seeds", ["three", "one"])
+def test_report_runs_without_errors_and_states_the_headline(reports, seeds):
+    html = reports[seeds].read_text(encoding="utf-8")
+    assert "Traceback" not in html and "output_error" not in html and "jupyter.stderr" not in html
+    assert "Headline" in html and "Lowest mean test perplexity" in html and "data:image/png;base64" in html
+    if seeds == "one":
+        assert "One run seed per method: no intervals and no verdicts" in html
+    else:
+        assert "3 run seeds per method" in html and "too narrow" in html
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"), reason="Debian's chromium is not installed")
+@pytest.mark.parametrize("seeds", ["three", "one"])
+def test_report_in_a_real_browser_at_1280_px(reports, seeds, tmp_path):
+    assert CHROMIUM, "CI installs Debian's chromium for this test"
+    got = browser_check(reports[seeds], tmp_path)
+    assert got["images"] >= 6 and got["broken"] == 0, got
+    assert got["scroll_width"] <= got["width"] and got["wide"] == [], got  # nothing runs off the right edge
+    assert got["errors"] == 0 and not got["traceback"], got
+    assert got["headline_rows"] == 3, got  # one row per method
+
+
+@pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"), reason="Debian's chromium is not installed")
+def test_browser_check_catches_an_overflowing_page_and_a_missing_figure(tmp_path):
+    assert CHROMIUM
+    bad = tmp_path / "bad.html"
+    bad.write_text('<html><body><table class="results-table"><tbody><tr><td>x</td></tr></tbody></table>'
+                   '<div style="width:3000px">wide</div><img src="missing.png"></body></html>')
+    got = browser_check(bad, tmp_path)
+    assert got["scroll_width"] > got["width"] and got["wide"] and got["broken"] == 1

@@ -1,0 +1,78 @@
+"""Verdicts over seeds: the statistics are the libraries' (scipy, statsmodels), checked against them
+and against brute force."""
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from pipeline_src.stats import expected_best, headline, holm, mean_ci, paired_test_pvalue
+
+
+def test_bootstrap_interval_is_scipys_percentile_bootstrap():
+    x = np.array([4.1, 3.7, 4.4, 3.9, 4.0, 4.6, 3.8])
+    m, lo, hi = mean_ci(x, 0.9, 4999, seed=3)
+    ref = sps.bootstrap((x,), np.mean, confidence_level=0.9, n_resamples=4999, method="percentile",
+                        rng=np.random.default_rng(3))
+    assert m == pytest.approx(x.mean())
+    assert (lo, hi) == pytest.approx((ref.confidence_interval.low, ref.confidence_interval.high))
+    assert x.min() < lo < m < hi < x.max()
+
+
+def test_one_seed_gives_no_interval_and_equal_values_a_point():
+    m, lo, hi = mean_ci([2.5])
+    assert m == 2.5 and math.isnan(lo) and math.isnan(hi)
+    assert mean_ci([1.0, 1.0, 1.0]) == (1.0, 1.0, 1.0)
+
+
+def test_paired_pvalue_is_a_paired_t_test_and_holm_is_holms():
+    a, b = np.array([1.0, 1.2, 0.9, 1.1]), np.array([1.3, 1.4, 1.2, 1.5])
+    assert paired_test_pvalue(a - b) == pytest.approx(sps.ttest_rel(a, b).pvalue)
+    p = np.array([0.01, 0.04, 0.03, 0.2])
+    # Holm by hand: sort, multiply by (m - rank), running maximum, cap at 1
+    order = np.argsort(p)
+    adj = np.maximum.accumulate([min(1.0, (len(p) - i) * p[j]) for i, j in enumerate(order)])
+    want = np.empty_like(p)
+    want[order] = adj
+    assert holm(p, 0.05) == pytest.approx(want)
+    assert np.isnan(holm([np.nan, 0.01], 0.05)[0]) and holm([np.nan, 0.01], 0.05)[1] == pytest.approx(0.01)
+
+
+def _summary(nlls: dict) -> pd.DataFrame:
+    rows = [{"dataset": "d", "method": m, "type": m, "seed": s, "split": "test", "nll": v}
+            for m, vs in nlls.items() for s, v in enumerate(vs)]
+    return pd.DataFrame(rows)
+
+
+def test_headline_pairs_seeds_and_gives_verdicts():
+    rng = np.random.default_rng(0)
+    base = 4.0 + 0.3 * rng.standard_normal(6)  # seed effects shared by all methods: pairing removes them
+    df = _summary({"softmax": base, "better": base - 0.05 + 0.005 * rng.standard_normal(6),
+                   "same": base + 0.01 * np.array([1, -1, 2, -2, 0.5, -0.5]), "worse": base + 0.2})
+    h = headline(df, "softmax", 0.95, 999).set_index("method")
+    assert h.loc["softmax", "verdict"] == "reference" and h.loc["better", "verdict"] == "better"
+    assert h.loc["worse", "verdict"] == "worse" and h.loc["same", "verdict"] == "no clear difference"
+    assert h.loc["better", "improve_share"] == 1.0 and h.loc["worse", "improve_share"] == 0.0
+    assert h.loc["worse", "delta_nll"] == pytest.approx(0.2) and h.loc["worse", "ppl_ratio"] == pytest.approx(math.exp(0.2))
+    # unpaired intervals overlap (seed spread 0.3) while the paired one excludes zero
+    assert h.loc["better", "nll_low"] < h.loc["softmax", "nll_high"] and h.loc["better", "delta_high"] < 0
+    assert list(h.index) == list(h.sort_values("nll").index)  # ranked by mean nll
+
+
+def test_headline_with_one_seed_says_so():
+    h = headline(_summary({"softmax": [4.0], "mos": [3.9]}), "softmax").set_index("method")
+    assert h.loc["mos", "verdict"] == "one seed: no verdict" and math.isnan(h.loc["mos", "delta_low"])
+
+
+def test_expected_best_matches_brute_force_over_all_draws():
+    scores = [3.0, 1.0, 2.0, 2.0, 5.0]
+    n = len(scores)
+    got = expected_best(scores)
+    for k in (1, 2, 3):
+        draws = list(itertools.product(scores, repeat=k))  # every draw of k trials with replacement
+        assert got[k - 1] == pytest.approx(np.mean([min(d) for d in draws]))
+    assert got[0] == pytest.approx(np.mean(scores)) and np.all(np.diff(got) <= 0) and len(got) == n
+    # a diverged trial (inf) is a bad draw, not a NaN
+    assert not np.isnan(expected_best([1.0, math.inf, 2.0])).any()

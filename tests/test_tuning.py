@@ -1,0 +1,99 @@
+"""The equal tuning budget: quasi-random points drawn up front, shared learning rates, selection,
+diverged trials as results."""
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import tiny_params
+from pipeline_src import paths
+from pipeline_src.config import ConfigError, config_hash, data_config, validate
+from pipeline_src.prepare import prepare
+from pipeline_src.synthetic import generate
+from pipeline_src.train import train
+from pipeline_src.tuning import final_config, points, select, trial_config
+
+CPU = torch.device("cpu")
+
+
+def tuned(base, tmp_path, trials=4, lr=(1e-3, 1e-1)):
+    p = tiny_params(base, tmp_path)
+    p["methods"]["adaptive-softmax"] = {"type": "adaptive-softmax"}
+    p["methods"]["mos"] = {"type": "mos", "components": 2}
+    p["tuning"] = {"enabled": True, "trials": trials, "seed": 7, "epochs": 1, "lr": {"adam": list(lr), "sgd": [1, 40]},
+                   "space": {"adaptive-softmax": {"div_value": {"low": 1.5, "high": 4.0},
+                                                  "cutoffs": {"choices": [[5], [10], [5, 15]]}},
+                             "mos": {"context_dropout": {"low": 0.0, "high": 0.5}}}}
+    return validate(p)
+
+
+def test_points_are_reproducible_quasi_random_and_share_the_learning_rates(default_params, tmp_path):
+    p = tuned(default_params, tmp_path, trials=8)
+    soft, ada, mos = (points(p, "tiny", m) for m in ("softmax", "adaptive-softmax", "mos"))
+    assert points(p, "tiny", "adaptive-softmax") == ada  # drawn up front, the same every time
+    lrs = [pt["training"]["lr"] for pt in soft]
+    assert lrs == [pt["training"]["lr"] for pt in ada] == [pt["training"]["lr"] for pt in mos]
+    assert all(1e-3 <= x <= 1e-1 for x in lrs) and len(set(lrs)) == 8
+    # a scrambled Sobol sequence: 8 points put exactly one learning rate in each eighth of the log range
+    u = (np.log(lrs) - math.log(1e-3)) / (math.log(1e-1) - math.log(1e-3))
+    assert sorted(np.floor(u * 8).astype(int)) == list(range(8))
+    assert soft[0]["method"] == {} and set(ada[0]["method"]) == {"div_value", "cutoffs"}
+    assert all(1.5 <= pt["method"]["div_value"] <= 4.0 and pt["method"]["cutoffs"] in ([5], [10], [5, 15]) for pt in ada)
+    # another tuning seed draws other points; adding a method's dimension moves no other method's points
+    assert points(dict(p, tuning={**p["tuning"], "seed": 8}), "tiny", "softmax") != soft
+    p2 = dict(p, tuning={**p["tuning"], "space": {"mos": p["tuning"]["space"]["mos"]}})
+    assert points(p2, "tiny", "mos") == mos and points(p2, "tiny", "softmax") == soft
+
+
+def test_trial_config_applies_the_point_and_the_trial_budget(default_params, tmp_path):
+    p = tuned(default_params, tmp_path)
+    cfg = trial_config(p, "tiny", "adaptive-softmax", 2)
+    pt = points(p, "tiny", "adaptive-softmax")[2]
+    assert cfg["training"]["lr"] == pt["training"]["lr"] and cfg["training"]["epochs"] == 1
+    assert cfg["method"]["div_value"] == pt["method"]["div_value"] and cfg["seed"] == 7
+    assert cfg["tuning"] == {"trial": 2, "point": pt}
+    with pytest.raises(ConfigError, match="out of range"):
+        trial_config(p, "tiny", "softmax", 4)
+
+
+def test_bad_tuning_space_is_named(default_params, tmp_path):
+    p = tiny_params(default_params, tmp_path)
+    p["tuning"] = {"enabled": True, "trials": 2, "seed": 0, "epochs": 1, "lr": {"adam": [1e-3, 1e-2]},
+                   "space": {"softmax": {"knots": {"low": 1, "high": 2}}}}
+    with pytest.raises(ConfigError, match=r"tuning.space.softmax.knots.*not an option of 'softmax'"):
+        validate(p)
+
+
+def test_trials_select_the_best_and_a_diverged_trial_is_a_result(default_params, tmp_path):
+    # lr up to 1e4 with Adam and no clipping: the high trials diverge
+    p = tuned(default_params, tmp_path, trials=4, lr=(1e-3, 1e4))
+    p["datasets"]["tiny"]["training"]["clip"] = None
+    raw, prep = paths.raw_dir(p, "tiny"), paths.prepared_dir(p, "tiny")
+    generate(p["datasets"]["tiny"]["corpus"], raw, p["seed"])
+    prepare(raw, prep, data_config(p, "tiny"))
+    status = {}
+    for i in range(4):
+        s = train(trial_config(p, "tiny", "softmax", i), prep, paths.trial_dir(p, "tiny", "softmax", i), CPU,
+                  trial=True)
+        status[i] = s["status"]
+        assert not (paths.trial_dir(p, "tiny", "softmax", i) / "checkpoint.pt").exists()
+        assert not (paths.trial_dir(p, "tiny", "softmax", i) / "model.pt").exists()  # trials keep no weights
+    lrs = [pt["training"]["lr"] for pt in points(p, "tiny", "softmax")]
+    assert "diverged" in status.values() and "ok" in status.values(), (status, lrs)
+    bad = next(i for i, s in status.items() if s == "diverged")
+    info = json.loads((paths.trial_dir(p, "tiny", "softmax", bad) / "train.json").read_text())["diverged"]
+    assert info["lr"] == pytest.approx(lrs[bad]) and info["epoch"] == 1 and info["reason"]
+    sel = select(p, "tiny", "softmax")
+    ok = [r for r in sel["trials"] if r["status"] == "ok"]
+    assert sel["trial"] == min(ok, key=lambda r: r["valid_nll"])["trial"]
+    final = final_config(p, "tiny", "softmax", 0)
+    assert final["training"]["lr"] == lrs[sel["trial"]] and final["training"]["epochs"] == 3
+    assert final["tuning"]["selected_trial"] == sel["trial"] and final["seed"] == 0
+    # a trial made under another config is refused by name, not silently selected
+    p["tuning"]["epochs"] = 2
+    with pytest.raises(ConfigError, match="trial0.*another config"):
+        select(p, "tiny", "softmax")
+    with pytest.raises(ConfigError, match="selected under another tuning setup"):
+        final_config(p, "tiny", "softmax", 0)
