@@ -72,6 +72,16 @@ def get_run_hash(wildcards):
     return config_hash(run_config(P, wildcards.dataset, wildcards.method, int(wildcards.seed)))
 
 
+# Longest jobs first: Snakemake knows no runtimes, and a mixture's run started last leaves a core idle.
+# Training cost per token at a small vocabulary, by head type (measured: docs/bench.md); others get 2.
+TRAIN_PRIORITY = {"moss": 9, "monotonic-mlp": 8, "mos": 8, "plif": 6, "wide-softmax": 6, "sigsoftmax": 6,
+                  "moc": 4, "softmax": 4}
+
+
+def get_train_priority(wildcards):
+    return TRAIN_PRIORITY.get(P["methods"][wildcards.method]["type"], 2)
+
+
 def get_trial_hash(wildcards):
     from pipeline_src.tuning import trial_config
 

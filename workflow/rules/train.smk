@@ -5,6 +5,7 @@ rule trial:
         f"{RESULTS}/tuning/{{dataset}}/{{method}}/trial{{trial}}/train.json",
     params:
         run_hash=get_trial_hash,
+    priority: get_train_priority
     log:
         f"{LOGS}/tuning/{{dataset}}/{{method}}/trial{{trial}}.log",
     conda:
@@ -39,6 +40,7 @@ rule train:
         summary=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/train.json",
     params:
         run_hash=get_run_hash,
+    priority: get_train_priority
     log:
         f"{LOGS}/train/{{dataset}}/{{method}}/seed{{seed}}.log",
     conda:
