@@ -134,8 +134,8 @@ def _interval(m: float, lo: float, hi: float, digits: int, signed: bool = False)
 def render_table(path: str) -> str:
     """The markdown of a results-table block naming ``path`` (relative to the repository root)."""
     file = ROOT / path
-    if not file.exists():
-        raise FileNotFoundError(f"results table {path} does not exist (publish it first)")
+    if not file.exists():  # a page may announce a run before it is published
+        return f"*Not published yet: run it, then `python -m pipeline_src publish --name {Path(path).parent.name}`.*\n"
     if file.name == "headline.csv":
         return headline_markdown(pd.read_csv(file))
     if file.name == "tuning.csv":
