@@ -38,7 +38,7 @@ BLOCK = re.compile(r"(<!-- results-table: (?P<path>\S+?) -->\n)(?P<body>.*?)(<!-
 
 def _git(*args: str) -> str:
     try:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.rstrip()
     except (OSError, subprocess.CalledProcessError):
         return ""
 
@@ -84,7 +84,7 @@ def headline_markdown(head: pd.DataFrame) -> str:
         synthetic = h.gap_nll.notna().any()
         if synthetic:
             cols.append("gap to truth (nats)")
-        cols += ["rank", "train s", "head MFLOP/token (train)"]
+        cols += ["rank", "train s", "head kFLOP/token (train)"]
         lines = [f"**{ds}** ({seeds} seeds)" if len(head.dataset.unique()) > 1 else "",
                  "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for r in h.itertuples():
@@ -94,7 +94,7 @@ def headline_markdown(head: pd.DataFrame) -> str:
             if synthetic:
                 cells.append(f"{r.gap_nll:.3f}")
             bound = f" (≤ {int(r.head_dim) + 2})" if r.logprob_rank <= r.head_dim + 2 else ""
-            cells += [f"{r.logprob_rank:.0f}{bound}", f"{r.train_time_s:.0f}", f"{r.head_flops_per_token_train / 1e6:.2f}"]
+            cells += [f"{r.logprob_rank:.0f}{bound}", f"{r.train_time_s:.0f}", f"{r.head_flops_per_token_train / 1e3:.1f}"]
             lines.append("| " + " | ".join(cells) + " |")
         out.append("\n".join(line for line in lines if line))
     return "\n\n".join(out) + "\n"
