@@ -11,8 +11,9 @@ import sys
 import numpy as np
 import pandas as pd
 
-MACHINE_COLUMNS = {"tokens_per_s_train", "tokens_per_s_eval", "peak_mem_mb", "wall_time_s", "fit_time_s"}
-KEYS = {"summary.csv": ["dataset", "method", "split"], "matrix.csv": ["vocab", "dim", "method"]}
+MACHINE_COLUMNS = {"tokens_per_s_train", "tokens_per_s_eval", "peak_mem_mb", "wall_time_s", "fit_time_s",
+                   "train_time_s", "load_avg"}
+KEYS = {"summary.csv": ["dataset", "method", "seed", "split"], "matrix.csv": ["vocab", "dim", "seed", "method"]}
 
 
 def compare(a_dir: str, b_dir: str) -> list[str]:
