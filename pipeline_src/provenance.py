@@ -37,16 +37,26 @@ def _rebuild(step: str, dataset: str) -> str:
     return f"`python -m pipeline_src {step} --dataset {dataset}` (or `snakemake`)"
 
 
+def _record_hash(record: Path, missing: str) -> str:
+    """The config hash a step wrote into ``record``; ``missing`` says what to do when there is none."""
+    if not record.exists():
+        raise StaleError(missing)
+    return json.loads(record.read_text())["config_hash"]
+
+
+def _same_config(artifact: Path, got: str, cfg, made: str, rebuild: str) -> None:
+    """Refuse ``artifact`` when the hash it records is not ``cfg``'s, naming both and the rebuild."""
+    want = config_hash(cfg)
+    if got != want:
+        raise StaleError(f"{artifact} was {made} under another config (hash {got}; this config: {want}): "
+                         f"rerun {rebuild}")
+
+
 def check_raw(params: dict, dataset: str) -> Path:
     raw = paths.raw_dir(params, dataset)
-    rec = raw / FETCHED
-    if not rec.exists():
-        raise StaleError(f"{raw} has no {FETCHED} (not fetched, or by an older version): run {_rebuild('fetch', dataset)}")
-    got = json.loads(rec.read_text())["config_hash"]
-    want = config_hash(fetch_config(params, dataset))
-    if got != want:
-        raise StaleError(f"{raw} was fetched under another corpus config (hash {got}; this config: {want}): "
-                         f"rerun {_rebuild('fetch', dataset)}")
+    got = _record_hash(raw / FETCHED, f"{raw} has no {FETCHED} (not fetched, or by an older version): "
+                                      f"run {_rebuild('fetch', dataset)}")
+    _same_config(raw, got, fetch_config(params, dataset), "fetched", _rebuild("fetch", dataset))
     src = raw / "source.json"
     source = json.loads(src.read_text()) if src.exists() else {}
     if source.get("corpus") == "local":
@@ -66,22 +76,14 @@ def check_prepared(params: dict, dataset: str) -> Path:
     """The prepared data exists, was made by this data config, from raw files that are still current."""
     check_raw(params, dataset)
     prepared = paths.prepared_dir(params, dataset)
-    meta = prepared / "meta.json"
-    if not meta.exists():
-        raise StaleError(f"{meta} is missing: run {_rebuild('prepare', dataset)} first")
-    got = json.loads(meta.read_text())["config_hash"]
-    want = config_hash(data_config(params, dataset))
-    if got != want:
-        raise StaleError(f"{prepared} was prepared under another data config (hash {got}; this config: {want}): "
-                         f"rerun {_rebuild('prepare', dataset)}")
+    got = _record_hash(prepared / "meta.json", f"{prepared / 'meta.json'} is missing: run "
+                                                f"{_rebuild('prepare', dataset)} first")
+    _same_config(prepared, got, data_config(params, dataset), "prepared", _rebuild("prepare", dataset))
     return prepared
 
 
 def check_model(path: Path, stored_hash: str, cfg: dict, rebuild: str) -> None:
-    want = config_hash(cfg)
-    if stored_hash != want:
-        raise StaleError(f"{path} was trained under another config (hash {stored_hash}; this config: {want}): "
-                         f"rerun `{rebuild}` (or `snakemake`)")
+    _same_config(path, stored_hash, cfg, "trained", f"`{rebuild}` (or `snakemake`)")
 
 
 class UnreadableError(ConfigError):

@@ -60,7 +60,7 @@ def test_data_prepared_under_another_tokenizer_config_is_refused(capsys, proj):
     write_params(p, cfg)
     rc, _, err = _cli(capsys, "train", "--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--seed", "0")
     line = _one_line_error(err)
-    assert rc == 2 and "prepared under another data config" in line and "prepare --dataset tiny" in line
+    assert rc == 2 and "prepared under another config" in line and "prepare --dataset tiny" in line
 
 
 def test_model_from_another_config_or_corpus_is_refused_at_evaluate(capsys, proj):
@@ -77,7 +77,7 @@ def test_model_from_another_config_or_corpus_is_refused_at_evaluate(capsys, proj
     p["datasets"]["tiny"]["corpus"].update(vocab_size=40, seed=9)
     write_params(p, cfg)
     rc, _, err = _cli(capsys, "evaluate", *run)
-    assert rc == 2 and "fetched under another corpus config" in _one_line_error(err) and "size mismatch" not in err
+    assert rc == 2 and "fetched under another config" in _one_line_error(err) and "size mismatch" not in err
 
 
 def test_train_before_prepare_says_what_to_run(capsys, proj):
