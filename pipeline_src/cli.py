@@ -103,6 +103,14 @@ def _evaluate(params: dict, args) -> None:
     reset_peak_memory(device)
     splits = evaluate(model, ckpt["config"], prepared, paths.raw_dir(params, args.dataset), device)
     summary = json.loads((run / "train.json").read_text())
+    summary["kept_epoch"] = ckpt.get("epoch")
+    if (run / "model-best.pt").exists() and ckpt["config"]["training"].get("keep") == "last":
+        best = load_torch(run / "model-best.pt", device, f"delete the run directory and rerun `{retrain}`")
+        check_model(run / "model-best.pt", best["config_hash"], ckpt["config"], retrain)
+        model.load_state_dict(best["model"])  # the best-validation epoch's weights, scored the same way
+        cfg = {**ckpt["config"], "evaluation": {**ckpt["config"]["evaluation"], "rank_contexts": 0}}
+        summary["best_valid_model"] = {"epoch": best["epoch"],
+                                       **evaluate(model, cfg, prepared, paths.raw_dir(params, args.dataset), device)}
     write_metrics(paths.metrics_path(params, args.dataset, args.method, args.seed), summary, splits, args.dataset,
                   args.method, peak_memory_mb(device))
     if "rank" in splits:

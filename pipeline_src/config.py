@@ -50,6 +50,10 @@ class TrainConfig:
     max_steps_per_epoch: int | None = None
     checkpoint_every_steps: int | None = None
     precision: str = "fp32"  # "bf16": autocast the training forward pass (meant for GPUs; runs on CPU too)
+    schedule: str = "plateau"  # pipeline_src/schedules.py: "plateau" | "fixed-then-geometric"
+    decay_start: int = 1  # fixed-then-geometric: the first epoch trained at a reduced rate
+    carry_state: bool = False  # keep the LSTM state across epoch boundaries (never reset it)
+    keep: str = "best"  # model.pt holds the best-validation weights ("best") or the last epoch's ("last")
 
 
 def schema() -> dict:

@@ -1,8 +1,9 @@
-"""Training loop: truncated BPTT, SGD/Adam, clipping, plateau LR decay, checkpoints, resume.
+"""Training loop: truncated BPTT, SGD/Adam, clipping, an LR schedule (schedules.py), checkpoints, resume.
 
 It knows nothing about the output layer: it calls ``model.loss`` and (for validation)
 ``evaluate.stream_log_probs``. Outputs in the run directory:
-  model.pt      best-validation weights, with the run config that made them (written at the end)
+  model.pt      best-validation weights (``training.keep: best``) or the last epoch's (``last``; then
+                model-best.pt holds the best-validation ones), with the run config that made them
   history.csv   one row per epoch, rewritten atomically after every epoch
   train.json    training summary (tokens/s, peak memory, wall time, parameters, config hash)
   checkpoint.pt resume state while training runs (deleted when the run completes): weights,
@@ -41,6 +42,7 @@ from .evaluate import stream_log_probs
 from .model import LanguageModel
 from .optim import build_optimizer, clip_grad_norm
 from .prepare import load_split
+from .schedules import lr_at, next_lr
 from .runtime import (StopRequest, environment, load_average, peak_memory_mb, reset_peak_memory, rng_state,
                       seed_everything, set_rng_state)
 
@@ -165,7 +167,8 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
     if tc.max_steps_per_epoch:
         n_seg = min(n_seg, tc.max_steps_per_epoch)
 
-    st = {"epoch": 0, "step_in_epoch": 0, "lr": tc.lr, "best_valid_nll": math.inf, "history": [],
+    first_lr = tc.lr if tc.schedule == "plateau" else lr_at(tc, 1)
+    st = {"epoch": 0, "step_in_epoch": 0, "lr": first_lr, "best_valid_nll": math.inf, "history": [],
           "train_time_s": 0.0, "train_tokens": 0, "wall_time_s": 0.0, "loss_sum": 0.0, "loss_count": 0}
     hidden = model.init_state(tc.batch_size, device)
     best_model = None  # best-validation weights so far (CPU copies); model.pt is written from them at the end
@@ -214,7 +217,8 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
         for g in optimizer.param_groups:
             g["lr"] = st["lr"] * g["lr_mult"]
         if st["step_in_epoch"] == 0:
-            hidden = model.init_state(tc.batch_size, device)
+            if not tc.carry_state:  # else the state flows on from the previous epoch's last segment
+                hidden = model.init_state(tc.batch_size, device)
             st["loss_sum"], st["loss_count"] = 0.0, 0
             st["epoch_train_time_s"], st["epoch_tokens"] = 0.0, 0
         # the epoch's summed loss lives on the device; read back every CHECK_EVERY steps
@@ -292,8 +296,7 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
             st["best_valid_nll"] = valid_nll
             best_model = {"model": {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()},
                           "epoch": st["epoch"] + 1, "valid_nll": valid_nll}
-        else:
-            st["lr"] /= tc.lr_decay
+        st["lr"] = next_lr(tc, st["epoch"] + 1, st["lr"], improved)
         st["epoch"] += 1
         st["step_in_epoch"] = 0
         st["wall_time_s"] = wall0 + time.perf_counter() - t_call
@@ -306,9 +309,13 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
         "status": "ok", "config": run_cfg, "config_hash": chash, "seed": run_cfg["seed"], "device": str(device),
         "torch": torch.__version__, "threads": torch.get_num_threads(), **cost(), "wall_time_s": st["wall_time_s"],
         "epochs": tc.epochs, "best_epoch": int(np.argmin([r["valid_nll"] for r in st["history"]]) + 1),
-        "best_valid_nll": st["best_valid_nll"],
+        "best_valid_nll": st["best_valid_nll"], "last_valid_nll": st["history"][-1]["valid_nll"], "kept": tc.keep,
     }
     if not trial:
+        if tc.keep == "last":  # the paper's protocol tests the last epoch; the best one is kept beside it
+            last = st["history"][-1]
+            _save(out_dir / "model-best.pt", {"config": run_cfg, "config_hash": chash, **best_model})
+            best_model = {"model": model.state_dict(), "epoch": last["epoch"], "valid_nll": last["valid_nll"]}
         _save(out_dir / "model.pt", {"config": run_cfg, "config_hash": chash, **best_model})
     write_json(out_dir / "train.json", summary)
     ckpt_path.unlink()

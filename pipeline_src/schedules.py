@@ -1,0 +1,32 @@
+"""Learning-rate schedules: the learning rate of the next epoch, decided at the end of each epoch.
+
+The training loop asks one question, ``next_lr(tc, epoch, lr, improved)``, after validating epoch
+``epoch`` (1-based) at rate ``lr``; the schedule is a config choice (``training.schedule``):
+
+- ``plateau`` (the PyTorch word-language-model example): divide by ``lr_decay`` whenever the
+  validation perplexity did not improve on the best so far.
+- ``fixed-then-geometric`` (Zaremba et al. 2014; Melamud et al. 2017): ``lr`` for epochs
+  1 .. decay_start - 1, then lr / lr_decay^(e - decay_start + 1) at epoch e, whatever validation
+  does. ``decay_start`` is the first epoch trained at a reduced rate (Zaremba's medium model:
+  decay_start 7, lr_decay 1.2, as in their code's ``lr_decay ** max(i + 1 - max_epoch, 0)`` with
+  max_epoch 6 and 0-based epoch i).
+"""
+from __future__ import annotations
+
+from .config import ConfigError, TrainConfig
+
+SCHEDULES = ("plateau", "fixed-then-geometric")
+
+
+def lr_at(tc: TrainConfig, epoch: int) -> float:
+    """The fixed-then-geometric rate of 1-based ``epoch`` (closed form, used to check next_lr)."""
+    return tc.lr / tc.lr_decay ** max(0, epoch - tc.decay_start + 1)
+
+
+def next_lr(tc: TrainConfig, epoch: int, lr: float, improved: bool) -> float:
+    """The rate for epoch ``epoch + 1``, given epoch ``epoch`` ran at ``lr`` and whether it improved."""
+    if tc.schedule == "plateau":
+        return lr if improved else lr / tc.lr_decay
+    if tc.schedule == "fixed-then-geometric":
+        return lr_at(tc, epoch + 1)
+    raise ConfigError(f"key 'training.schedule': {tc.schedule!r} is not one of {list(SCHEDULES)}")

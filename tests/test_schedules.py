@@ -1,0 +1,91 @@
+"""Learning-rate schedules, state carried across epochs, and testing the last epoch's model."""
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from pipeline_src import paths
+from pipeline_src.config import TrainConfig, data_config, run_config, validate
+from pipeline_src.prepare import prepare
+from pipeline_src.schedules import lr_at, next_lr
+from pipeline_src.synthetic import generate
+from pipeline_src.train import train
+
+CPU = torch.device("cpu")
+BASE = TrainConfig(epochs=39, batch_size=20, bptt=20, optimizer="sgd", lr=20.0, clip=0.25, lr_decay=1.2,
+                   eval_batch_size=10)
+
+
+def test_fixed_then_geometric_is_zarembas_rule():
+    tc = dataclasses.replace(BASE, schedule="fixed-then-geometric", decay_start=7)
+    # Zaremba et al.'s code: lr * decay ** max(i + 1 - max_epoch, 0), 0-based epoch i, max_epoch 6, decay 1/1.2
+    zaremba = [20.0 * (1 / 1.2) ** max(i + 1 - 6, 0) for i in range(39)]
+    assert [lr_at(tc, e) for e in range(1, 40)] == pytest.approx(zaremba, rel=1e-12)
+    lr, seen = lr_at(tc, 1), []
+    for epoch in range(1, 40):  # validation improving or not makes no difference
+        seen.append(lr)
+        lr = next_lr(tc, epoch, lr, improved=epoch % 3 == 0)
+    assert seen == pytest.approx(zaremba, rel=1e-12)
+    assert seen[5] == 20.0 and seen[6] == pytest.approx(20 / 1.2) and seen[-1] == pytest.approx(20 / 1.2 ** 33)
+
+
+def test_plateau_divides_only_when_validation_does_not_improve():
+    tc = dataclasses.replace(BASE, lr_decay=4.0)
+    assert next_lr(tc, 3, 20.0, improved=True) == 20.0
+    assert next_lr(tc, 3, 20.0, improved=False) == 5.0
+
+
+@pytest.fixture
+def data(tiny):
+    p = validate(tiny)
+    raw, prep = paths.raw_dir(p, "tiny"), paths.prepared_dir(p, "tiny")
+    generate(p["datasets"]["tiny"]["corpus"], raw, p["seed"])
+    prepare(raw, prep, data_config(p, "tiny"))
+    return p, prep
+
+
+def test_the_schedule_drives_the_training_loop_and_last_is_kept(data, tmp_path):
+    p, prep = data
+    cfg = run_config(p, "tiny", "softmax")
+    cfg["training"].update(epochs=4, lr=0.05, lr_decay=2.0, schedule="fixed-then-geometric", decay_start=3,
+                           keep="last")
+    out = tmp_path / "run"
+    summary = train(cfg, prep, out, CPU)
+    hist = (out / "history.csv").read_text().splitlines()[1:]
+    assert [float(r.split(",")[1]) for r in hist] == [0.05, 0.05, 0.025, 0.0125]
+    last, best = torch.load(out / "model.pt", weights_only=False), torch.load(out / "model-best.pt", weights_only=False)
+    assert last["epoch"] == 4 and last["valid_nll"] == pytest.approx(summary["last_valid_nll"])
+    assert best["valid_nll"] == pytest.approx(summary["best_valid_nll"]) and summary["kept"] == "last"
+    assert best["epoch"] == summary["best_epoch"]
+
+
+def _first_step_state(p, prep, tmp_path, carry: bool) -> list[torch.Tensor]:
+    """The LSTM state the first step of epoch 2 starts from, seen through a hook on the encoder."""
+    import pipeline_src.model as M
+
+    cfg = run_config(p, "tiny", "softmax")
+    cfg["training"].update(epochs=2, carry_state=carry)
+    seen, orig = [], M.LSTMEncoder.forward
+
+    def spy(self, tokens, state):
+        if self.training:
+            seen.append(state[0].detach().clone())
+        return orig(self, tokens, state)
+
+    M.LSTMEncoder.forward = spy
+    try:
+        train(cfg, prep, tmp_path / f"carry{carry}", CPU)
+    finally:
+        M.LSTMEncoder.forward = orig
+    return seen
+
+
+def test_carry_state_keeps_the_lstm_state_across_epochs(data, tmp_path):
+    p, prep = data
+    for carry in (False, True):
+        seen = _first_step_state(p, prep, tmp_path, carry)
+        per_epoch = len(seen) // 2
+        start2 = seen[per_epoch]
+        assert torch.count_nonzero(seen[0]) == 0  # epoch 1 starts from zeros either way
+        assert (torch.count_nonzero(start2) > 0) == carry
