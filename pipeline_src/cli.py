@@ -6,6 +6,7 @@ and writes its outputs atomically under the paths in :mod:`pipeline_src.paths`.
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
 from pathlib import Path
 
@@ -16,11 +17,19 @@ from .config import ConfigError, load
 def _fetch(params: dict, args) -> None:
     from .config import mirror_dir
     from .corpora import copy_local, fetch
-    from .provenance import record_fetch
+    from .provenance import StaleError, check_raw, record_fetch
     from .synthetic import generate
 
     corpus = params["datasets"][args.dataset]["corpus"]
     out = paths.raw_dir(params, args.dataset)
+    if out.exists():
+        try:
+            check_raw(params, args.dataset)
+            print(f"{out} is current (fetched under this config{', local files unchanged' if corpus['type'] == 'local' else ''}): "
+                  f"nothing to do")
+            return
+        except StaleError as e:
+            print(f"refetching: {e}")
     if corpus["type"] == "synthetic":
         truth = generate(corpus, out, params["seed"])
         print(f"synthetic language: {truth['contexts']} contexts x {truth['vocab_size']} words, "
@@ -216,6 +225,11 @@ def main(argv: list[str] | None = None) -> int:
         COMMANDS[args.command][0](params, args)
     except (ConfigError, CorpusError, CorpusContentError, ResumeError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # disk full, quota, read-only or permission-denied output (nothing half-written stays)
+        where = f" writing {e.filename}" if e.filename else ""
+        hint = "; free some space and rerun" if e.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+        print(f"error: {args.command}{where}: {e.strerror or e}{hint}", file=sys.stderr)
         return 2
     except Diverged as e:
         print(f"error: {e}", file=sys.stderr)

@@ -32,7 +32,8 @@ from .runtime import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
-TABLES = ("summary.csv", "headline.csv", "history.csv", "matrix.csv", "bench.csv", "tuning.csv", "tuning_curves.csv")
+TABLES = ("summary.csv", "headline.csv", "history.csv", "matrix.csv", "bench.csv", "bench.json", "tuning.csv",
+          "tuning_curves.csv")
 BLOCK = re.compile(r"(<!-- results-table: (?P<path>\S+?) -->\n)(?P<body>.*?)(<!-- end results-table -->)", re.S)
 
 
@@ -47,7 +48,19 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     from .tuning import final_config
 
     results = Path(params["results_dir"])
-    summary = pd.read_csv(paths.summary_path(params))
+    bench_only = not paths.summary_path(params).exists() and paths.bench_path(params).exists()
+    if bench_only:  # `python -m pipeline_src bench` alone: a timing table, no trained runs
+        summary = pd.DataFrame({"dataset": [], "method": [], "seed": [], "config_hash": []})
+        bench_meta = json.loads(paths.bench_path(params).with_suffix(".json").read_text())
+        if bench_meta["bench"] != params["bench"] or bench_meta["quick"]:
+            raise ConfigError(f"{paths.bench_path(params)} was made by another bench config (or --quick): rerun "
+                              f"`python -m pipeline_src bench --config {params_file}` before publishing")
+        command = f"python -m pipeline_src bench --config {params_file} --threads {bench_meta['threads']}"
+    elif not paths.summary_path(params).exists():
+        raise ConfigError(f"{results} has neither summary.csv nor bench.csv: nothing to publish")
+    else:
+        summary = pd.read_csv(paths.summary_path(params))
+        command = f"snakemake --cores all --config params={params_file}"
     # every run must come from this params file (and, when tuned, from its current selection)
     for r in summary.drop_duplicates(["dataset", "method", "seed"]).itertuples():
         want = config_hash(final_config(params, r.dataset, r.method, int(r.seed)))
@@ -67,7 +80,7 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
         "params_file": str(params_file), "params": params, "published": datetime.now(timezone.utc).isoformat(
             timespec="seconds"), "files": copied, "seeds": run_seeds(params), "cpu_model": cpu_model(),
         "run_config_hashes": sorted(summary.config_hash.unique().tolist()),
-        "command": f"snakemake --cores all --config params={params_file}", "wall_time_s": wall_time_s})
+        "command": command, "wall_time_s": wall_time_s})
     update_docs()
     return out
 
@@ -115,6 +128,19 @@ def selected_markdown(trials: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+def bench_markdown(bench: pd.DataFrame) -> str:
+    """A bench table: each head's step and exact evaluation against the floor measured in the same run,
+    and its step's peak memory against F.linear + F.cross_entropy's."""
+    cols = ["V", "method", "step (ms)", "+ update (ms)", "x floor", "eval x floor", "peak memory (MB)",
+            "x F.cross_entropy's"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in bench.itertuples():
+        lines.append(f"| {r.vocab:,} | {r.method} | {r.train_ms:,.1f} | {r.update_ms:,.1f} | {r.train_vs_floor:.2f} | "
+                     f"{r.eval_vs_floor:.2f} | "
+                     f"{r.peak_mem_mb:,.1f} | {r.mem_vs_reference:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def provenance_markdown(prov: dict) -> str:
     wall = prov.get("wall_time_s")
     rows = [("command", f"`{prov['command']}`"), ("commit", f"`{prov['commit'][:12]}`"),
@@ -138,6 +164,8 @@ def render_table(path: str) -> str:
         return f"*Not published yet: run it, then `python -m pipeline_src publish --name {Path(path).parent.name}`.*\n"
     if file.name == "headline.csv":
         return headline_markdown(pd.read_csv(file))
+    if file.name == "bench.csv":
+        return bench_markdown(pd.read_csv(file))
     if file.name == "tuning.csv":
         return selected_markdown(pd.read_csv(file))
     if file.name == "provenance.json":

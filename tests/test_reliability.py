@@ -51,6 +51,49 @@ def test_local_corpus_edited_after_fetch_is_refused_until_refetched(capsys, defa
     rc, _, err = _cli(capsys, "train", "--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--seed", "0")
     assert rc == 2 and "changed since it was fetched" in err
     _prepared(capsys, cfg)  # refetching makes it current again
+    raw = tmp_path / "data" / "raw" / "tiny"
+    stamp = (raw / "train.txt").stat().st_mtime_ns
+    rc, out, _ = _cli(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")
+    assert rc == 0 and "is current" in out and (raw / "train.txt").stat().st_mtime_ns == stamp  # left alone
+    with open(files["valid"], "a") as f:
+        f.write("g f e\n")
+    rc, out, _ = _cli(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")
+    assert rc == 0 and "refetching" in out and "my.valid.txt changed" in out
+    assert (raw / "valid.txt").read_text().endswith("g f e\n")
+
+
+def test_dvc_reruns_downstream_stages_only_when_a_local_corpus_changed():
+    """DVC cannot list a local corpus's files as deps (their paths are params), so its fetch stage
+    always runs, keeps its output (persist) and rewrites it only when the bytes changed."""
+    import yaml
+
+    from conftest import ROOT
+
+    fetch = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["fetch"]["do"]
+    assert fetch["always_changed"] is True
+    assert fetch["outs"] == [{"${data_dir}/raw/${item}": {"persist": True}}]
+
+
+def test_disk_full_is_one_line_and_leaves_no_partial_output(capsys, proj, monkeypatch):
+    import errno
+    import os
+
+    import numpy
+
+    p, cfg = proj
+    assert _cli(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")[0] == 0
+    real_save = numpy.save
+
+    def full(file, *args, **kwargs):  # the device fills up while the encoded splits are written
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(file))
+
+    monkeypatch.setattr(numpy, "save", full)
+    rc, _, err = _cli(capsys, "prepare", "--config", str(cfg), "--dataset", "tiny")
+    line = _one_line_error(err)
+    assert rc == 2 and "No space left on device" in line and "free some space" in line and ".npy" in line
+    monkeypatch.setattr(numpy, "save", real_save)
+    data = cfg.parent / "data" / "prepared"
+    assert not (data / "tiny").exists() and not any(data.glob(".tiny*"))  # no half-written or hidden temporary
 
 
 def test_data_prepared_under_another_tokenizer_config_is_refused(capsys, proj):
