@@ -58,3 +58,26 @@ def test_default_run_file_matches_what_the_code_produces_now(tmp_path, method):
     want = pd.read_csv(DEFAULT / "summary.csv").query("method == @method and seed == 1 and split == 'test'")
     assert got["splits"]["test"]["ppl"] == pytest.approx(float(want.ppl.iloc[0]), rel=1e-4)
     assert got["config_hash"] == want.config_hash.iloc[0]
+
+
+def test_a_bench_alone_is_published_with_its_command_and_refused_when_its_config_changed(tmp_path, monkeypatch,
+                                                                                       default_params):
+    import pipeline_src.publish as pub
+    from pipeline_src.bench import run_bench
+    from pipeline_src.config import ConfigError, validate
+
+    p = validate(copy.deepcopy(default_params))
+    p["results_dir"] = str(tmp_path / "results")
+    p["bench"].update(methods=["softmax", "neglm"], vocab_sizes=[50], tokens=16, dim=8, repeats=1)
+    run_bench(p, __import__("torch").device("cpu"))
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
+    monkeypatch.setattr(pub, "update_docs", lambda: [])
+    out = pub.publish(p, tmp_path / "bench.yaml", "bench-x")
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["files"] == ["bench.csv", "bench.json"] and prov["command"].startswith("python -m pipeline_src bench")
+    table = pub.bench_markdown(pd.read_csv(out / "bench.csv"))
+    rows = [line for line in table.splitlines()[2:]]
+    assert [r.split(" | ")[1] for r in rows] == ["softmax", "neglm"] and rows[0].startswith("| 50 |")
+    p["bench"]["tokens"] = 32  # the bench file no longer describes this config
+    with pytest.raises(ConfigError, match="another bench config"):
+        pub.publish(p, tmp_path / "bench.yaml", "bench-x")
