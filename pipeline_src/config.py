@@ -120,6 +120,10 @@ def validate(params: dict, source: str = DEFAULT_PARAMS) -> dict:
             if name not in params[section]:
                 raise ConfigError(f"{source}: key '{key}': {name!r} is not defined under '{section}'; "
                                   f"defined: {sorted(params[section])}")
+    for name in (params.get("paper") or {}).get("ppl", {}):
+        if name not in params["methods"]:
+            raise ConfigError(f"{source}: key 'paper.ppl.{name}': not a method defined under 'methods'; "
+                              f"defined: {sorted(params['methods'])}")
     for name, ds in params["datasets"].items():
         c = ds["corpus"]
         if c["type"] == "synthetic":

@@ -97,6 +97,12 @@ def headline_markdown(head: pd.DataFrame) -> str:
         synthetic = h.gap_nll.notna().any()
         if synthetic:
             cols.append("gap to truth (nats)")
+        best = "best_model_ppl" in h and h.best_model_ppl.notna().any()  # keep: last
+        if best:
+            cols.append("best-valid epoch's test ppl")
+        paper = "paper_ppl" in h and h.paper_ppl.notna().any()
+        if paper:
+            cols += ["paper", "vs paper"]
         cols += ["rank", "train s", "head kFLOP/token (train)"]
         lines = [f"**{ds}** ({seeds} seeds)" if len(head.dataset.unique()) > 1 else "",
                  "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -106,6 +112,10 @@ def headline_markdown(head: pd.DataFrame) -> str:
                      r.verdict]
             if synthetic:
                 cells.append(f"{r.gap_nll:.3f}")
+            if best:
+                cells.append(f"{r.best_model_ppl:.2f}")
+            if paper:
+                cells += ["—", "—"] if pd.isna(r.paper_ppl) else [f"{r.paper_ppl:.2f}", f"{100 * r.vs_paper:+.1f}%"]
             bound = f" (≤ {int(r.head_dim) + 2})" if r.logprob_rank <= r.head_dim + 2 else ""
             cells += [f"{r.logprob_rank:.0f}{bound}", f"{r.train_time_s:.0f}", f"{r.head_flops_per_token_train / 1e3:.1f}"]
             lines.append("| " + " | ".join(cells) + " |")

@@ -59,14 +59,17 @@ def holm(pvalues, alpha: float) -> np.ndarray:
 HEADLINE_COLUMNS = ["dataset", "method", "type", "seeds", "nll", "nll_low", "nll_high", "ppl", "ppl_low", "ppl_high",
                     "reference", "pairs", "delta_nll", "delta_low", "delta_high", "ppl_ratio", "improve_share",
                     "p_value", "p_holm", "verdict", "gap_nll", "tokens_per_s_train", "train_time_s", "peak_mem_mb",
-                    "params", "head_flops_per_token_train", "head_flops_per_token_eval", "logprob_rank", "head_dim"]
+                    "params", "head_flops_per_token_train", "head_flops_per_token_eval", "logprob_rank", "head_dim",
+                    "best_model_ppl", "paper_ppl", "vs_paper"]
 
 
 def headline(summary: pd.DataFrame, reference: str, confidence: float = 0.95, resamples: int = 9999,
-             split: str = "test") -> pd.DataFrame:
+             split: str = "test", paper: dict | None = None) -> pd.DataFrame:
     """Per dataset and method, over run seeds: mean test nll / ppl with intervals, and the paired
     difference of nll against ``reference`` (method - reference, nats/token; negative = better) with
-    its interval, the share of seeds that improve, the Holm-corrected p-value and a verdict."""
+    its interval, the share of seeds that improve, the Holm-corrected p-value and a verdict. With
+    ``paper`` (the params file's ``paper:`` section), each method's published figure and the relative
+    distance to it (``vs_paper``: ppl / paper - 1)."""
     alpha = 1.0 - confidence
     rows = []
     df = summary[summary.split == split]
@@ -84,6 +87,11 @@ def headline(summary: pd.DataFrame, reference: str, confidence: float = 0.95, re
                         "head_flops_per_token_train", "head_flops_per_token_eval", "logprob_rank", "head_dim"):
                 if col in gm and gm[col].notna().any():
                     row[col] = float(gm[col].mean())
+            if "best_model_nll" in gm and gm.best_model_nll.notna().all():  # keep: last; the best-valid epoch's
+                row["best_model_ppl"] = math.exp(float(gm.best_model_nll.mean()))
+            published = ((paper or {}).get("ppl") or {}).get(method)
+            if published is not None and (paper or {}).get("split", "test") == split:
+                row.update(paper_ppl=float(published), vs_paper=row["ppl"] / published - 1)
             common = nll.index.intersection(ref.index)
             if method != reference and len(common):
                 diff = (nll.loc[common] - ref.loc[common]).values

@@ -19,13 +19,14 @@ SUMMARY_COLUMNS = ["dataset", "method", "type", "seed", "split", "nll", "ppl", "
                    "tokens_per_s_train", "tokens_per_s_eval", "train_time_s", "wall_time_s", "peak_mem_mb", "params",
                    "head_flops_per_token_train", "head_flops_per_token_eval", "epochs", "best_epoch", "lr",
                    "logprob_rank", "rank_contexts", "head_dim", "device", "threads", "cpu_model", "load_avg",
-                   "torch", "config_hash"]
+                   "torch", "kept_epoch", "best_model_nll", "config_hash"]
 
 
 def summary_rows(metrics: dict) -> list[dict]:
     rows = []
     rank = metrics.get("rank") or {}
     env = metrics.get("environment") or {}
+    best = metrics.get("best_valid_model") or {}  # keep: last: the best-validation epoch's scores too
     for split, m in metrics["splits"].items():
         rows.append({"dataset": metrics["dataset"], "method": metrics["method"],
                      "type": metrics["config"]["method"]["type"], "seed": metrics["seed"],
@@ -44,6 +45,7 @@ def summary_rows(metrics: dict) -> list[dict]:
                      "head_dim": rank.get("head_dim"), "device": metrics["device"],
                      "threads": env.get("threads", metrics.get("threads")), "cpu_model": env.get("cpu_model"),
                      "load_avg": env.get("load_avg_start"), "torch": env.get("torch", metrics.get("torch")),
+                     "kept_epoch": metrics.get("kept_epoch"), "best_model_nll": (best.get(split) or {}).get("nll"),
                      "config_hash": metrics["config_hash"]})
     return rows
 
@@ -79,7 +81,7 @@ def summarize(params: dict) -> pd.DataFrame:
     history = history[["dataset", "method", "seed"] + [c for c in history.columns
                                                        if c not in ("dataset", "method", "seed")]]
     st = params["statistics"]
-    head = headline(df, st["reference"], st["confidence"], st["resamples"])
+    head = headline(df, st["reference"], st["confidence"], st["resamples"], paper=params.get("paper"))
     _write(paths.summary_path(params), df)
     _write(paths.history_path(params), history)
     _write(paths.matrix_summary_path(params), pd.DataFrame(matrix_rows))

@@ -66,6 +66,19 @@ def test_headline_with_one_seed_says_so():
     assert h.loc["mos", "verdict"] == "one seed: no verdict" and math.isnan(h.loc["mos", "delta_low"])
 
 
+def test_headline_compares_with_the_papers_figure_and_the_best_validation_model():
+    df = _summary({"nce": [math.log(100.0), math.log(110.0)], "neglm": [math.log(98.0), math.log(99.0)]})
+    df["best_model_nll"] = df.nll - 0.01
+    paper = {"source": "x", "split": "test", "ppl": {"neglm": 98.35}}
+    h = headline(df, "nce", 0.95, 999, paper=paper).set_index("method")
+    want = math.exp((math.log(98.0) + math.log(99.0)) / 2)  # exp of the mean nll: a geometric mean
+    assert h.loc["neglm", "paper_ppl"] == 98.35 and h.loc["neglm", "vs_paper"] == pytest.approx(want / 98.35 - 1)
+    assert math.isnan(h.loc["nce", "paper_ppl"]) and h.loc["nce", "best_model_ppl"] == pytest.approx(
+        math.exp(math.log(math.sqrt(100.0 * 110.0)) - 0.01))
+    valid = headline(df.assign(split="valid"), "nce", 0.95, 999, split="valid", paper=paper)
+    assert valid.paper_ppl.isna().all()  # the figures are test figures: not set beside validation
+
+
 def test_expected_best_matches_brute_force_over_all_draws():
     scores = [3.0, 1.0, 2.0, 2.0, 5.0]
     n = len(scores)
