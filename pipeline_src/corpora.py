@@ -217,8 +217,21 @@ def _fetch_into(corpus: Corpus, key: str, tmp: Path, mirror: Path | None) -> dic
                 shutil.copyfile(d / sf.name, tmp / f"{split}.txt")
                 prov["files"][split]["from"] = str((d / sf.name).resolve())
             return prov
-    # 2. the archive from the mirror; 3. the archive from the network; 4. per-file URLs
+    # 2. the archive unpacked in the mirror (its own member paths under <mirror>/<mirror_dir>/): the
+    # splits are assembled from the members named in the registry, so shards are selected by name
     arc = corpus.archive
+    if mirror is not None and arc is not None:
+        d = mirror / corpus.mirror_dir
+        if all((d / m).is_file() for members in arc.members.values() for m in members):
+            for split in SPLITS:
+                with open(tmp / f"{split}.txt", "wb") as out:
+                    for m in arc.members[split]:
+                        with open(d / m, "rb") as f:
+                            shutil.copyfileobj(f, out)
+                _verify(tmp / f"{split}.txt", corpus.splits[split].digests, f"{key} {split} assembled from {d}")
+                prov["files"][split].update({"from": str(d.resolve()), "members": list(arc.members[split])})
+            return prov
+    # 3. the archive from the mirror; 4. the archive from the network; 5. per-file URLs
     failures: list[str] = []
     if arc is not None:
         local = None
