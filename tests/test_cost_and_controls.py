@@ -87,3 +87,12 @@ def test_width_matched_control_costs_what_mos_costs_and_has_its_own_rank_bound()
 def test_explicit_width_wins_over_matching():
     hd = build_head({"type": "wide-softmax", "width": 40}, HeadContext(vocab_size=100, in_dim=8))
     assert hd.width == 40 and hd.weight.shape == (100, 40)
+
+
+def test_automatic_chunks_fit_the_cache_at_small_v_and_keep_enough_rows_at_large_v():
+    from pipeline_src.heads import HeadContext, build_head
+    from pipeline_src.heads.base import auto_chunk
+
+    assert auto_chunk(None, 500) == 262 and auto_chunk(None, 33_278) == 128 and auto_chunk(7, 33_278) == 7
+    mos = lambda v: build_head({"type": "mos", "components": 15}, HeadContext(vocab_size=v, in_dim=8))  # noqa: E731
+    assert mos(100).chunk_rows() == (1 << 19) // 1500 and mos(33_278).chunk_rows() == 64

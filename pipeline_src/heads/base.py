@@ -101,13 +101,18 @@ def output_embedding(ctx: HeadContext, init_range: float) -> tuple[nn.Parameter,
 
 
 CHUNK_ELEMENTS = 1 << 17  # elements of a chunk's largest temporary when a head sizes its chunks itself
+MIN_CHUNK_ROWS = 128  # fewer rows starve the chunk's matrix products (see auto_chunk)
 
 
-def auto_chunk(chunk_size: int | None, row_elements: int, budget: int = CHUNK_ELEMENTS) -> int:
+def auto_chunk(chunk_size: int | None, row_elements: int, budget: int = CHUNK_ELEMENTS,
+               min_rows: int = MIN_CHUNK_ROWS) -> int:
     """``chunk_size``, or (None) as many rows as keep a (rows x row_elements) temporary within
-    ``CHUNK_ELEMENTS`` (512 KiB in float32, about a core's L2 cache: the elementwise passes over a chunk
-    then stay in cache; at V = 500 this measured faster than both smaller and whole-batch chunks)."""
-    return chunk_size or max(1, budget // max(1, row_elements))
+    ``budget`` elements (2^17 = 512 KiB in float32, about a core's L2 cache: the elementwise passes over
+    a chunk then stay in cache; at V = 500 this measured faster than both smaller and whole-batch
+    chunks), but never fewer than ``min_rows``: at V = 10k and 33k the cache rule gives 13 and 3 rows,
+    whose (rows x d) x (d x V) products ran sigsoftmax at 4.4x and 24x the GEMM floor instead of 2.0x
+    and 2.2x with 128 rows (one thread, N = 700, d = 200; docs/bench.md)."""
+    return chunk_size or max(min_rows, budget // max(1, row_elements))
 
 
 def chunked_rows(fn, hidden: Tensor, target: Tensor, chunk_size: int) -> Tensor:
