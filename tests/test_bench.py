@@ -15,6 +15,36 @@ def test_peak_bytes_sees_a_known_allocation():
     assert 6_000_000 <= got <= 6_500_000
 
 
+def test_peak_bytes_starts_from_the_cleared_state():
+    """A step that begins by freeing the previous call's gradients measured its peak against memory it
+    then freed: negative (neglm-b, V = 2000: -0.37 MB). Measured from the cleared state it is the step's."""
+    old = {"grad": torch.ones(2_000_000)}  # 8 MB left by an earlier call
+
+    def clear():
+        old["grad"] = None
+
+    def step():
+        clear()
+        x = torch.ones(250_000)  # 1 MB
+        del x
+
+    assert peak_bytes(step, CPU) < 0  # the old measurement's failure, reproduced
+    old["grad"] = torch.ones(2_000_000)
+    assert 1_000_000 <= peak_bytes(step, CPU, clear) <= 1_100_000
+
+
+def test_every_heads_step_peak_is_positive(tiny):
+    from pipeline_src.bench import bench_one
+
+    from pipeline_src.config import validate
+
+    p = validate(tiny)
+    for name, spec in {**p["methods"], "neglm-b": {"type": "neglm-b", "negatives": 20},
+                       "sampled-softmax": {"type": "sampled-softmax", "negatives": 20}}.items():
+        r = bench_one(name, spec, 300, 64, 16, CPU, repeats=1, warmup=1)
+        assert r["peak_mem_mb"] > 0, name
+
+
 def test_time_fn_returns_a_median_in_ms():
     assert time_fn(lambda: None, CPU, repeats=3, warmup=0) < 1.0
 
