@@ -70,6 +70,9 @@ def test_the_shipped_lm1b_config_runs_end_to_end_on_a_tiny_archive_layout(lm1b_m
     assert head.loc["neglm", "paper_ppl"] == 65.84 and head.loc["nce", "paper_ppl"] == 69.28
     metrics = json.loads((tmp_path / "results" / "runs" / "lm1b" / "nce" / "seed1" / "metrics.json").read_text())
     assert metrics["kept_epoch"] == 1 and metrics["config"]["training"]["epochs"] == 1
+    # one epoch: the last and the best-validation model are the same weights, scored by the same code
+    assert metrics["best_valid_model"]["epoch"] == 1
+    assert metrics["best_valid_model"]["test"]["nll"] == pytest.approx(metrics["splits"]["test"]["nll"], rel=1e-6)
     assert metrics["config"]["model"] == {"emb_dim": 512, "hidden_dim": 512, "layers": 1, "dropout": 0.1,
                                           "tie_weights": False}
 
