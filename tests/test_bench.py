@@ -1,6 +1,6 @@
 import torch
 
-from pipeline_src.bench import peak_bytes, run_bench, time_fn
+from pipeline_src.bench import peak_bytes, peak_from_events, run_bench, time_fn
 
 CPU = torch.device("cpu")
 
@@ -15,22 +15,15 @@ def test_peak_bytes_sees_a_known_allocation():
     assert 6_000_000 <= got <= 6_500_000
 
 
-def test_peak_bytes_starts_from_the_cleared_state():
-    """A step that begins by freeing the previous call's gradients measured its peak against memory it
-    then freed: negative (neglm-b, V = 2000: -0.37 MB). Measured from the cleared state it is the step's."""
-    old = {"grad": torch.ones(2_000_000)}  # 8 MB left by an earlier call
-
-    def clear():
-        old["grad"] = None
-
-    def step():
-        clear()
-        x = torch.ones(250_000)  # 1 MB
-        del x
-
-    assert peak_bytes(step, CPU) < 0  # the old measurement's failure, reproduced
-    old["grad"] = torch.ones(2_000_000)
-    assert 1_000_000 <= peak_bytes(step, CPU, clear) <= 1_100_000
+def test_peak_from_profiler_events_is_a_running_sum_in_time_order():
+    """The old rule (first event's total minus its bytes as the base) gave a negative peak when the
+    trace's first event was not the earliest, or was a free of memory allocated before the step."""
+    ev = lambda ts, b, total: {"ts": ts, "args": {"Bytes": b, "Total Allocated": total}}  # noqa: E731
+    events = [ev(1, -500, 700), ev(2, 100, 800), ev(3, -100, 700)]  # frees 500 left by an earlier call first
+    old = max(e["args"]["Total Allocated"] for e in events) - (events[0]["args"]["Total Allocated"] -
+                                                                events[0]["args"]["Bytes"])
+    assert old == -400 and peak_from_events(events) == 0  # frees, then a smaller allocation: nothing extra
+    assert peak_from_events([ev(3, -400, 300), ev(1, 400, 400), ev(2, 300, 700)]) == 700  # trace out of order
 
 
 def test_every_heads_step_peak_is_positive(tiny):
