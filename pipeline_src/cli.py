@@ -134,8 +134,13 @@ def _evaluate(params: dict, args) -> None:
 def _summarize(params: dict, args) -> None:
     from .summarize import summarize
 
-    df = summarize(params)
+    df = summarize(params, partial=args.partial)
     print(df.to_string(index=False))
+    if args.partial:
+        import json
+
+        info = json.loads(paths.summary_path(params).with_suffix(".json").read_text())
+        print(f"summarised {info['runs']} of {info['of']} runs; missing: {', '.join(info['missing']) or 'none'}")
 
 
 def _report(params: dict, args) -> None:
@@ -205,6 +210,9 @@ def parser() -> argparse.ArgumentParser:
         if name == "publish":
             sp.add_argument("--wall-time-s", type=float, default=None,
                             help="the run's wall time, as measured by whoever ran it (recorded in provenance.json)")
+        if name == "summarize":
+            sp.add_argument("--partial", action="store_true",
+                            help="summarise the finished runs only; the missing ones are listed in summary.json")
         if name == "bench":
             sp.add_argument("--quick", action="store_true", help="small sizes, for tests")
     return p

@@ -32,7 +32,7 @@ from .runtime import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
-TABLES = ("summary.csv", "headline.csv", "history.csv", "matrix.csv", "bench.csv", "bench.json", "tuning.csv",
+TABLES = ("summary.csv", "summary.json", "headline.csv", "history.csv", "matrix.csv", "bench.csv", "bench.json", "tuning.csv",
           "tuning_curves.csv")
 BLOCK = re.compile(r"(<!-- results-table: (?P<path>\S+?) -->\n)(?P<body>.*?)(<!-- end results-table -->)", re.S)
 
@@ -61,6 +61,9 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     else:
         summary = pd.read_csv(paths.summary_path(params))
         command = f"snakemake --cores all --config params={params_file}"
+        info = paths.summary_path(params).with_suffix(".json")
+        if info.exists() and json.loads(info.read_text())["partial"]:
+            command = f"python -m pipeline_src summarize --partial --config {params_file}"  # after the finished runs
     # every run must come from this params file (and, when tuned, from its current selection)
     for r in summary.drop_duplicates(["dataset", "method", "seed"]).itertuples():
         want = config_hash(final_config(params, r.dataset, r.method, int(r.seed)))
@@ -80,7 +83,8 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
         "params_file": str(params_file), "params": params, "published": datetime.now(timezone.utc).isoformat(
             timespec="seconds"), "files": copied, "seeds": run_seeds(params), "cpu_model": cpu_model(),
         "run_config_hashes": sorted(summary.config_hash.unique().tolist()),
-        "command": command, "wall_time_s": wall_time_s})
+        "command": command, "wall_time_s": wall_time_s,
+        "runs": json.loads(info.read_text()) if not bench_only and info.exists() else None})
     update_docs()
     return out
 
@@ -94,6 +98,9 @@ def headline_markdown(head: pd.DataFrame) -> str:
         seeds = int(h.seeds.max())
         ci = "95% CI" if seeds > 1 else "one seed: no CI"
         cols = ["method", f"test ppl [{ci}]", f"Δ nll vs {ref} [{ci}]", "verdict"]
+        uneven = h.seeds.nunique() > 1  # a partial run: methods have different numbers of seeds so far
+        if uneven:
+            cols.insert(1, "seeds")
         synthetic = h.gap_nll.notna().any()
         if synthetic:
             cols.append("gap to truth (nats)")
@@ -104,12 +111,14 @@ def headline_markdown(head: pd.DataFrame) -> str:
         if paper:
             cols += ["paper", "vs paper"]
         cols += ["rank", "train s", "head kFLOP/token (train)"]
-        lines = [f"**{ds}** ({seeds} seeds)" if len(head.dataset.unique()) > 1 else "",
+        lines = [f"**{ds}** ({seeds} seeds{' at most' if uneven else ''})" if len(head.dataset.unique()) > 1 else "",
                  "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for r in h.itertuples():
             cells = [r.method, _interval(r.ppl, r.ppl_low, r.ppl_high, 1),
                      "—" if r.method == ref else _interval(r.delta_nll, r.delta_low, r.delta_high, 3, signed=True),
                      r.verdict]
+            if uneven:
+                cells.insert(1, str(int(r.seeds)))
             if synthetic:
                 cells.append(f"{r.gap_nll:.3f}")
             if best:
@@ -156,6 +165,8 @@ def provenance_markdown(prov: dict) -> str:
     rows = [("command", f"`{prov['command']}`"), ("commit", f"`{prov['commit'][:12]}`"),
             ("run seeds", ", ".join(map(str, prov["seeds"]))),
             ("wall time", "not recorded" if wall is None else f"{wall // 60:.0f} min {wall % 60:.0f} s"),
+            *([("runs", f"{prov['runs']['runs']} of {prov['runs']['of']}; not yet run: "
+                        f"{', '.join(prov['runs']['missing'])}")] if (prov.get("runs") or {}).get("partial") else []),
             ("machine", prov["cpu_model"]), ("published", prov["published"])]
     return "| | |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
 

@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from . import paths
-from .atomic import atomic_path
+from .atomic import atomic_path, write_json
 from .config import run_seeds
 from .stats import expected_best, headline
 
@@ -55,15 +55,21 @@ def _write(path, frame: pd.DataFrame) -> None:
         frame.to_csv(tmp, index=False)
 
 
-def summarize(params: dict) -> pd.DataFrame:
-    rows, curves = [], []
+def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
+    """``partial``: summarise the runs that have finished and list the others in ``summary.json``
+    (a long experiment publishes its results as they land; the tables then say how many runs they hold)."""
+    rows, curves, missing = [], [], []
     for dataset in params["run"]["datasets"]:
         for method in params["run"]["methods"]:
             for seed in run_seeds(params):
                 path = paths.metrics_path(params, dataset, method, seed)
+                if not path.exists() and partial:
+                    missing.append(f"{dataset}/{method}/seed{seed}")
+                    continue
                 if not path.exists():
                     raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src evaluate "
-                                            f"--dataset {dataset} --method {method} --seed {seed}` first")
+                                            f"--dataset {dataset} --method {method} --seed {seed}` first "
+                                            f"(or `summarize --partial` to summarise the finished runs)")
                 rows.extend(summary_rows(json.loads(path.read_text())))
                 hist = pd.read_csv(paths.run_dir(params, dataset, method, seed) / "history.csv")
                 curves.append(hist.assign(dataset=dataset, method=method, seed=seed))
@@ -72,10 +78,15 @@ def summarize(params: dict) -> pd.DataFrame:
         for dim in params["matrix"]["dims"]:
             for seed in run_seeds(params):
                 path = paths.matrix_fit_path(params, vocab, dim, seed)
+                if not path.exists() and partial:
+                    missing.append(f"matrix/M{vocab}-d{dim}-seed{seed}")
+                    continue
                 if not path.exists():
                     raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src matrix "
                                             f"--vocab {vocab} --dim {dim} --seed {seed}` first")
                 matrix_rows.extend(json.loads(path.read_text())["rows"])
+    if not rows:
+        raise FileNotFoundError(f"no finished run under {params['results_dir']}: nothing to summarise")
     df = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
     history = pd.concat(curves, ignore_index=True)
     history = history[["dataset", "method", "seed"] + [c for c in history.columns
@@ -86,6 +97,10 @@ def summarize(params: dict) -> pd.DataFrame:
     _write(paths.history_path(params), history)
     _write(paths.matrix_summary_path(params), pd.DataFrame(matrix_rows))
     _write(paths.headline_path(params), head)
+    total = len(params["run"]["datasets"]) * len(params["run"]["methods"]) * len(run_seeds(params))
+    write_json(paths.summary_path(params).with_suffix(".json"),
+               {"partial": bool(missing), "runs": total - sum(not m.startswith("matrix/") for m in missing),
+                "of": total, "missing": missing})
     if (params.get("tuning") or {}).get("enabled"):
         trials, tcurves = tuning_tables(params)
         _write(paths.tuning_summary_path(params), trials)

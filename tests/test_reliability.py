@@ -255,3 +255,35 @@ def test_mirror_missing_one_split_names_it(capsys, default_params, tmp_path):
         (mirror / name).write_text("x\n")
     with pytest.raises(CorpusError, match=r"has ptb.train.txt, ptb.valid.txt but is missing ptb.test.txt"):
         fetch("ptb", tmp_path / "out", tmp_path / "mirror")
+
+
+def test_a_partial_summary_lists_the_missing_runs_and_a_full_one_refuses(capsys, default_params, tmp_path):
+    p = tiny_params(default_params, tmp_path)
+    p["run"]["methods"] = ["softmax", "moc"]
+    p["methods"]["moc"] = {"type": "moc", "components": 2}
+    cfg = write_params(p, tmp_path / "params.yaml")
+    _prepared(capsys, cfg)
+    for step in ("train", "evaluate"):
+        assert _cli(capsys, step, "--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--seed", "0")[0] == 0
+    rc, _, err = _cli(capsys, "summarize", "--config", str(cfg))
+    assert rc == 2 and "moc/seed0/metrics.json is missing" in _one_line_error(err) and "--partial" in err
+    rc, out, _ = _cli(capsys, "summarize", "--config", str(cfg), "--partial")
+    info = json.loads((tmp_path / "results" / "summary.json").read_text())
+    assert rc == 0 and info["partial"] and info["runs"] == 1 and info["of"] == 2
+    assert info["missing"][0] == "tiny/moc/seed0" and "summarised 1 of 2 runs" in out
+    import pandas as pd
+
+    assert list(pd.read_csv(tmp_path / "results" / "headline.csv").method) == ["softmax"]
+    import pipeline_src.publish as pub
+    from pipeline_src.config import load
+
+    pub_dir = tmp_path / "benchmarks"
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(pub, "BENCHMARKS", pub_dir)
+    monkey.setattr(pub, "update_docs", lambda: [])
+    try:
+        out = pub.publish(load(cfg), cfg, "partial")
+    finally:
+        monkey.undo()
+    table = pub.provenance_markdown(json.loads((out / "provenance.json").read_text()))
+    assert "| runs | 1 of 2; not yet run: tiny/moc/seed0, matrix/" in table and "summarize --partial" in table
