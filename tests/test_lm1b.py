@@ -42,7 +42,8 @@ def lm1b_mirror(tmp_path):
     return tmp_path / "mirror"
 
 
-def test_the_shipped_lm1b_config_runs_end_to_end_on_a_tiny_archive_layout(lm1b_mirror, tmp_path, capsys):
+def test_the_shipped_lm1b_config_runs_end_to_end_on_a_tiny_archive_layout(lm1b_mirror, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LMBENCH_MIRROR", str(lm1b_mirror))  # the variable wins over `mirror:` (CI sets it)
     p = yaml.safe_load((ROOT / "config" / "melamud-lm1b.yaml").read_text())
     p.update(data_dir=str(tmp_path / "data"), results_dir=str(tmp_path / "results"), mirror=str(lm1b_mirror))
     p["evaluation"]["rank_contexts"] = 50
