@@ -210,13 +210,24 @@ def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
         "method_name": method,
         "method": {**params["methods"][method], **overrides.get("method", {})},
         "model": dataclasses.asdict(model_config(params, dataset)),
-        "training": dataclasses.asdict(TrainConfig(**training)),
+        "training": _without_later_defaults(dataclasses.asdict(TrainConfig(**training))),
         "evaluation": params["evaluation"],
         "seed": run_seeds(params)[0] if seed is None else int(seed),
     }
     if overrides.get("tuning"):
         cfg["tuning"] = overrides["tuning"]
     return cfg
+
+
+# Training keys added after results were published, with the value that keeps the behaviour from before
+# them. A run config leaves such a key out while it holds that value, so every run made before the key
+# existed keeps its config hash and stays valid (tests/test_published.py retrains one and compares).
+LATER_TRAINING_DEFAULTS = {"schedule": "plateau", "decay_start": 1, "carry_state": False, "keep": "best"}
+
+
+def _without_later_defaults(training: dict) -> dict:
+    return {k: v for k, v in training.items()
+            if not (k in LATER_TRAINING_DEFAULTS and v == LATER_TRAINING_DEFAULTS[k])}
 
 
 def config_hash(cfg: Any) -> str:

@@ -89,3 +89,14 @@ def test_carry_state_keeps_the_lstm_state_across_epochs(data, tmp_path):
         start2 = seen[per_epoch]
         assert torch.count_nonzero(seen[0]) == 0  # epoch 1 starts from zeros either way
         assert (torch.count_nonzero(start2) > 0) == carry
+
+
+def test_keys_added_later_stay_out_of_run_configs_at_their_old_behaviour(tiny):
+    """Runs made before the schedule keys existed keep their config hash (and stay valid)."""
+    p = validate(tiny)
+    assert not {"schedule", "decay_start", "carry_state", "keep"} & set(run_config(p, "tiny", "softmax")["training"])
+    p["training"].update(schedule="fixed-then-geometric", decay_start=3)
+    p["datasets"]["tiny"]["training"].update(schedule="fixed-then-geometric", decay_start=3)
+    got = run_config(p, "tiny", "softmax")["training"]
+    assert got["schedule"] == "fixed-then-geometric" and got["decay_start"] == 3 and "keep" not in got
+    assert TrainConfig(**got).keep == "best"
