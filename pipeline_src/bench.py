@@ -152,8 +152,37 @@ def floor_and_reference(v: int, n: int, d: int, device: torch.device, repeats: i
         clear()
         F.cross_entropy(F.linear(hr, wr, br), target).backward()
 
-    return {"floor_ms": floor, "floor_eval_ms": floor_eval, "reference_ms": time_fn(reference, device, repeats, warmup),
-            "reference_peak_mem_mb": peak_bytes(reference, device, clear) / 2**20}
+    out = {"floor_ms": floor, "floor_eval_ms": floor_eval, "reference_ms": time_fn(reference, device, repeats, warmup),
+           "reference_peak_mem_mb": peak_bytes(reference, device, clear) / 2**20}
+    return {**out, **library_peer(hr, wr, br, target, clear, device, repeats, warmup)}
+
+
+LCE_PEERS = {"lce_auto": {}, "lce_chunk256": {"batch_chunk_size": 256, "acc_policy": "compact"}}
+
+
+def library_peer(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor, target: torch.Tensor, clear, device: torch.device,
+                 repeats: int, warmup: int) -> dict:
+    """PyTorch's own chunked softmax loss, ``F.linear_cross_entropy`` (2.13+), with its automatic options
+    and with 256-row chunks and the compact accumulation policy: the step's time and peak memory, and
+    the largest difference of its loss from F.linear + F.cross_entropy's. Empty on older PyTorch."""
+    if not hasattr(F, "linear_cross_entropy"):
+        return {}
+    with torch.no_grad():
+        exact = F.cross_entropy(F.linear(h, w, b).double(), target).item()
+    out = {}
+    for name, opts in LCE_PEERS.items():
+        options = torch.nn.LinearCrossEntropyOptions(**opts)
+
+        def step() -> None:
+            clear()
+            F.linear_cross_entropy(h, w, target, linear_bias=b, options=options).backward()
+
+        with torch.no_grad():
+            got = F.linear_cross_entropy(h, w, target, linear_bias=b, options=options).item()
+        out.update({f"{name}_ms": time_fn(step, device, repeats, warmup),
+                    f"{name}_peak_mem_mb": peak_bytes(step, device, clear) / 2**20,
+                    f"{name}_loss_error": abs(got - exact)})
+    return out
 
 
 def run_bench(params: dict, device: torch.device, quick: bool = False) -> pd.DataFrame:
@@ -175,6 +204,7 @@ def run_bench(params: dict, device: torch.device, quick: bool = False) -> pd.Dat
     df = pd.DataFrame(rows)
     cols = ["vocab", "method", "train_ms", "update_ms", "floor_ms", "train_vs_floor", "eval_ms", "floor_eval_ms",
             "eval_vs_floor", "peak_mem_mb", "reference_peak_mem_mb", "mem_vs_reference", "reference_ms", "params"]
+    cols += [c for c in df.columns if c.startswith("lce_")]  # the library peer, where PyTorch has it
     df = df[cols]
     out = paths.bench_path(params)
     with atomic_path(out) as tmp:

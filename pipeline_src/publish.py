@@ -157,6 +157,15 @@ def bench_markdown(bench: pd.DataFrame) -> str:
         lines.append(f"| {r.vocab:,} | {r.method} | {r.train_ms:,.1f} | {r.update_ms:,.1f} | {r.train_vs_floor:.2f} | "
                      f"{r.eval_vs_floor:.2f} | "
                      f"{r.peak_mem_mb:,.1f} | {r.mem_vs_reference:.2f} |")
+    if "lce_auto_ms" in bench:  # the library peer of the softmax loss, once per V
+        lines += ["", "| V | step (ms): F.linear + F.cross_entropy | F.linear_cross_entropy, auto | "
+                      "chunks of 256, compact | x floor (auto / 256) | peak MB (auto / 256) | loss error (auto / 256) |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in bench.drop_duplicates("vocab").itertuples():
+            lines.append(f"| {r.vocab:,} | {r.reference_ms:,.1f} | {r.lce_auto_ms:,.1f} | {r.lce_chunk256_ms:,.1f} | "
+                         f"{r.lce_auto_ms / r.floor_ms:.2f} / {r.lce_chunk256_ms / r.floor_ms:.2f} | "
+                         f"{r.lce_auto_peak_mem_mb:,.1f} / {r.lce_chunk256_peak_mem_mb:,.1f} | "
+                         f"{r.lce_auto_loss_error:.1e} / {r.lce_chunk256_loss_error:.1e} |")
     return "\n".join(lines) + "\n"
 
 

@@ -38,6 +38,23 @@ def test_every_heads_step_peak_is_positive(tiny):
         assert r["peak_mem_mb"] > 0, name
 
 
+def test_the_library_peer_is_exact_and_in_the_table(tiny):
+    import pandas as pd
+    import torch.nn.functional as F
+
+    from pipeline_src.publish import bench_markdown
+
+    df = run_bench(tiny, CPU)
+    if not hasattr(F, "linear_cross_entropy"):  # PyTorch before 2.13: no peer, no columns
+        assert not [c for c in df.columns if c.startswith("lce_")]
+        return
+    r = df.iloc[0]
+    assert r.lce_auto_ms > 0 and r.lce_chunk256_ms > 0 and r.lce_auto_peak_mem_mb > 0
+    assert r.lce_auto_loss_error < 1e-5 and r.lce_chunk256_loss_error < 1e-5  # the same loss as F.cross_entropy
+    table = bench_markdown(pd.DataFrame(df))
+    assert "F.linear_cross_entropy, auto" in table and table.strip().splitlines()[-1].startswith("| 50 |")
+
+
 def test_time_fn_returns_a_median_in_ms():
     assert time_fn(lambda: None, CPU, repeats=3, warmup=0) < 1.0
 
