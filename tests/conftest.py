@@ -50,6 +50,21 @@ def tiny(default_params, tmp_path) -> dict:
     return tiny_params(default_params, tmp_path)
 
 
+@pytest.fixture
+def tiny_data(tiny):
+    """The tiny config validated, its language generated and prepared: (params, raw dir, prepared dir)."""
+    from pipeline_src import paths
+    from pipeline_src.config import data_config, validate
+    from pipeline_src.prepare import prepare
+    from pipeline_src.synthetic import generate
+
+    p = validate(tiny)
+    raw, prep = paths.raw_dir(p, "tiny"), paths.prepared_dir(p, "tiny")
+    generate(p["datasets"]["tiny"]["corpus"], raw, p["seed"])
+    prepare(raw, prep, data_config(p, "tiny"))
+    return p, raw, prep
+
+
 def write_params(params: dict, path: Path) -> Path:
     path.write_text(yaml.safe_dump(params, sort_keys=False))
     return path

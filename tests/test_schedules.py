@@ -37,11 +37,8 @@ def test_plateau_divides_only_when_validation_does_not_improve():
 
 
 @pytest.fixture
-def data(tiny):
-    p = validate(tiny)
-    raw, prep = paths.raw_dir(p, "tiny"), paths.prepared_dir(p, "tiny")
-    generate(p["datasets"]["tiny"]["corpus"], raw, p["seed"])
-    prepare(raw, prep, data_config(p, "tiny"))
+def data(tiny_data):
+    p, _, prep = tiny_data
     return p, prep
 
 

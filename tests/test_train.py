@@ -18,12 +18,8 @@ CPU = torch.device("cpu")
 
 
 @pytest.fixture
-def data(tiny):
-    p = validate(tiny)
-    raw, prep = paths.raw_dir(p, "tiny"), paths.prepared_dir(p, "tiny")
-    generate(p["datasets"]["tiny"]["corpus"], raw, p["seed"])
-    prepare(raw, prep, data_config(p, "tiny"))
-    return p, raw, prep
+def data(tiny_data):
+    return tiny_data
 
 
 def test_batchify_and_segments():
