@@ -1,15 +1,11 @@
 """Learning-rate schedules, state carried across epochs, and testing the last epoch's model."""
 import dataclasses
-import math
 
 import pytest
 import torch
 
-from pipeline_src import paths
-from pipeline_src.config import TrainConfig, data_config, run_config, validate
-from pipeline_src.prepare import prepare
+from pipeline_src.config import TrainConfig, run_config, validate
 from pipeline_src.schedules import lr_at, next_lr
-from pipeline_src.synthetic import generate
 from pipeline_src.train import train
 
 CPU = torch.device("cpu")

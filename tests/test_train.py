@@ -6,13 +6,11 @@ import torch
 
 from pipeline_src import paths
 from pipeline_src.batching import batchify, scored_positions, segments
-from pipeline_src.config import run_config, validate
+from pipeline_src.config import run_config
 from pipeline_src.corpora import SPLITS
 from pipeline_src.evaluate import evaluate, stream_log_probs
-from pipeline_src.prepare import load_split, prepare
-from pipeline_src.synthetic import generate
+from pipeline_src.prepare import load_split
 from pipeline_src.train import ResumeError, build_model, train
-from pipeline_src.config import data_config
 
 CPU = torch.device("cpu")
 
