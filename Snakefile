@@ -2,6 +2,9 @@
 # Every step is `python -m pipeline_src <step>`; DVC's dvc.yaml calls the same CLI.
 # Config: params.yaml (or `--config params=FILE`), validated before any job starts.
 
+report: "workflow/report/workflow.rst"  # `snakemake --report report.html`: results, captions, code, params
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"

@@ -150,6 +150,13 @@ def _report(params: dict, args) -> None:
     print(f"wrote {paths.report_path(params)}")
 
 
+def _figures(params: dict, args) -> None:
+    from .figures import write
+
+    for path in write(params, args.dataset):
+        print(f"wrote {path}")
+
+
 def _bench(params: dict, args) -> None:
     from .bench import run_bench
 
@@ -184,6 +191,8 @@ COMMANDS = {
                ("dataset", "method")),
     "evaluate": (_evaluate, "exact valid/test perplexity of a trained run", ("dataset", "method", "seed")),
     "summarize": (_summarize, "collect all runs' metrics into results/summary.csv", ()),
+    "figures": (_figures, "draw a dataset's headline figures (forest, Pareto, learning curves) as SVG files",
+                ("dataset",)),
     "report": (_report, "execute the report notebook and render results/report.html", ()),
     "bench": (_bench, "time and measure memory of every output layer against the matmul floor", ()),
     "publish": (_publish, "copy a finished run's tables to benchmarks/NAME with provenance; regenerate README tables",

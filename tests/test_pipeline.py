@@ -73,8 +73,9 @@ def test_snakemake_dag_and_dvc_stages_do_not_drift(tmp_path, default_params):
     assert smk_cmds == dvc_cmds
     assert smk_outs == dvc_outs
     # fetch, prepare, train, evaluate (2 datasets x 2 methods x 2 seeds), matrix fits (2 dims x 2 seeds);
-    # summarize, bench, report
-    assert len(dvc_cmds) == 2 + 2 + 8 + 8 + 4 + 3
+    # figures (per dataset); summarize, bench, report
+    assert len(dvc_cmds) == 2 + 2 + 8 + 8 + 4 + 2 + 3
+    assert "results/figures/ptb/forest.svg" in smk_outs
     # seeds fan out into run directories that name them, shared data: seed k of two methods is a pair
     assert "results/runs/tiny/softmax-small-chunks/seed7/metrics.json" in smk_outs
     assert {o for o in smk_outs if o.startswith("data/")} == {"data/raw/tiny", "data/prepared/tiny",
@@ -98,7 +99,7 @@ def test_end_to_end_snakemake_then_dvc(tmp_path, default_params):
     write_params(dict(p, data_dir="data", results_dir="results"), proj / "params.yaml")
     dry = _sh([str(BIN / "snakemake"), "-n", "--cores", "1"], proj).stdout
     jobs = set(re.findall(r"^rule (\w+):", dry, flags=re.M))
-    assert jobs == {"train", "evaluate", "summarize", "report", "bench", "matrix_fit", "all"}
+    assert jobs == {"train", "evaluate", "summarize", "figures", "report", "bench", "matrix_fit", "all"}
 
     # the original config through DVC in a git repository: the same outputs, the same numbers
     # (up to float summation order: DVC gives jobs torch's default thread count, Snakemake one)

@@ -1,12 +1,13 @@
 """The report as a reader sees it: executed on a run with three seeds and with one, without error
-outputs, and rendered in headless Chromium at 1280 px (every figure loaded, nothing wider than the page,
-the headline table with one row per method)."""
+outputs, rendered in headless Chromium at 1280 px (every figure loaded, nothing wider than the page, the
+headline table with one row per method), and Snakemake's own report carrying the results."""
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,7 @@ def reports(default_params, tmp_path_factory):
     p["run"] = {"datasets": ["tiny"], "methods": ["softmax", "mos", "nce"], "seeds": [0, 1, 2]}
     proj = _project(tmp, p)
     _sh([str(BIN / "snakemake"), "--cores", "2"], proj)
+    _sh([str(BIN / "snakemake"), "--cores", "1", "--report", str(tmp / "snakemake-report.zip")], proj)
     three = proj / "results" / "report.html"
     shutil.copy(three, tmp / "three.html")
     p1 = dict(p, data_dir="data", results_dir="results", run={**p["run"], "seeds": [0]})
@@ -74,7 +76,23 @@ def reports(default_params, tmp_path_factory):
     _sh([str(BIN / "python"), "-m", "pipeline_src", "summarize"], proj)
     _sh([str(BIN / "python"), "-m", "pipeline_src", "report"], proj)
     shutil.copy(three, tmp / "one.html")
-    return {"three": tmp / "three.html", "one": tmp / "one.html"}
+    return {"three": tmp / "three.html", "one": tmp / "one.html", "snakemake": tmp / "snakemake-report.zip",
+            "project": proj}
+
+
+@pytest.mark.slow
+def test_snakemake_report_carries_the_results_with_captions(reports):
+    """`snakemake --report` holds the papermill page, the tables, the headline figures per dataset and
+    every run's history and metrics, under the categories a reader looks for."""
+    with zipfile.ZipFile(reports["snakemake"]) as z:
+        names = [Path(n).name for n in z.namelist() if "/data/raw/" in n]
+        page = z.read(f"{reports['snakemake'].stem}/report.html").decode("utf-8")  # the zip's top folder is its stem
+    for f in ("report.html", "headline.csv", "summary.csv", "bench.csv", "forest.svg", "pareto.svg", "curves.svg"):
+        assert names.count(f) == 1, (f, sorted(names))
+    assert names.count("history.csv") == names.count("metrics.json") == 3 * 3  # methods x seeds
+    for text in ("Results tables", "Speed and memory", "headline figures", "forest plot of Δ nll",
+                 "Forest plot: mean paired difference", "benchmark report (papermill)"):
+        assert text in page or json.dumps(text)[1:-1] in page, text
 
 
 @pytest.mark.slow
@@ -110,3 +128,39 @@ def test_browser_check_catches_an_overflowing_page_and_a_missing_figure(tmp_path
                    '<div style="width:3000px">wide</div><img src="missing.png"></body></html>')
     got = browser_check(bad, tmp_path)
     assert got["scroll_width"] > got["width"] and got["wide"] and got["broken"] == 1
+
+
+def _broken_notebook(tmp_path: Path, code: str) -> Path:
+    from pipeline_src.report import NOTEBOOK
+
+    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
+    nb["cells"].append({"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+                        "source": code, "id": "deliberately-broken"})
+    path = tmp_path / "broken.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None and not os.environ.get("CI"), reason="Debian's chromium is not installed")
+def test_a_deliberately_broken_notebook_fails_the_checks(reports, tmp_path):
+    """The real notebook plus one bad cell: a table running off the page and a figure that does not load
+    are caught in the browser; a cell that raises leaves no report.html behind at all."""
+    from pipeline_src.config import load
+    from pipeline_src.report import render
+
+    assert CHROMIUM
+    shutil.copytree(reports["project"] / "results", tmp_path / "results")
+    params = dict(load(str(reports["project"] / "params.yaml")), results_dir=str(tmp_path / "results"))
+    (tmp_path / "results" / "report.html").unlink()
+    wide = _broken_notebook(tmp_path, 'display(HTML(\'<div style="width:3000px">wide table</div>'
+                                      '<img src="figures/missing.png">\'))')
+    got = browser_check(render(params, Path("params.yaml"), wide), tmp_path)
+    # the notebook's output areas scroll sideways, so the page keeps its width, but the element is wider
+    assert any(w.startswith("DIV") for w in got["wide"]) and got["broken"] == 1, got
+
+    (tmp_path / "results" / "report.html").unlink()
+    failing = _broken_notebook(tmp_path, 'raise ValueError("deliberately broken")')
+    with pytest.raises(Exception, match="deliberately broken"):
+        render(params, Path("params.yaml"), failing)
+    assert not (tmp_path / "results" / "report.html").exists()

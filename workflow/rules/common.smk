@@ -116,8 +116,14 @@ def get_matrix_fits(wildcards=None):
             for v in P["matrix"]["vocab_sizes"] for d in P["matrix"]["dims"] for s in SEEDS]
 
 
+def get_figures(wildcards=None):
+    from pipeline_src.figures import FIGURES, figures_dir
+
+    return [str(figures_dir(P, d) / f"{f}.svg") for d in DATASETS for f in FIGURES]
+
+
 def get_final_outputs():
-    return [str(paths.summary_path(P)), str(paths.report_path(P)), str(paths.bench_path(P))]
+    return [str(paths.summary_path(P)), str(paths.report_path(P)), str(paths.bench_path(P)), *get_figures()]
 
 
 RESULTS = P["results_dir"]

@@ -22,10 +22,12 @@ rule summarize:
         get_matrix_fits,
         get_all_selected,
     output:
-        summary=f"{RESULTS}/summary.csv",
+        summary=report(f"{RESULTS}/summary.csv", caption="../report/summary.rst", category="Results tables",
+                       labels={"table": "every run and split"}),
         history=f"{RESULTS}/history.csv",
         matrix=f"{RESULTS}/matrix.csv",
-        headline=f"{RESULTS}/headline.csv",
+        headline=report(f"{RESULTS}/headline.csv", caption="../report/headline.rst", category="Results tables",
+                        labels={"table": "headline per dataset and method"}),
     params:
         statistics=P["statistics"],
     log:
@@ -36,9 +38,32 @@ rule summarize:
         cli("summarize") + " > {log} 2>&1"
 
 
+rule figures:
+    input:
+        summary=f"{RESULTS}/summary.csv",
+        history=f"{RESULTS}/history.csv",
+        headline=f"{RESULTS}/headline.csv",
+    output:
+        forest=report(f"{RESULTS}/figures/{{dataset}}/forest.svg", caption="../report/forest.rst",
+                      category="{dataset}", subcategory="headline figures", labels={"figure": "forest plot of Δ nll"}),
+        pareto=report(f"{RESULTS}/figures/{{dataset}}/pareto.svg", caption="../report/pareto.rst",
+                      category="{dataset}", subcategory="headline figures", labels={"figure": "quality against cost"}),
+        curves=report(f"{RESULTS}/figures/{{dataset}}/curves.svg", caption="../report/curves.rst",
+                      category="{dataset}", subcategory="headline figures", labels={"figure": "learning curves"}),
+    params:
+        statistics=P["statistics"],
+    log:
+        f"{LOGS}/figures/{{dataset}}.log",
+    conda:
+        ENV
+    shell:
+        cli("figures", dataset="{wildcards.dataset}") + " > {log} 2>&1"
+
+
 rule bench:
     output:
-        table=f"{RESULTS}/bench.csv",
+        table=report(f"{RESULTS}/bench.csv", caption="../report/bench.rst", category="Speed and memory",
+                     labels={"table": "bench: heads against the matmul floor"}),
         meta=f"{RESULTS}/bench.json",
     params:
         bench=P["bench"],
@@ -61,7 +86,8 @@ rule report:
         bench=f"{RESULTS}/bench.csv",
         notebook="workflow/notebooks/report.ipynb",
     output:
-        html=f"{RESULTS}/report.html",
+        html=report(f"{RESULTS}/report.html", caption="../report/report.rst", category="Report",
+                    labels={"page": "benchmark report (papermill)"}),
         notebook=f"{RESULTS}/report.ipynb",
     log:
         f"{LOGS}/report.log",

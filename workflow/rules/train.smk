@@ -36,7 +36,8 @@ rule train:
         get_selected,
     output:
         model=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/model.pt",
-        history=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/history.csv",
+        history=report(f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/history.csv", caption="../report/run.rst",
+                       category="{dataset}", subcategory="{method}", labels={"seed": "{seed}", "file": "history"}),
         summary=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/train.json",
     params:
         run_hash=get_run_hash,
@@ -58,7 +59,8 @@ rule evaluate:
         model=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/model.pt",
         summary=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/train.json",
     output:
-        f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/metrics.json",
+        report(f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/metrics.json", caption="../report/run.rst",
+               category="{dataset}", subcategory="{method}", labels={"seed": "{seed}", "file": "metrics"}),
     params:
         run_hash=get_run_hash,
     log:

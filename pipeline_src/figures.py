@@ -1,0 +1,146 @@
+"""The headline figures of one dataset, drawn from the result tables only: the forest plot of paired
+differences against the reference, quality against cost (time and memory, with the Pareto front) and the
+validation learning curves. The report notebook shows them inline; the `figures` step writes the same
+figures as SVG files, which Snakemake's own report (`snakemake --report`) carries with captions."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from . import paths
+from .atomic import atomic_path
+from .report_style import method_styles, pareto_front
+
+FIGURES = ("forest", "pareto", "curves")  # one SVG each per dataset, in results/figures/<dataset>/
+
+
+def _plt():
+    import matplotlib.pyplot as plt  # the notebook's inline backend, or agg (set by write)
+
+    return plt
+
+
+def styles(summary: pd.DataFrame) -> dict[str, dict]:
+    """One colour and marker per method of the run, the same in every figure."""
+    return method_styles(dict(zip(summary.method, summary.type)))
+
+
+def forest(head: pd.DataFrame, dataset: str, level: int, style: dict):
+    """Mean paired test-nll difference against the reference with its interval, one line per method.
+    ``None`` when the reference is not in the run (nothing is paired)."""
+    plt = _plt()
+    reference = head.reference.iloc[0]
+    h = head[(head.dataset == dataset) & (head.method != reference)].dropna(subset=["delta_nll"])
+    h = h.sort_values("delta_nll", ascending=False)
+    if h.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(h) + 1.2))
+    for i, r in enumerate(h.itertuples()):
+        st = style[r.method]
+        if not math.isnan(r.delta_low):
+            ax.plot([r.delta_low, r.delta_high], [i, i], color=st["color"], lw=2)
+        ax.plot(r.delta_nll, i, marker=st["marker"], color=st["color"], ms=8, mec="k", mew=0.5)
+    ax.axvline(0, color="k", lw=1)
+    ax.set_yticks(range(len(h)))
+    ax.set_yticklabels(h.method)
+    ax.set_xlabel(f"test nll − {reference} test nll (nats/token), {level}% interval over seeds")
+    ax.set_title(dataset)
+    fig.tight_layout()
+    return fig
+
+
+def pareto(head: pd.DataFrame, dataset: str, style: dict):
+    """Mean test perplexity against training time and against peak memory; the Pareto front joined."""
+    plt = _plt()
+    from matplotlib.ticker import FuncFormatter
+
+    h = head[head.dataset == dataset]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, col, label in ((axes[0], "train_time_s", "training time per run (s)"),
+                           (axes[1], "peak_mem_mb", "peak memory (MB)")):
+        for r in h.itertuples():
+            st = style[r.method]
+            ax.plot(getattr(r, col), r.ppl, marker=st["marker"], color=st["color"], ms=9, mec="k", mew=0.5, ls="",
+                    label=r.method)
+        f = h[pareto_front(h[col], h.ppl)].sort_values(col)
+        ax.plot(f[col], f.ppl, "k--", lw=1, label="Pareto front")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(label)
+        ax.set_ylabel("test perplexity")
+        for axis in (ax.xaxis, ax.yaxis):  # plain numbers, not 3.4 x 10^2
+            axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+            axis.set_minor_formatter(FuncFormatter(lambda x, _: ""))
+    axes[0].set_title(dataset)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def curves(history: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: dict):
+    """Validation perplexity per epoch: mean over seeds, band from the lowest to the highest seed; the
+    true perplexity of a synthetic language as a dashed line."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    for m, g in history[history.dataset == dataset].groupby("method", sort=False):
+        st = style[m]
+        agg = g.groupby("epoch").valid_ppl.agg(["mean", "min", "max"])
+        ax.plot(agg.index, agg["mean"], color=st["color"], marker=st["marker"], ms=3, label=m)
+        ax.fill_between(agg.index, agg["min"], agg["max"], color=st["color"], alpha=0.2, lw=0)
+    truth = summary[(summary.dataset == dataset) & (summary.split == "valid")]
+    truth = truth.true_nll.dropna() if "true_nll" in truth else pd.Series(dtype=float)
+    if len(truth):
+        ax.axhline(math.exp(float(truth.iloc[0])), color="k", ls="--", label="truth")
+    ax.set_yscale("log")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("valid perplexity")
+    ax.set_title(dataset)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _placeholder(text: str):
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 1.2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, text, ha="center", va="center")
+    return fig
+
+
+def figures_dir(params: dict, dataset: str) -> Path:
+    return Path(params["results_dir"]) / "figures" / dataset
+
+
+def write(params: dict, dataset: str) -> list[Path]:
+    """Draw the dataset's figures from summary.csv, headline.csv and history.csv; write each SVG atomically."""
+    import matplotlib
+
+    matplotlib.use("agg")
+    plt = _plt()
+    summary = pd.read_csv(paths.summary_path(params))
+    head = pd.read_csv(paths.headline_path(params))
+    history = pd.read_csv(paths.history_path(params))
+    if dataset not in set(head.dataset):
+        raise FileNotFoundError(f"{paths.headline_path(params)}: no row for dataset {dataset!r}; "
+                                f"has {sorted(set(head.dataset))} (rerun summarize)")
+    style = styles(summary)
+    level = int(round(params["statistics"]["confidence"] * 100))
+    made = {
+        "forest": forest(head, dataset, level, style)
+        or _placeholder(f"{dataset}: no paired reference ({head.reference.iloc[0]} is not in this run)"),
+        "pareto": pareto(head, dataset, style),
+        "curves": curves(history, summary, dataset, style),
+    }
+    out = []
+    for name in FIGURES:
+        path = figures_dir(params, dataset) / f"{name}.svg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path, suffix=".svg") as tmp:
+            made[name].savefig(tmp, format="svg", bbox_inches="tight", metadata={"Date": None})
+        plt.close(made[name])
+        out.append(path)
+    return out
