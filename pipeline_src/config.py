@@ -34,6 +34,7 @@ class ModelConfig:
     layers: int
     dropout: float
     tie_weights: bool
+    proj_dim: int | None = None  # untied: a linear projection of the encoder's output to this width (the head's d)
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,10 @@ def validate(params: dict, source: str = DEFAULT_PARAMS) -> dict:
             if rows * c["vocab_size"] > 50_000_000:
                 raise ConfigError(f"{source}: key 'datasets.{name}.corpus': vocab_size**order = "
                                   f"{rows * c['vocab_size']:,} table entries; at most 50,000,000 are supported")
+        model = model_config(params, name)
+        if model.tie_weights and model.proj_dim not in (None, model.emb_dim):
+            raise ConfigError(f"{source}: key 'model.proj_dim' (dataset {name}): {model.proj_dim} with tie_weights "
+                              f"true; a tied head's input is emb_dim ({model.emb_dim}): drop proj_dim or untie")
     return params
 
 
@@ -209,8 +214,8 @@ def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
         "data": data_config(params, dataset),
         "method_name": method,
         "method": {**params["methods"][method], **overrides.get("method", {})},
-        "model": dataclasses.asdict(model_config(params, dataset)),
-        "training": _without_later_defaults(dataclasses.asdict(TrainConfig(**training))),
+        "model": _without_later_defaults("model", dataclasses.asdict(model_config(params, dataset))),
+        "training": _without_later_defaults("training", dataclasses.asdict(TrainConfig(**training))),
         "evaluation": params["evaluation"],
         "seed": run_seeds(params)[0] if seed is None else int(seed),
     }
@@ -219,15 +224,18 @@ def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
     return cfg
 
 
-# Training keys added after results were published, with the value that keeps the behaviour from before
-# them. A run config leaves such a key out while it holds that value, so every run made before the key
-# existed keeps its config hash and stays valid (tests/test_published.py retrains one and compares).
-LATER_TRAINING_DEFAULTS = {"schedule": "plateau", "decay_start": 1, "carry_state": False, "keep": "best"}
+# Keys added to a section after results were published, with the value that keeps the behaviour from
+# before them. A run config leaves such a key out while it holds that value, so every run made before the
+# key existed keeps its config hash and stays valid (tests/test_published.py retrains one and compares).
+LATER_DEFAULTS = {
+    "training": {"schedule": "plateau", "decay_start": 1, "carry_state": False, "keep": "best"},
+    "model": {"proj_dim": None},
+}
 
 
-def _without_later_defaults(training: dict) -> dict:
-    return {k: v for k, v in training.items()
-            if not (k in LATER_TRAINING_DEFAULTS and v == LATER_TRAINING_DEFAULTS[k])}
+def _without_later_defaults(section: str, values: dict) -> dict:
+    later = LATER_DEFAULTS[section]
+    return {k: v for k, v in values.items() if not (k in later and v == later[k])}
 
 
 def config_hash(cfg: Any) -> str:

@@ -11,7 +11,8 @@ State = tuple[Tensor, Tensor]  # (h, c), each (layers, B, hidden)
 
 
 class LSTMEncoder(nn.Module):
-    """Embedding -> dropout -> LSTM -> dropout [-> projection to emb_dim when tied and sizes differ]."""
+    """Embedding -> dropout -> LSTM -> dropout [-> linear projection]: to emb_dim when tied and the sizes
+    differ, or, untied, to ``proj_dim`` when set (a narrow head input, e.g. the real-text bottleneck)."""
 
     def __init__(self, vocab_size: int, cfg: ModelConfig, init_range: float = 0.1):
         super().__init__()
@@ -21,9 +22,12 @@ class LSTMEncoder(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.lstm = nn.LSTM(cfg.emb_dim, cfg.hidden_dim, cfg.layers,
                             dropout=cfg.dropout if cfg.layers > 1 else 0.0)
-        needs_proj = cfg.tie_weights and cfg.hidden_dim != cfg.emb_dim
-        self.proj = nn.Linear(cfg.hidden_dim, cfg.emb_dim) if needs_proj else None
-        self.out_dim = cfg.emb_dim if cfg.tie_weights else cfg.hidden_dim
+        if cfg.tie_weights and cfg.proj_dim not in (None, cfg.emb_dim):
+            raise ValueError(f"model.proj_dim {cfg.proj_dim} with tie_weights: a tied head's input is emb_dim "
+                             f"({cfg.emb_dim}); leave proj_dim out or untie")
+        self.out_dim = cfg.emb_dim if cfg.tie_weights else (cfg.proj_dim or cfg.hidden_dim)
+        needs_proj = self.out_dim != cfg.hidden_dim or (cfg.proj_dim is not None and not cfg.tie_weights)
+        self.proj = nn.Linear(cfg.hidden_dim, self.out_dim) if needs_proj else None
 
     def init_state(self, batch: int, device=None) -> State:
         z = torch.zeros(self.cfg.layers, batch, self.cfg.hidden_dim, device=device)

@@ -123,6 +123,34 @@ def test_rank_diagnostic_softmax_bounded_mos_not(data):
     assert ranks["softmax"] <= 18 < ranks["mos"]
 
 
+def test_untied_projection_narrows_the_head_input_and_its_rank(data):
+    """model.proj_dim (untied): the head sees a proj_dim-wide context, so a softmax's log-probability
+    matrix has rank at most proj_dim + 2 while a mixture's is not bounded by it."""
+    from pipeline_src.config import ConfigError, validate
+    from pipeline_src.evaluate import rank_diagnostic
+
+    p, raw, prep = data
+    ids = load_split(prep, "valid")
+    assert "proj_dim" not in run_config(p, "tiny", "softmax")["model"]  # absent: published hashes stay valid
+    p = dict(p, datasets={"tiny": {**p["datasets"]["tiny"], "model": {
+        **p["datasets"]["tiny"]["model"], "tie_weights": False, "proj_dim": 3}}})
+    ranks = {}
+    for method, spec in (("softmax", {"type": "softmax"}), ("mos", {"type": "mos", "components": 4})):
+        cfg = run_config(dict(p, methods={method: spec}), "tiny", method)
+        assert cfg["model"]["proj_dim"] == 3
+        torch.manual_seed(0)
+        model = build_model(cfg, prep)
+        assert model.encoder.proj.weight.shape == (3, 16) and model.encoder.out_dim == 3
+        r = rank_diagnostic(model, ids, 200, 10, CPU)
+        assert r["head_dim"] == 3 and r["softmax_bound"] == 5
+        ranks[method] = r["rank"]
+    assert ranks["softmax"] <= 5 < ranks["mos"]
+    tied = dict(p, datasets={"tiny": {**p["datasets"]["tiny"], "model": {
+        **p["datasets"]["tiny"]["model"], "tie_weights": True, "proj_dim": 3}}})
+    with pytest.raises(ConfigError, match=r"model.proj_dim.*tie_weights"):
+        validate(tied)
+
+
 def test_self_normalisation_diagnostics_for_sampled_heads(data):
     import math as m
 
