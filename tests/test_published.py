@@ -81,3 +81,20 @@ def test_a_bench_alone_is_published_with_its_command_and_refused_when_its_config
     p["bench"]["tokens"] = 32  # the bench file no longer describes this config
     with pytest.raises(ConfigError, match="another bench config"):
         pub.publish(p, tmp_path / "bench.yaml", "bench-x")
+
+
+def test_every_page_the_readme_and_docs_link_exists():
+    """The README is a front door: each relative link in it and in docs/ points at a file or folder that
+    exists (an anchor-only or web link is not checked)."""
+    import re
+
+    missing = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            path = target.split("#", 1)[0]
+            if not path or re.match(r"^[a-z]+:", path):
+                continue
+            if not (page.parent / path).exists():
+                missing.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert missing == []
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 80  # a front door, not a manual
