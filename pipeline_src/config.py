@@ -35,6 +35,15 @@ class ModelConfig:
     dropout: float
     tie_weights: bool
     proj_dim: int | None = None  # untied: a linear projection of the encoder's output to this width (the head's d)
+    encoder: str = "lstm"  # pipeline_src/encoders/: lstm (the PyTorch example's) or awd-lstm
+    # awd-lstm only (Merity et al. 2018; `dropout` is then the output's locked dropout):
+    last_dim: int | None = None  # size of the last LSTM layer (default: emb_dim when tied, else hidden_dim)
+    dropout_input: float = 0.0  # locked dropout on the embedding output (their dropouti)
+    dropout_hidden: float = 0.0  # locked dropout between LSTM layers (dropouth)
+    dropout_embedding: float = 0.0  # whole-word embedding dropout (dropoute)
+    weight_drop: float = 0.0  # DropConnect on hidden-to-hidden weights (wdrop)
+    ar: float = 0.0  # activation regularisation alpha
+    tar: float = 0.0  # temporal activation regularisation beta
 
 
 @dataclass(frozen=True)
@@ -133,6 +142,13 @@ def validate(params: dict, source: str = DEFAULT_PARAMS) -> dict:
                 raise ConfigError(f"{source}: key 'datasets.{name}.corpus': vocab_size**order = "
                                   f"{rows * c['vocab_size']:,} table entries; at most 50,000,000 are supported")
         model = model_config(params, name)
+        awd_only = [k for k in AWD_KEYS if getattr(model, k) != LATER_DEFAULTS["model"][k]]
+        if model.encoder != "awd-lstm" and awd_only:
+            raise ConfigError(f"{source}: key 'model.{awd_only[0]}' (dataset {name}): an awd-lstm option, but "
+                              f"model.encoder is {model.encoder!r}")
+        if model.encoder == "awd-lstm" and model.proj_dim is not None:
+            raise ConfigError(f"{source}: key 'model.proj_dim' (dataset {name}): not an awd-lstm option; "
+                              f"size its last layer with model.last_dim")
         if model.tie_weights and model.proj_dim not in (None, model.emb_dim):
             raise ConfigError(f"{source}: key 'model.proj_dim' (dataset {name}): {model.proj_dim} with tie_weights "
                               f"true; a tied head's input is emb_dim ({model.emb_dim}): drop proj_dim or untie")
@@ -229,8 +245,12 @@ def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
 # key existed keeps its config hash and stays valid (tests/test_published.py retrains one and compares).
 LATER_DEFAULTS = {
     "training": {"schedule": "plateau", "decay_start": 1, "carry_state": False, "keep": "best"},
-    "model": {"proj_dim": None},
+    "model": {"proj_dim": None, "encoder": "lstm", "last_dim": None, "dropout_input": 0.0, "dropout_hidden": 0.0,
+              "dropout_embedding": 0.0, "weight_drop": 0.0, "ar": 0.0, "tar": 0.0},
 }
+
+
+AWD_KEYS = ("last_dim", "dropout_input", "dropout_hidden", "dropout_embedding", "weight_drop", "ar", "tar")
 
 
 def _without_later_defaults(section: str, values: dict) -> dict:
