@@ -10,12 +10,23 @@ The training loop asks one question, ``next_lr(tc, epoch, lr, improved)``, after
   does. ``decay_start`` is the first epoch trained at a reduced rate (Zaremba's medium model:
   decay_start 7, lr_decay 1.2, as in their code's ``lr_decay ** max(i + 1 - max_epoch, 0)`` with
   max_epoch 6 and 0-based epoch i).
+- ``nt-asgd`` (Merity et al. 2018): a constant ``lr``; after each epoch's validation, if it is worse than
+  the best of the checks up to ``nonmono`` epochs ago (``nt_asgd_trigger``), averaging starts: from then
+  on the model is validated, kept and tested with the mean of its weights over the steps since
+  (``pipeline_src/averaging.py``).
 """
 from __future__ import annotations
 
 from .config import ConfigError, TrainConfig
 
-SCHEDULES = ("plateau", "fixed-then-geometric")
+SCHEDULES = ("plateau", "fixed-then-geometric", "nt-asgd")
+
+
+def nt_asgd_trigger(previous: list[float], current: float, nonmono: int) -> bool:
+    """The non-monotone trigger of AWD-LSTM's reference code: with the validation losses of the earlier
+    checks ``previous`` (oldest first), switch when there are more than ``nonmono`` of them and ``current``
+    is worse than the best of all but the last ``nonmono``."""
+    return len(previous) > nonmono and current > min(previous[:len(previous) - nonmono])
 
 
 def lr_at(tc: TrainConfig, epoch: int) -> float:
@@ -29,4 +40,6 @@ def next_lr(tc: TrainConfig, epoch: int, lr: float, improved: bool) -> float:
         return lr if improved else lr / tc.lr_decay
     if tc.schedule == "fixed-then-geometric":
         return lr_at(tc, epoch + 1)
+    if tc.schedule == "nt-asgd":
+        return lr
     raise ConfigError(f"key 'training.schedule': {tc.schedule!r} is not one of {list(SCHEDULES)}")

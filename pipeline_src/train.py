@@ -42,7 +42,8 @@ from .evaluate import stream_log_probs
 from .model import LanguageModel
 from .optim import build_optimizer, clip_grad_norm
 from .prepare import load_split
-from .schedules import lr_at, next_lr
+from .averaging import ParameterAverage
+from .schedules import lr_at, next_lr, nt_asgd_trigger
 from .runtime import (StopRequest, environment, load_average, peak_memory_mb, reset_peak_memory, rng_state,
                       seed_everything, set_rng_state)
 
@@ -167,11 +168,12 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
     if tc.max_steps_per_epoch:
         n_seg = min(n_seg, tc.max_steps_per_epoch)
 
-    first_lr = tc.lr if tc.schedule == "plateau" else lr_at(tc, 1)
+    first_lr = lr_at(tc, 1) if tc.schedule == "fixed-then-geometric" else tc.lr
     st = {"epoch": 0, "step_in_epoch": 0, "lr": first_lr, "best_valid_nll": math.inf, "history": [],
           "train_time_s": 0.0, "train_tokens": 0, "wall_time_s": 0.0, "loss_sum": 0.0, "loss_count": 0}
     hidden = model.init_state(tc.batch_size, device)
     best_model = None  # best-validation weights so far (CPU copies); model.pt is written from them at the end
+    average = ParameterAverage()  # nt-asgd: the mean of the weights once triggered
     ck = _load_checkpoint(ckpt_path, device)
     if ck is not None:
         if ck["config_hash"] != chash:
@@ -183,6 +185,7 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
         hidden = tuple(h.to(device) for h in ck["hidden"])
         set_rng_state(ck["rng"])
         best_model = ck["best_model"]
+        average.load_state_dict(ck.get("average"), device)
         print(f"resumed from {ck['_path']}: epoch {st['epoch'] + 1}, step {st['step_in_epoch']}", file=sys.stderr)
 
     def checkpoint() -> None:
@@ -190,7 +193,12 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
             os.replace(ckpt_path, ckpt_path.with_name(PREVIOUS))
         _save(ckpt_path, {"config": run_cfg, "config_hash": chash, "model": model.state_dict(),
                           "optimizer": optimizer.state_dict(), "state": st, "hidden": hidden, "rng": rng_state(),
-                          "best_model": best_model})
+                          "best_model": best_model, **({"average": average.state_dict()} if average.active else {})})
+
+    def weights() -> dict:
+        """CPU copies of the weights to keep: the averaged ones once nt-asgd averages."""
+        with average.applied(model):
+            return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
     vocab_size = model.head.vocab_size
     uniform_nll = math.log(vocab_size)
@@ -247,6 +255,8 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
             if tc.clip:
                 clip_grad_norm(model.parameters(), tc.clip)
             optimizer.step()
+            if average.active:
+                average.update(model)
             dt = time.perf_counter() - t0
             st["epoch_train_time_s"] += dt
             st["epoch_tokens"] += y.numel()
@@ -272,7 +282,8 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
         check_loss(st["step_in_epoch"])
         bar.close()
 
-        lp, _ = stream_log_probs(model, valid_data, tc.bptt)
+        with average.applied(model):
+            lp, _ = stream_log_probs(model, valid_data, tc.bptt)
         valid_nll = float(-lp.double().mean())
         if not math.isfinite(valid_nll) or valid_nll > nll_limit:
             raise _diverged(st, st["lr"], 1, st["step_in_epoch"],
@@ -294,8 +305,13 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
         st["epoch_train_time_s"], st["epoch_tokens"] = 0.0, 0  # now counted in the totals
         if improved:
             st["best_valid_nll"] = valid_nll
-            best_model = {"model": {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()},
-                          "epoch": st["epoch"] + 1, "valid_nll": valid_nll}
+            best_model = {"model": weights(), "epoch": st["epoch"] + 1, "valid_nll": valid_nll}
+        if (tc.schedule == "nt-asgd" and not average.active
+                and nt_asgd_trigger([r["valid_nll"] for r in st["history"][:-1]], valid_nll, tc.nonmono)):
+            average.start(model)
+            st["averaging_from_epoch"] = st["epoch"] + 2
+            print(f"nt-asgd: validation stopped improving; averaging the weights from epoch "
+                  f"{st['averaging_from_epoch']} on", file=sys.stderr)
         st["lr"] = next_lr(tc, st["epoch"] + 1, st["lr"], improved)
         st["epoch"] += 1
         st["step_in_epoch"] = 0
@@ -310,12 +326,13 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
         "torch": torch.__version__, "threads": torch.get_num_threads(), **cost(), "wall_time_s": st["wall_time_s"],
         "epochs": tc.epochs, "best_epoch": int(np.argmin([r["valid_nll"] for r in st["history"]]) + 1),
         "best_valid_nll": st["best_valid_nll"], "last_valid_nll": st["history"][-1]["valid_nll"], "kept": tc.keep,
+        **({"averaging_from_epoch": st["averaging_from_epoch"]} if "averaging_from_epoch" in st else {}),
     }
     if not trial:
         if tc.keep == "last":  # the paper's protocol tests the last epoch; the best one is kept beside it
             last = st["history"][-1]
             _save(out_dir / "model-best.pt", {"config": run_cfg, "config_hash": chash, **best_model})
-            best_model = {"model": model.state_dict(), "epoch": last["epoch"], "valid_nll": last["valid_nll"]}
+            best_model = {"model": weights(), "epoch": last["epoch"], "valid_nll": last["valid_nll"]}
         _save(out_dir / "model.pt", {"config": run_cfg, "config_hash": chash, **best_model})
     write_json(out_dir / "train.json", summary)
     ckpt_path.unlink()

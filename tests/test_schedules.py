@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from pipeline_src.config import TrainConfig, run_config, validate
-from pipeline_src.schedules import lr_at, next_lr
+from pipeline_src.averaging import ParameterAverage
+from pipeline_src.schedules import lr_at, next_lr, nt_asgd_trigger
 from pipeline_src.train import train
 
 CPU = torch.device("cpu")
@@ -30,6 +31,38 @@ def test_plateau_divides_only_when_validation_does_not_improve():
     tc = dataclasses.replace(BASE, lr_decay=4.0)
     assert next_lr(tc, 3, 20.0, improved=True) == 20.0
     assert next_lr(tc, 3, 20.0, improved=False) == 5.0
+
+
+def test_nt_asgd_trigger_is_the_reference_codes_rule():
+    """AWD-LSTM's main.py: switch when len(best_val_loss) > nonmono and val_loss > min(best_val_loss[:-nonmono]),
+    best_val_loss being the earlier checks (nonmono >= 1 there; 0 here means "the best of all of them")."""
+    def reference(prev, cur, nonmono):
+        return len(prev) > nonmono and cur > min(prev[:-nonmono] if nonmono else prev)
+
+    losses = [5.0, 4.0, 3.0, 3.5, 3.2, 2.9, 3.1, 3.05, 3.3, 2.8]
+    for nonmono in range(0, 5):
+        got = [nt_asgd_trigger(losses[:i], losses[i], nonmono) for i in range(len(losses))]
+        assert got == [reference(losses[:i], losses[i], nonmono) for i in range(len(losses))]
+    assert nt_asgd_trigger([5.0, 4.0, 3.0], 3.5, 2) is False  # 3.5 is not worse than min([5.0]) = 5.0
+    assert nt_asgd_trigger([5.0, 4.0, 3.0, 3.5], 4.5, 2) is True  # 4.5 > min([5.0, 4.0])
+    tc = dataclasses.replace(BASE, schedule="nt-asgd")
+    assert next_lr(tc, 3, 30.0, improved=False) == 30.0  # a constant rate
+
+
+def test_parameter_average_is_the_mean_of_the_iterates():
+    model = torch.nn.Linear(3, 2)
+    avg, seen = ParameterAverage(), []
+    avg.start(model)
+    seen.append(model.weight.detach().clone())
+    for _ in range(4):
+        with torch.no_grad():
+            model.weight.add_(torch.randn(2, 3))
+        avg.update(model)
+        seen.append(model.weight.detach().clone())
+    own = model.weight.detach().clone()
+    with avg.applied(model):
+        torch.testing.assert_close(model.weight.detach(), torch.stack(seen).mean(0))
+    assert torch.equal(model.weight.detach(), own)  # its own weights are back
 
 
 @pytest.fixture
@@ -93,3 +126,34 @@ def test_keys_added_later_stay_out_of_run_configs_at_their_old_behaviour(tiny):
     got = run_config(p, "tiny", "softmax")["training"]
     assert got["schedule"] == "fixed-then-geometric" and got["decay_start"] == 3 and "keep" not in got
     assert TrainConfig(**got).keep == "best"
+
+
+def test_nt_asgd_averages_from_the_trigger_and_keeps_the_mean(data, tmp_path, monkeypatch):
+    """Triggered after epoch 1 (the rule forced): model.pt holds the mean of the weights at the switch and
+    after every later step, and epochs 2.. are validated with that mean."""
+    import pipeline_src.train as T
+
+    p, prep = data
+    cfg = run_config(p, "tiny", "softmax")
+    cfg["training"].update(epochs=3, lr=0.05, schedule="nt-asgd", keep="last")
+    monkeypatch.setattr(T, "nt_asgd_trigger", lambda prev, cur, nonmono: True)
+    iterates, start, update = [], ParameterAverage.start, ParameterAverage.update
+
+    def spy_start(self, model):
+        start(self, model)
+        iterates.append({n: q.detach().clone() for n, q in model.named_parameters()})
+
+    def spy_update(self, model):
+        update(self, model)
+        iterates.append({n: q.detach().clone() for n, q in model.named_parameters()})
+
+    monkeypatch.setattr(ParameterAverage, "start", spy_start)
+    monkeypatch.setattr(ParameterAverage, "update", spy_update)
+    summary = train(cfg, prep, tmp_path / "run", CPU)
+    assert summary["averaging_from_epoch"] == 2
+    kept = torch.load(tmp_path / "run" / "model.pt", weights_only=False)["model"]
+    steps_per_epoch = (len(iterates) - 1) // 2
+    assert steps_per_epoch > 0 and len(iterates) == 1 + 2 * steps_per_epoch
+    for name in ("head.bias", "encoder.lstm.weight_hh_l0"):
+        mean = torch.stack([it[name] for it in iterates]).mean(0)
+        torch.testing.assert_close(kept[name], mean, rtol=1e-5, atol=1e-6)

@@ -1,3 +1,4 @@
+import json
 import math
 
 import numpy as np
@@ -46,16 +47,23 @@ def test_training_learns_and_writes_its_outputs(data):
     assert summary["status"] == "ok" and summary["head_flops_per_token_train"] == 6 * 16 * 31
 
 
-def test_resume_after_interruption_is_bitwise_identical(data, tmp_path):
+@pytest.mark.parametrize("schedule", ["plateau", "nt-asgd"])
+def test_resume_after_interruption_is_bitwise_identical(data, tmp_path, schedule):
+    """Also while nt-asgd averages (nonmono 0 and a rate that overshoots: it triggers early), the mean is
+    checkpointed with the rest."""
     p, raw, prep = data
     cfg = run_config(p, "tiny", "softmax")
     cfg["training"]["checkpoint_every_steps"] = 4
+    cut2 = 9
+    if schedule == "nt-asgd":  # triggers after epoch 4 (75 steps each): the second cut lands in epoch 5
+        cfg["training"].update(schedule="nt-asgd", nonmono=0, lr=0.3, epochs=5)
+        cut2 = 4 * 75 + 10 - 7
     ref_dir, cut_dir = tmp_path / "ref", tmp_path / "cut"
     train(cfg, prep, ref_dir, CPU)
-    # interrupt mid-epoch twice (steps 7 and 7 + 9, with 8 segments per epoch), then finish
+    # interrupt mid-epoch twice (after step 7, then cut2 steps later), then finish
     assert train(cfg, prep, cut_dir, CPU, stop_after_steps=7) is None
     assert (cut_dir / "checkpoint.pt").exists() and not (cut_dir / "train.json").exists()
-    assert train(cfg, prep, cut_dir, CPU, stop_after_steps=9) is None
+    assert train(cfg, prep, cut_dir, CPU, stop_after_steps=cut2) is None
     train(cfg, prep, cut_dir, CPU)
     a = torch.load(ref_dir / "model.pt", weights_only=False)["model"]
     b = torch.load(cut_dir / "model.pt", weights_only=False)["model"]
@@ -63,6 +71,9 @@ def test_resume_after_interruption_is_bitwise_identical(data, tmp_path):
     cols = lambda f: [r.split(",")[:5] for r in f.read_text().splitlines()]  # noqa: E731  (timings differ)
     assert cols(ref_dir / "history.csv") == cols(cut_dir / "history.csv")
     assert not (cut_dir / "checkpoint.pt").exists()
+    if schedule == "nt-asgd":
+        got = json.loads((cut_dir / "train.json").read_text())
+        assert got["averaging_from_epoch"] == 5, got  # averaging was on across the second interruption
 
 
 def test_resume_refuses_a_checkpoint_of_another_config(data, tmp_path):
