@@ -31,6 +31,30 @@ def num_segments(data: Tensor, bptt: int) -> int:
     return (data.shape[0] - 1 + bptt - 1) // bptt
 
 
+def variable_lengths(n_rows: int, bptt: int, seed: int, epoch: int) -> list[int]:
+    """AWD-LSTM's variable-length BPTT (Merity et al. 2018) for one epoch over ``n_rows`` rows: each
+    segment's base length is ``bptt`` with probability 0.95, else bptt / 2; its length is
+    max(5, int(N(base, 5))), cut at the end of the data. Drawn from a generator seeded by (seed, epoch),
+    so a resumed run cuts the epoch exactly as before (step k is the k-th length)."""
+    rng = np.random.default_rng([seed, epoch])
+    out, i = [], 0
+    while i < n_rows - 1:
+        base = bptt if rng.random() < 0.95 else bptt / 2
+        t = min(max(5, int(rng.normal(base, 5))), n_rows - 1 - i)
+        out.append(t)
+        i += t
+    return out
+
+
+def variable_segments(data: Tensor, lengths: list[int], start: int = 0):
+    """Yield (index, inputs (T_k, B), targets (T_k, B)) for consecutive segments of the given lengths."""
+    i = 0
+    for k, t in enumerate(lengths):
+        if k >= start:
+            yield k, data[i:i + t], data[i + 1:i + 1 + t]
+        i += t
+
+
 def scored_positions(n_tokens: int, batch_size: int) -> np.ndarray:
     """Stream indices of the tokens an evaluation with ``batchify(., batch_size)`` scores, in (T, B) order."""
     length = n_tokens // batch_size

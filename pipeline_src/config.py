@@ -65,6 +65,7 @@ class TrainConfig:
     carry_state: bool = False  # keep the LSTM state across epoch boundaries (never reset it)
     keep: str = "best"  # model.pt holds the best-validation weights ("best") or the last epoch's ("last")
     nonmono: int = 5  # nt-asgd: the checks the trigger looks back past
+    variable_bptt: bool = False  # AWD-LSTM's random segment lengths around bptt, lr scaled by length / bptt
 
 
 def schema() -> dict:
@@ -245,7 +246,8 @@ def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
 # before them. A run config leaves such a key out while it holds that value, so every run made before the
 # key existed keeps its config hash and stays valid (tests/test_published.py retrains one and compares).
 LATER_DEFAULTS = {
-    "training": {"schedule": "plateau", "decay_start": 1, "carry_state": False, "keep": "best", "nonmono": 5},
+    "training": {"schedule": "plateau", "decay_start": 1, "carry_state": False, "keep": "best", "nonmono": 5,
+                 "variable_bptt": False},
     "model": {"proj_dim": None, "encoder": "lstm", "last_dim": None, "dropout_input": 0.0, "dropout_hidden": 0.0,
               "dropout_embedding": 0.0, "weight_drop": 0.0, "ar": 0.0, "tar": 0.0},
 }

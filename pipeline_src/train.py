@@ -36,7 +36,7 @@ import torch
 from tqdm import tqdm
 
 from .atomic import atomic_path, write_json, write_text
-from .batching import batchify, num_segments, segments
+from .batching import batchify, num_segments, segments, variable_lengths, variable_segments
 from .config import ModelConfig, TrainConfig, config_hash
 from .evaluate import stream_log_probs
 from .model import LanguageModel
@@ -240,10 +240,16 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
                 raise _diverged(st, st["lr"], checked + 1, last, "non-finite training loss", cost())
             checked = last
             bar.set_postfix(loss=f"{st['loss_sum'] / max(st['loss_count'], 1):.3f}", lr=st["lr"], refresh=False)
-        bar = tqdm(total=n_seg, initial=st["step_in_epoch"], desc=f"epoch {st['epoch'] + 1}/{tc.epochs}",
+        if tc.variable_bptt:  # the epoch's lengths are fixed by (seed, epoch): a resumed run cuts them alike
+            lengths = variable_lengths(train_data.shape[0], tc.bptt, run_cfg["seed"], st["epoch"])
+            epoch_steps = min(len(lengths), tc.max_steps_per_epoch or len(lengths))
+            batches = variable_segments(train_data, lengths, start=st["step_in_epoch"])
+        else:
+            epoch_steps, batches = n_seg, segments(train_data, tc.bptt, start=st["step_in_epoch"])
+        bar = tqdm(total=epoch_steps, initial=st["step_in_epoch"], desc=f"epoch {st['epoch'] + 1}/{tc.epochs}",
                    file=sys.stderr, mininterval=1.0 if sys.stderr.isatty() else 30.0, leave=False)
-        for k, x, y in segments(train_data, tc.bptt, start=st["step_in_epoch"]):
-            if k >= n_seg:
+        for k, x, y in batches:
+            if k >= epoch_steps:
                 break
             t0 = time.perf_counter()
             hidden = tuple(h.detach() for h in hidden)
@@ -254,6 +260,9 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
             loss.backward()
             if tc.clip:
                 clip_grad_norm(model.parameters(), tc.clip)
+            if tc.variable_bptt:  # a shorter segment takes a proportionally smaller step (Merity et al.)
+                for g in optimizer.param_groups:
+                    g["lr"] = st["lr"] * g["lr_mult"] * x.shape[0] / tc.bptt
             optimizer.step()
             if average.active:
                 average.update(model)

@@ -157,3 +157,49 @@ def test_nt_asgd_averages_from_the_trigger_and_keeps_the_mean(data, tmp_path, mo
     for name in ("head.bias", "encoder.lstm.weight_hh_l0"):
         mean = torch.stack([it[name] for it in iterates]).mean(0)
         torch.testing.assert_close(kept[name], mean, rtol=1e-5, atol=1e-6)
+
+
+def test_variable_bptt_lengths_follow_merity_et_al():
+    from pipeline_src.batching import variable_lengths
+
+    lengths = variable_lengths(1_000_000, 70, seed=3, epoch=0)
+    assert sum(lengths) == 1_000_000 - 1 and min(lengths) >= 5  # covers the data, never below 5 steps
+    assert lengths == variable_lengths(1_000_000, 70, seed=3, epoch=0)  # fixed by (seed, epoch)
+    assert lengths != variable_lengths(1_000_000, 70, seed=3, epoch=1)
+    half = [t for t in lengths[:-1] if t < 52]  # N(35, 5) vs N(70, 5): 52 is 3.4 sd from both
+    full = [t for t in lengths[:-1] if t >= 52]
+    share = len(half) / len(lengths)
+    assert 0.04 < share < 0.06  # bptt / 2 with probability 0.05
+    # int() truncates towards zero: the mean of int(N(70, 5)) is 69.5
+    assert sum(full) / len(full) == pytest.approx(69.5, abs=0.15)
+    assert sum(half) / len(half) == pytest.approx(34.5, abs=0.6)
+    sd = (sum((t - 69.5) ** 2 for t in full) / len(full)) ** 0.5
+    assert sd == pytest.approx(5.03, abs=0.2)  # N(70, 5) truncated to an integer
+
+
+def test_variable_bptt_scales_each_steps_lr_by_its_length(data, tmp_path, monkeypatch):
+    from pipeline_src.optim import MultiOptimizer
+
+    p, prep = data
+    cfg = run_config(p, "tiny", "softmax")
+    cfg["training"].update(epochs=1, lr=0.05, bptt=10, variable_bptt=True)
+    seen, step = [], MultiOptimizer.step
+
+    def spy(self):
+        seen.append(self.param_groups[0]["lr"])
+        step(self)
+
+    lengths = []
+    import pipeline_src.model as M
+    loss = M.LanguageModel.loss
+
+    def spy_loss(self, inputs, targets, state):
+        lengths.append(inputs.shape[0])
+        return loss(self, inputs, targets, state)
+
+    monkeypatch.setattr(MultiOptimizer, "step", spy)
+    monkeypatch.setattr(M.LanguageModel, "loss", spy_loss)
+    train(cfg, prep, tmp_path / "run", CPU)
+    steps = len(seen)
+    assert steps > 5 and len(set(lengths[:steps])) > 2  # the lengths vary
+    assert seen == pytest.approx([0.05 * t / 10 for t in lengths[:steps]], rel=1e-12)

@@ -47,7 +47,7 @@ def test_training_learns_and_writes_its_outputs(data):
     assert summary["status"] == "ok" and summary["head_flops_per_token_train"] == 6 * 16 * 31
 
 
-@pytest.mark.parametrize("schedule", ["plateau", "nt-asgd"])
+@pytest.mark.parametrize("schedule", ["plateau", "nt-asgd", "variable-bptt"])
 def test_resume_after_interruption_is_bitwise_identical(data, tmp_path, schedule):
     """Also while nt-asgd averages (nonmono 0 and a rate that overshoots: it triggers early), the mean is
     checkpointed with the rest."""
@@ -58,6 +58,8 @@ def test_resume_after_interruption_is_bitwise_identical(data, tmp_path, schedule
     if schedule == "nt-asgd":  # triggers after epoch 4 (75 steps each): the second cut lands in epoch 5
         cfg["training"].update(schedule="nt-asgd", nonmono=0, lr=0.3, epochs=5)
         cut2 = 4 * 75 + 10 - 7
+    if schedule == "variable-bptt":
+        cfg["training"].update(variable_bptt=True, epochs=2)
     ref_dir, cut_dir = tmp_path / "ref", tmp_path / "cut"
     train(cfg, prep, ref_dir, CPU)
     # interrupt mid-epoch twice (after step 7, then cut2 steps later), then finish
