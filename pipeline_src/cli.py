@@ -177,12 +177,27 @@ def _publish(params: dict, args) -> None:
     print(f"published {params['results_dir']} to {out}; README/docs tables regenerated: commit both")
 
 
+def _resolve(params: dict, args) -> None:
+    import yaml
+
+    from .atomic import write_text
+
+    text = (f"# {args.config} with its extends: chain laid out by `python -m pipeline_src resolve`; edit that "
+            f"file, not this one\n" + yaml.safe_dump(params, sort_keys=False, allow_unicode=True))
+    if args.out:
+        write_text(args.out, text)
+        print(f"wrote {args.out}")
+    else:
+        print(text, end="")
+
+
 def _check(params: dict, args) -> None:
     print(f"{args.config}: valid; runs: {params['run']['datasets']} x {params['run']['methods']}")
 
 
 COMMANDS = {
     "check-config": (_check, "validate the params file", ()),
+    "resolve": (_resolve, "write the params file with its extends: chain laid out (DVC reads params.yaml as is)", ()),
     "fetch": (_fetch, "download/verify (or generate) a dataset's raw text", ("dataset",)),
     "prepare": (_prepare, "tokenize, build the vocabulary, encode, build noise distributions", ("dataset",)),
     "train": (_train, "train one method on one dataset at one seed, or one tuning trial (resumes from its checkpoint)",
@@ -219,6 +234,8 @@ def parser() -> argparse.ArgumentParser:
         if name == "publish":
             sp.add_argument("--wall-time-s", type=float, default=None,
                             help="the run's wall time, as measured by whoever ran it (recorded in provenance.json)")
+        if name == "resolve":
+            sp.add_argument("--out", default=None, help="write here (e.g. params.yaml for dvc repro); default: stdout")
         if name == "summarize":
             sp.add_argument("--partial", action="store_true",
                             help="summarise the finished runs only; the missing ones are listed in summary.json")

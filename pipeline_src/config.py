@@ -174,17 +174,47 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def load(path: str | os.PathLike = DEFAULT_PARAMS) -> dict:
-    path = Path(path)
+def _read(path: Path, extended_by: Path | None = None) -> dict:
     if not path.exists():
-        raise ConfigError(f"config file {path} does not exist")
+        by = f" (extended by {extended_by})" if extended_by else ""
+        raise ConfigError(f"config file {path}{by} does not exist")
     try:
         params = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(params, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
-    return validate(params, str(path))
+    return params
+
+
+def overlay(base: dict, over: dict) -> dict:
+    """``over`` laid over ``base``: mappings merge key by key, at every depth; anything else (a number, a
+    list such as run.methods) replaces the base's value."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = overlay(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def resolve(path: str | os.PathLike, _chain: tuple[Path, ...] = ()) -> dict:
+    """A params file with its ``extends:`` chain laid out: ``extends: base.yaml`` (relative to the file)
+    takes that file, itself possibly extending another, and lays this file's keys over it. This is how a
+    small file shrinks a paper config for a test or a smoke run, and how Snakemake (``--config
+    params=FILE``), the CLI (``--config FILE``) and DVC (``python -m pipeline_src resolve``) see one config."""
+    path = Path(path)
+    if path.resolve() in [p.resolve() for p in _chain]:
+        raise ConfigError(f"{path}: key 'extends' makes a cycle: {' -> '.join(map(str, (*_chain, path)))}")
+    params = _read(path, _chain[-1] if _chain else None)
+    base = params.pop("extends", None)
+    if base is None:
+        return params
+    if not isinstance(base, str):
+        raise ConfigError(f"{path}: key 'extends': expected the path of a params file, got {base!r}")
+    return overlay(resolve(path.parent / base, (*_chain, path)), params)
+
+
+def load(path: str | os.PathLike = DEFAULT_PARAMS) -> dict:
+    return validate(resolve(path), str(path))
 
 
 def _merged(params: dict, dataset: str, section: str) -> dict:

@@ -85,3 +85,43 @@ def test_load_reports_missing_and_malformed_files(tmp_path):
     bad.write_text("seed: [1,\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         config.load(bad)
+
+
+def test_extends_lays_a_small_file_over_its_base(tmp_path):
+    """`extends:` (relative to the file) takes the base, itself possibly extending another, and lays the
+    file's keys over it: mappings merge at every depth, other values (lists too) replace."""
+    from conftest import ROOT
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "mid.yaml").write_text(f"extends: {ROOT / 'params.yaml'}\n"
+                                               "training: {epochs: 2}\nrun: {methods: [softmax, mos]}\n")
+    (tmp_path / "small.yaml").write_text("extends: sub/mid.yaml\ntraining: {lr: 0.5}\nrun: {seeds: [4]}\n")
+    base = config.load(ROOT / "params.yaml")
+    got = config.load(tmp_path / "small.yaml")
+    assert got["training"] == {**base["training"], "epochs": 2, "lr": 0.5}  # merged at depth, two levels
+    assert got["run"] == {**base["run"], "methods": ["softmax", "mos"], "seeds": [4]}  # lists replaced
+    assert "extends" not in got and got["methods"] == base["methods"]
+    # the resolved file is the same config for DVC, which reads params.yaml as it is
+    from pipeline_src.cli import main
+
+    assert main(["resolve", "--config", str(tmp_path / "small.yaml"), "--out", str(tmp_path / "params.yaml")]) == 0
+    assert config.load(tmp_path / "params.yaml") == got
+    assert config.config_hash(config.run_config(got, "synth", "mos", 4)) == config.config_hash(
+        config.run_config(config.load(tmp_path / "params.yaml"), "synth", "mos", 4))
+
+
+def test_extends_errors_name_the_file_and_the_chain(tmp_path):
+    (tmp_path / "a.yaml").write_text("extends: b.yaml\n")
+    (tmp_path / "b.yaml").write_text("extends: a.yaml\n")
+    with pytest.raises(ConfigError, match=r"a.yaml: key 'extends' makes a cycle: .*a.yaml -> .*b.yaml -> .*a.yaml"):
+        config.load(tmp_path / "a.yaml")
+    (tmp_path / "c.yaml").write_text("extends: missing.yaml\n")
+    with pytest.raises(ConfigError, match=r"missing.yaml \(extended by .*c.yaml\) does not exist"):
+        config.load(tmp_path / "c.yaml")
+    (tmp_path / "d.yaml").write_text("extends: [a.yaml]\n")
+    with pytest.raises(ConfigError, match=r"d.yaml: key 'extends': expected the path"):
+        config.load(tmp_path / "d.yaml")
+    (tmp_path / "e.yaml").write_text(f"extends: {tmp_path / 'f.yaml'}\ntraining: {{epochs: 0}}\n")
+    (tmp_path / "f.yaml").write_text((__import__("conftest").ROOT / "params.yaml").read_text())
+    with pytest.raises(ConfigError, match=r"training.epochs"):  # the merged result is validated
+        config.load(tmp_path / "e.yaml")

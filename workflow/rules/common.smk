@@ -8,10 +8,12 @@ from pipeline_src.config import ConfigError, config_hash, data_config, load, run
 
 
 # One params file for Snakemake, DVC and the CLI. Choose another with `--config params=FILE`;
-# `--configfile` would merge files behind the CLI's back, so it is refused.
+# `--configfile` would merge files behind the CLI's back, so it is refused: to lay a few keys over a
+# params file, write them in a small file that says `extends: base.yaml` (pipeline_src/config.py).
 if set(config) - {"params"}:
     raise WorkflowError(
-        "pass the params file as `--config params=FILE` (not --configfile or other --config keys); "
+        "pass the params file as `--config params=FILE` (not --configfile or other --config keys; to override "
+        "a few keys, give FILE `extends: base.yaml` and only those keys); "
         f"got config keys {sorted(config)}"
     )
 PARAMS_FILE = config.get("params", "params.yaml")
