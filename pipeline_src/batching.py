@@ -31,16 +31,18 @@ def num_segments(data: Tensor, bptt: int) -> int:
     return (data.shape[0] - 1 + bptt - 1) // bptt
 
 
-def variable_lengths(n_rows: int, bptt: int, seed: int, epoch: int) -> list[int]:
+def variable_lengths(n_rows: int, bptt: int, seed: int, epoch: int, max_len: int | None = None) -> list[int]:
     """AWD-LSTM's variable-length BPTT (Merity et al. 2018) for one epoch over ``n_rows`` rows: each
     segment's base length is ``bptt`` with probability 0.95, else bptt / 2; its length is
-    max(5, int(N(base, 5))), cut at the end of the data. Drawn from a generator seeded by (seed, epoch),
+    max(5, int(N(base, 5))), at most ``max_len`` when set (Yang et al.'s MoS code: bptt + max_seq_len_delta),
+    cut at the end of the data. Drawn from a generator seeded by (seed, epoch),
     so a resumed run cuts the epoch exactly as before (step k is the k-th length)."""
     rng = np.random.default_rng([seed, epoch])
     out, i = [], 0
     while i < n_rows - 1:
         base = bptt if rng.random() < 0.95 else bptt / 2
-        t = min(max(5, int(rng.normal(base, 5))), n_rows - 1 - i)
+        t = max(5, int(rng.normal(base, 5)))
+        t = min(t, max_len or t, n_rows - 1 - i)
         out.append(t)
         i += t
     return out

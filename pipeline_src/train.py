@@ -241,7 +241,8 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
             checked = last
             bar.set_postfix(loss=f"{st['loss_sum'] / max(st['loss_count'], 1):.3f}", lr=st["lr"], refresh=False)
         if tc.variable_bptt:  # the epoch's lengths are fixed by (seed, epoch): a resumed run cuts them alike
-            lengths = variable_lengths(train_data.shape[0], tc.bptt, run_cfg["seed"], st["epoch"])
+            cap = tc.bptt + tc.bptt_max_delta if tc.bptt_max_delta is not None else None
+            lengths = variable_lengths(train_data.shape[0], tc.bptt, run_cfg["seed"], st["epoch"], cap)
             epoch_steps = min(len(lengths), tc.max_steps_per_epoch or len(lengths))
             batches = variable_segments(train_data, lengths, start=st["step_in_epoch"])
         else:

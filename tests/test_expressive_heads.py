@@ -174,6 +174,28 @@ def test_tied_mixture_shares_the_embedding():
     assert hd.weight is emb.weight
 
 
+@pytest.mark.parametrize("kind", ["mos", "moc"])
+def test_tied_mixture_with_a_narrower_embedding_matches_the_formula(kind):
+    """AWD-LSTM-MoS: the last layer (d = 5 here, 620 there) is wider than the tied embedding (e = 3, 280):
+    the latent maps d -> K x e and each component is a softmax over e-dimensional contexts."""
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(V, 3).double()
+    hd = build_head({"type": kind, "components": 2}, HeadContext(vocab_size=V, in_dim=D, tied_weight=emb.weight))
+    hd = hd.double().eval()
+    assert hd.weight is emb.weight and hd.latent.weight.shape == (2 * 3, D)
+    g, t = data()
+    pi = torch.softmax(g @ hd.prior.weight.T, dim=1)  # (n, K)
+    hk = torch.tanh(g @ hd.latent.weight.T + hd.latent.bias).view(len(g), 2, 3)  # (n, K, e)
+    if kind == "mos":
+        want = (pi[:, :, None] * torch.softmax(hk @ emb.weight.T + hd.bias, dim=-1)).sum(1)
+    else:
+        want = torch.softmax((pi[:, :, None] * hk).sum(1) @ emb.weight.T + hd.bias, dim=1)
+        assert hd.rank_dim == 3
+    torch.testing.assert_close(hd.log_prob(g).exp(), want)
+    torch.testing.assert_close(hd.loss(g, t), -want[torch.arange(len(t)), t].log().mean())
+    assert hd.flops_per_token(train=False) == 2.0 * (D * 2 + 2 * D * 3 + (1 if kind == "moc" else 2) * 3 * V)
+
+
 def test_rank_of_log_probs_softmax_moc_bounded_mos_not():
     """The bottleneck: over many contexts, softmax and MoC log-prob matrices have rank <= d + 1."""
     v, d, n = 60, 4, 200

@@ -175,6 +175,8 @@ def test_variable_bptt_lengths_follow_merity_et_al():
     assert sum(half) / len(half) == pytest.approx(34.5, abs=0.6)
     sd = (sum((t - 69.5) ** 2 for t in full) / len(full)) ** 0.5
     assert sd == pytest.approx(5.03, abs=0.2)  # N(70, 5) truncated to an integer
+    capped = variable_lengths(1_000_000, 70, seed=3, epoch=0, max_len=72)  # Yang et al.: bptt + max_seq_len_delta
+    assert max(capped) == 72 and capped[:50] == [min(t, 72) for t in lengths[:50]]
 
 
 def test_variable_bptt_scales_each_steps_lr_by_its_length(data, tmp_path, monkeypatch):

@@ -118,15 +118,18 @@ class _Mixture(OutputLayer):
     def __init__(self, ctx: HeadContext, opts: Options):
         super().__init__(ctx, opts)
         k, d = opts.components, ctx.in_dim
-        self.weight, self.bias = output_embedding(ctx, opts.init_range)  # (V, d), (V,)
+        self.weight, self.bias = output_embedding(ctx, opts.init_range)  # (V, e), (V,)
+        # the components live in the output embedding's width e: d, or a tied table's own width (AWD-LSTM-MoS:
+        # the last LSTM layer has 620 units, the tied embedding 280; Yang et al.'s latent maps 620 -> K x 280)
+        self.comp_dim = self.weight.shape[1]
         self.prior = nn.Linear(d, k, bias=False)
-        self.latent = nn.Linear(d, k * d)
+        self.latent = nn.Linear(d, k * self.comp_dim)
         self.drop = nn.Dropout(opts.context_dropout)
 
     def forward_macs(self, exact: bool) -> float:
-        d, v, k = self.in_dim, self.vocab_size, self.opts.components
-        logits = d * v if self.mixes_contexts else k * d * v
-        return d * k + k * d * d + logits
+        d, e, v, k = self.in_dim, self.comp_dim, self.vocab_size, self.opts.components
+        logits = e * v if self.mixes_contexts else k * e * v
+        return d * k + k * d * e + logits
 
     mixes_contexts = False  # MoC: one (d x V) product per token instead of K
 
@@ -183,9 +186,13 @@ class MixtureOfContexts(_Mixture):
 
     mixes_contexts = True
 
+    @property
+    def rank_dim(self) -> int:
+        return self.comp_dim  # one softmax over the mixed e-dimensional context
+
     def context(self, g: Tensor) -> Tensor:
         log_prior, h = self.mixture(g)
-        return (log_prior.exp()[:, :, None] * h).sum(1)  # (n, d)
+        return (log_prior.exp()[:, :, None] * h).sum(1)  # (n, e)
 
     def log_prob(self, hidden: Tensor) -> Tensor:
         return F.log_softmax(F.linear(self.context(hidden), self.weight, self.bias), dim=-1)
