@@ -44,6 +44,9 @@ class ModelConfig:
     weight_drop: float = 0.0  # DropConnect on hidden-to-hidden weights (wdrop)
     ar: float = 0.0  # activation regularisation alpha
     tar: float = 0.0  # temporal activation regularisation beta
+    # transformer only (`layers`, `emb_dim`, `dropout` as above; `hidden_dim` unused):
+    context: int | None = None  # the attention window in tokens (evaluation: a sliding window, stride bptt)
+    heads: int | None = None  # attention heads (divide emb_dim)
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,17 @@ def validate(params: dict, source: str = DEFAULT_PARAMS) -> dict:
         awd_only = [k for k in AWD_KEYS if getattr(model, k) != LATER_DEFAULTS["model"][k]]
         if model.encoder != "awd-lstm" and awd_only:
             raise ConfigError(f"{source}: key 'model.{awd_only[0]}' (dataset {name}): an awd-lstm option, but "
+                              f"model.encoder is {model.encoder!r}")
+        if model.encoder == "transformer":
+            bptt = train_config(params, name).bptt
+            if not model.context or not model.heads or model.emb_dim % model.heads:
+                raise ConfigError(f"{source}: key 'model.context' / 'model.heads' (dataset {name}): the transformer "
+                                  f"needs both, with heads dividing emb_dim ({model.emb_dim})")
+            if bptt > model.context:
+                raise ConfigError(f"{source}: key 'training.bptt' (dataset {name}): {bptt} tokens per segment do not "
+                                  f"fit the transformer's context of {model.context}")
+        elif model.context is not None or model.heads is not None:
+            raise ConfigError(f"{source}: key 'model.context' (dataset {name}): a transformer option, but "
                               f"model.encoder is {model.encoder!r}")
         if model.encoder == "awd-lstm" and model.proj_dim is not None:
             raise ConfigError(f"{source}: key 'model.proj_dim' (dataset {name}): not an awd-lstm option; "
@@ -280,7 +294,7 @@ LATER_DEFAULTS = {
     "training": {"schedule": "plateau", "decay_start": 1, "carry_state": False, "keep": "best", "nonmono": 5,
                  "variable_bptt": False, "bptt_max_delta": None},
     "model": {"proj_dim": None, "encoder": "lstm", "last_dim": None, "dropout_input": 0.0, "dropout_hidden": 0.0,
-              "dropout_embedding": 0.0, "weight_drop": 0.0, "ar": 0.0, "tar": 0.0},
+              "dropout_embedding": 0.0, "weight_drop": 0.0, "ar": 0.0, "tar": 0.0, "context": None, "heads": None},
 }
 
 

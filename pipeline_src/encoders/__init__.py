@@ -11,8 +11,9 @@ from __future__ import annotations
 from ..config import ModelConfig
 from .awd import AWDLSTMEncoder
 from .lstm import LSTMEncoder
+from .transformer import TransformerEncoder
 
-ENCODERS = {"lstm": LSTMEncoder, "awd-lstm": AWDLSTMEncoder}
+ENCODERS = {"lstm": LSTMEncoder, "awd-lstm": AWDLSTMEncoder, "transformer": TransformerEncoder}
 
 
 def build_encoder(vocab_size: int, cfg: ModelConfig):
