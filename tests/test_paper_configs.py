@@ -1,0 +1,87 @@
+"""The paper configs (config/paper/): each resolves and dry-runs through Snakemake as shipped, and runs
+end to end on a CPU through a small file that extends it and shrinks only sizes and budgets."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT
+from pipeline_src.config import load
+
+BIN = Path(sys.executable).parent
+PAPER = sorted(p for p in (ROOT / "config" / "paper").glob("*.yaml") if not p.name.startswith("_"))
+
+# what a CPU can afford in seconds (sizes, budgets, a 2,000-word vocabulary); everything else (encoder,
+# regularisers, schedule, head, corpus) as shipped
+SHRINK = """extends: {base}
+data_dir: data
+results_dir: results/{name}
+model: {{emb_dim: 16, hidden_dim: 24{last}}}
+training: {{epochs: 2, max_steps_per_epoch: 4, batch_size: 4, bptt: 12, nonmono: 0, eval_batch_size: 10,
+           checkpoint_every_steps: null}}
+evaluation: {{batch_size: 10, rank_contexts: 40}}
+datasets: {{{dataset}: {{tokenizer: {{max_vocab: 2000}}}}}}
+bench: {{vocab_sizes: [100], tokens: 16, dim: 8, repeats: 1, warmup: 0}}
+{methods}
+"""
+
+
+def _project(tmp_path: Path) -> Path:
+    from test_pipeline import _project as project
+    from conftest import tiny_params
+    import yaml
+
+    return project(tmp_path, tiny_params(yaml.safe_load((ROOT / "params.yaml").read_text()), tmp_path))
+
+
+def _sh(cmd, cwd, mirror):
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True,
+                       env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(cwd), "LMBENCH_MIRROR": str(mirror)})
+    assert r.returncode == 0, f"{' '.join(map(str, cmd))}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    return r
+
+
+def test_every_paper_config_names_its_figures_and_source():
+    assert {p.name for p in PAPER} >= {"awd-lstm-ptb.yaml", "awd-lstm-wt2.yaml", "awd-mos-ptb.yaml",
+                                       "awd-mos-wt2.yaml"}
+    for path in PAPER:
+        p = load(path)
+        assert p["paper"]["source"] and set(p["paper"]["ppl"]) <= set(p["run"]["methods"]), path.name
+        assert all(p["datasets"][d]["corpus"]["type"] in ("ptb", "wikitext-2") for d in p["run"]["datasets"])
+
+
+@pytest.mark.parametrize("path", PAPER, ids=lambda p: p.stem)
+def test_paper_config_dry_runs_as_shipped(tmp_path, path, mirror):
+    proj = _project(tmp_path)
+    dry = _sh([str(BIN / "snakemake"), "-n", "--cores", "1", "--config", f"params={path}"], proj, mirror).stdout
+    p = load(path)
+    n_runs = len(p["run"]["datasets"]) * len(p["run"]["methods"]) * len(p["run"]["seeds"])
+    assert dry.count("rule train:") == n_runs and "rule report:" in dry
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", PAPER, ids=lambda p: p.stem)
+def test_paper_config_runs_end_to_end_shrunk(tmp_path, path, mirror):
+    p = load(path)
+    method = p["run"]["methods"][0]
+    mos = p["methods"][method]["type"] == "mos"
+    small = tmp_path / "small.yaml"
+    small.write_text(SHRINK.format(base=path, name=path.stem, last=", last_dim: 20" if mos else "",
+                                   dataset=p["run"]["datasets"][0],
+                                   methods=f"methods: {{{method}: {{components: 3}}}}" if mos else ""))
+    proj = _project(tmp_path)
+    _sh([str(BIN / "snakemake"), "--cores", "2", "--config", f"params={small}"], proj, mirror)
+    res = proj / "results" / path.stem
+    dataset, seed = p["run"]["datasets"][0], p["run"]["seeds"][0]
+    metrics = json.loads((res / "runs" / dataset / method / f"seed{seed}" / "metrics.json").read_text())
+    cfg = metrics["config"]
+    assert cfg["model"]["encoder"] == "awd-lstm" and cfg["model"]["weight_drop"] == 0.5  # as shipped
+    assert cfg["training"]["schedule"] == "nt-asgd" and cfg["training"]["variable_bptt"] is True
+    assert cfg["model"]["hidden_dim"] == 24 and cfg["training"]["epochs"] == 2  # shrunk
+    assert metrics["rank"]["vocab"] == 2000  # the shrunk vocabulary
+    assert metrics["splits"]["test"]["ppl"] < 2000  # learned something in 8 steps
+    head = pd.read_csv(res / "headline.csv")
+    assert head.paper_ppl.iloc[0] == p["paper"]["ppl"][method] and (res / "report.html").exists()
