@@ -36,13 +36,13 @@ import torch
 from tqdm import tqdm
 
 from .atomic import atomic_path, write_json, write_text
+from .averaging import ParameterAverage
 from .batching import batchify, num_segments, segments, variable_lengths, variable_segments
 from .config import ModelConfig, TrainConfig, config_hash
 from .evaluate import stream_log_probs
 from .model import LanguageModel
 from .optim import build_optimizer, clip_grad_norm
 from .prepare import load_split
-from .averaging import ParameterAverage
 from .schedules import lr_at, next_lr, nt_asgd_trigger
 from .runtime import (StopRequest, environment, load_average, peak_memory_mb, reset_peak_memory, rng_state,
                       seed_everything, set_rng_state)
