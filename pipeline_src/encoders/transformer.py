@@ -67,7 +67,8 @@ class TransformerEncoder(nn.Module):
         if t > self.window:
             raise ValueError(f"a segment of {t} tokens does not fit the context window of {self.window} "
                              "(training.bptt and the evaluation segments must be at most model.context)")
-        past = state[0].to(tokens.device).long()[-(self.window - t):] if self.window > t else state[0][:0]
+        tail = state[0].to(tokens.device).long()  # (C, B) ids (a caller may have cast the state's dtype)
+        past = tail[max(0, tail.shape[0] - (self.window - t)):]  # the context - t tokens before the segment
         seq = torch.cat([past, tokens]).t()  # (B, L), L <= context
         pos = torch.arange(seq.shape[1], device=seq.device)
         x = self.drop(self.embedding(seq) + self.position(pos))  # (B, L, d)
