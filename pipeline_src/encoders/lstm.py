@@ -22,7 +22,7 @@ class LSTMEncoder(nn.Module):
         self.lstm = nn.LSTM(cfg.emb_dim, cfg.hidden_dim, cfg.layers,
                             dropout=cfg.dropout if cfg.layers > 1 else 0.0)
         self.out_dim = cfg.emb_dim if cfg.tie_weights else (cfg.proj_dim or cfg.hidden_dim)
-        needs_proj = self.out_dim != cfg.hidden_dim or (cfg.proj_dim is not None and not cfg.tie_weights)
+        needs_proj = cfg.proj_dim is not None if not cfg.tie_weights else cfg.hidden_dim != cfg.emb_dim
         self.proj = nn.Linear(cfg.hidden_dim, self.out_dim) if needs_proj else None
 
     def init_state(self, batch: int, device=None) -> State:
