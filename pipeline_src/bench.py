@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from . import paths
 from .atomic import atomic_path, write_json
 from .heads import HeadContext, build_head
+from .heads.base import scratch_bytes
 
 
 def _sync(device: torch.device) -> None:
@@ -119,7 +120,7 @@ def bench_one(method: str, spec: dict, v: int, n: int, d: int, device: torch.dev
     return {"method": method, "train_ms": time_fn(step, device, repeats, warmup),
             "update_ms": time_fn(step_and_update, device, repeats, warmup),
             "eval_ms": time_fn(evaluate, device, repeats, warmup),
-            "peak_mem_mb": peak_bytes(step, device, clear) / 2**20,
+            "peak_mem_mb": (peak_bytes(step, device, clear) + scratch_bytes(head)) / 2**20,  # + blocks kept
             "params": sum(p.numel() for p in head.parameters())}
 
 

@@ -40,6 +40,28 @@ def test_chunked_cross_entropy_is_stable_for_huge_logits():
     assert torch.isfinite(big) and abs(big.item() - ref.item()) / ref.item() < 1e-5
 
 
+def test_chunked_cross_entropy_is_exact_where_the_target_probability_underflows():
+    # a target 300 nats below the best word: exp underflows float32, so -log p[t] would be inf; the loss
+    # comes from the row's max and its largest probability instead, exact
+    h, w, b, t = _data(n=4, v=50)
+    with torch.no_grad():
+        b.zero_()
+        b[t[0]] = -300.0
+    ours = linear_cross_entropy(h, w, b, t, 2)
+    ref = F.cross_entropy(F.linear(h.double(), w.double(), b.double()), t)
+    assert abs(ours.item() - ref.item()) < 1e-5 * ref.item() and ours.item() > 70
+
+
+@pytest.mark.parametrize("v", [7, 10_000])  # the short-row and the vectorised long-row kernels
+def test_in_place_softmax_writes_the_softmax_into_its_input(v):
+    from pipeline_src.heads.softmax import softmax_
+
+    x = torch.randn(9, v, generator=torch.Generator().manual_seed(0)) * 5
+    ref = F.softmax(x, dim=1)
+    out = softmax_(x)
+    assert out.data_ptr() == x.data_ptr() and torch.equal(out, ref)
+
+
 def test_no_gradients_are_computed_without_grad():
     h, w, b, t = _data()
     with torch.no_grad():

@@ -15,39 +15,51 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .base import (HeadContext, OutputLayer, apply_in_fp32, chunked_rows, output_embedding, register,
+from .base import (HeadContext, OutputLayer, Scratch, apply_in_fp32, chunked_rows, output_embedding, register,
                    target_log_softmax)
+
+
+def softmax_(logits: Tensor) -> Tensor:
+    """Row softmax of a (c, V) block, in place on the CPU: its kernel takes each row's max, exp and sum
+    while the row is in cache, one pass over memory where amax, sub, exp, sum and a division were five.
+    (Writing into its own input is safe there: each element is read before it is written. Elsewhere a
+    new tensor, which a caching allocator makes cheap.)"""
+    if logits.device.type == "cpu":
+        return torch.ops.aten._softmax.out(logits, 1, False, out=logits)
+    return torch.softmax(logits, dim=1)
 
 
 class ChunkedLinearCrossEntropy(torch.autograd.Function):
     """mean_i [ logsumexp(h_i W^T + b) - (h_i W^T + b)[t_i] ], exact, O(chunk x V) memory."""
 
     @staticmethod
-    def forward(ctx, h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, chunk_size: int):
+    def forward(ctx, h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, chunk_size: int,
+                scratch: Scratch | None):
         n = h.shape[0]  # h (N, d), weight (V, d), bias (V,), target (N,)
         want_h, want_w, want_b = ctx.needs_input_grad[:3]
         grad_h = torch.empty_like(h) if want_h else None
-        grad_w = torch.zeros_like(weight) if want_w else None
+        grad_w = torch.empty_like(weight) if want_w else None  # the first chunk's product overwrites it
         grad_b = torch.zeros_like(bias) if (want_b and bias is not None) else None
         total = torch.zeros((), dtype=torch.float64, device=h.device)
         for s in range(0, n, chunk_size):
             hc, tc = h[s:s + chunk_size], target[s:s + chunk_size]  # (c, d), (c,)
             rows = torch.arange(hc.shape[0], device=h.device)
-            logits = F.linear(hc, weight, bias)  # (c, V)
+            block = scratch.get(hc.shape[0], weight.shape[0], h) if scratch is not None else None
+            logits = (torch.mm(hc, weight.t(), out=block) if bias is None  # (c, V)
+                      else torch.addmm(bias, hc, weight.t(), out=block))
             picked = logits[rows, tc]  # (c,) target logits
             top = logits.amax(dim=1)  # (c,)
-            p = logits.sub_(top[:, None]).exp_()  # unnormalised softmax, in place: one exp pass
-            z = p.sum(dim=1)  # (c,)
-            total += (top + z.log() - picked).sum(dtype=torch.float64)
+            p = softmax_(logits)  # (c, V)
+            # logsumexp = top + log z, and the row's largest probability is exp(0) / z
+            total += (top - p.amax(dim=1).log() - picked).sum(dtype=torch.float64)
             if want_h or want_w or want_b:
-                g = p.mul_((1.0 / (z * n))[:, None])  # softmax / N = d(mean loss)/d logits, minus the one-hot
-                g[rows, tc] -= 1.0 / n
+                p[rows, tc] -= 1.0  # N x d(mean loss)/d logits = softmax - one-hot; the 1/N goes into the products
                 if grad_h is not None:
-                    torch.mm(g, weight, out=grad_h[s:s + chunk_size])
+                    grad_h[s:s + chunk_size].addmm_(p, weight, beta=0.0, alpha=1.0 / n)
                 if grad_w is not None:
-                    grad_w.addmm_(g.t(), hc)
+                    grad_w.addmm_(p.t(), hc, beta=float(s > 0), alpha=1.0 / n)
                 if grad_b is not None:
-                    grad_b += g.sum(0)
+                    grad_b.add_(p.sum(0), alpha=1.0 / n)
         ctx.save_for_backward(grad_h, grad_w, grad_b)
         return (total / n).to(h.dtype)
 
@@ -57,13 +69,14 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
         # The gradients were computed in forward for a unit upstream gradient. Scale out of
         # place: the saved tensors must survive a second backward (retain_graph, gradcheck).
         grads = [None if g is None else g * grad_out for g in ctx.saved_tensors]
-        return grads[0], grads[1], grads[2], None, None
+        return grads[0], grads[1], grads[2], None, None, None
 
 
 def linear_cross_entropy(h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
-                         chunk_size: int = 1024) -> Tensor:
-    """Mean cross-entropy of ``F.linear(h, weight, bias)`` against ``target``, chunked."""
-    return apply_in_fp32(ChunkedLinearCrossEntropy, h, weight, bias, target, chunk_size)
+                         chunk_size: int = 1024, scratch: Scratch | None = None) -> Tensor:
+    """Mean cross-entropy of ``F.linear(h, weight, bias)`` against ``target``, chunked; the logits of
+    each chunk are written into ``scratch`` when given (a head's block, reused every step)."""
+    return apply_in_fp32(ChunkedLinearCrossEntropy, h, weight, bias, target, chunk_size, scratch)
 
 
 @register("softmax")
@@ -80,9 +93,10 @@ class Softmax(OutputLayer):
     def __init__(self, ctx: HeadContext, opts: Options):
         super().__init__(ctx, opts)
         self.weight, self.bias = output_embedding(ctx, opts.init_range)  # (V, d), (V,)
+        self.scratch = Scratch()
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
-        return linear_cross_entropy(hidden, self.weight, self.bias, target, self.opts.chunk_size)
+        return linear_cross_entropy(hidden, self.weight, self.bias, target, self.opts.chunk_size, self.scratch)
 
     def forward_macs(self, exact: bool) -> float:
         return self.in_dim * self.vocab_size
@@ -130,6 +144,7 @@ class WideSoftmax(OutputLayer):
         self.widen = torch.nn.Linear(ctx.in_dim, self.width)  # (d -> d')
         wide = HeadContext(vocab_size=ctx.vocab_size, in_dim=self.width)  # never tied: d' != emb_dim
         self.weight, self.bias = output_embedding(wide, opts.init_range)  # (V, d'), (V,)
+        self.scratch = Scratch()
 
     @property
     def rank_dim(self) -> int:
@@ -142,7 +157,8 @@ class WideSoftmax(OutputLayer):
         return self.in_dim * self.width + self.width * self.vocab_size
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
-        return linear_cross_entropy(self.context(hidden), self.weight, self.bias, target, self.opts.chunk_size)
+        return linear_cross_entropy(self.context(hidden), self.weight, self.bias, target, self.opts.chunk_size,
+                                    self.scratch)
 
     def log_prob(self, hidden: Tensor) -> Tensor:
         return F.log_softmax(F.linear(self.context(hidden), self.weight, self.bias), dim=-1)
