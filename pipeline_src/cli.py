@@ -56,7 +56,7 @@ def _prepare(params: dict, args) -> None:
 def _device(params: dict, args):
     from .runtime import resolve_device, set_threads
 
-    set_threads(args.threads)
+    set_threads(getattr(args, "threads", None))
     return resolve_device(params["device"])
 
 
@@ -163,6 +163,12 @@ def _bench(params: dict, args) -> None:
     run_bench(params, _device(params, args), quick=args.quick)
 
 
+def _bench_step(params: dict, args) -> None:
+    from .stepbench import run_step_bench
+
+    run_step_bench(params, _device(params, args))
+
+
 def _matrix(params: dict, args) -> None:
     from .matrix import run
 
@@ -210,6 +216,8 @@ COMMANDS = {
                 ("dataset",)),
     "report": (_report, "execute the report notebook and render results/report.html", ()),
     "bench": (_bench, "time and measure memory of every output layer against the matmul floor", ()),
+    "bench-step": (_bench_step, "time whole training steps against their floor and the PyTorch example's step "
+                   "(bench.step)", ()),
     "publish": (_publish, "copy a finished run's tables to benchmarks/NAME with provenance; regenerate README tables",
                 ("name",)),
     "matrix": (_matrix, "fit every matrix.methods head to one synthetic target matrix (M = vocab, d = dim)",
@@ -228,7 +236,7 @@ def parser() -> argparse.ArgumentParser:
         if name == "train":
             sp.add_argument("--seed", type=int, default=None, help="run seed of a final run (one of run.seeds)")
             sp.add_argument("--trial", type=int, default=None, help="index of a tuning trial (0 .. tuning.trials - 1)")
-        if name in ("train", "evaluate", "bench", "matrix"):
+        if name in ("train", "evaluate", "bench", "matrix"):  # bench-step sets its own (bench.step.threads)
             sp.add_argument("--threads", type=int, default=None,
                             help="torch CPU threads (Snakemake passes the job's threads; default: torch's choice)")
         if name == "publish":

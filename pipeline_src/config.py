@@ -136,6 +136,13 @@ def validate(params: dict, source: str = DEFAULT_PARAMS) -> dict:
             if name not in params[section]:
                 raise ConfigError(f"{source}: key '{key}': {name!r} is not defined under '{section}'; "
                                   f"defined: {sorted(params[section])}")
+    step = params["bench"].get("step") or {}
+    for key, section, names in (("bench.step.methods", "methods", step.get("methods", [])),
+                                ("bench.step.dataset", "datasets", [step["dataset"]] if step else [])):
+        for name in names:
+            if name not in params[section]:
+                raise ConfigError(f"{source}: key '{key}': {name!r} is not defined under '{section}'; "
+                                  f"defined: {sorted(params[section])}")
     for name in (params.get("paper") or {}).get("ppl", {}):
         if name not in params["methods"]:
             raise ConfigError(f"{source}: key 'paper.ppl.{name}': not a method defined under 'methods'; "

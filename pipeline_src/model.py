@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+from torch.profiler import record_function
 
 from .config import ModelConfig
 from .encoders import build_encoder
@@ -36,8 +37,10 @@ class LanguageModel(nn.Module):
     def loss(self, inputs: Tensor, targets: Tensor, state: State) -> tuple[Tensor, State]:
         """inputs, targets (T, B) -> scalar training loss (the head's, plus the encoder's regularisation
         terms, e.g. AWD-LSTM's AR and TAR), new state."""
-        h, state = self.encoder(inputs, state)
-        loss = self.head.loss(h.reshape(-1, h.shape[-1]), targets.reshape(-1))
+        with record_function("encoder"):
+            h, state = self.encoder(inputs, state)
+        with record_function("head"):
+            loss = self.head.loss(h.reshape(-1, h.shape[-1]), targets.reshape(-1))
         penalty = self.encoder.penalty()
         return (loss + penalty if torch.is_tensor(penalty) else loss), state
 

@@ -59,6 +59,11 @@ def bench_path(params: dict) -> Path:
     return Path(params["results_dir"]) / "bench.csv"
 
 
+def step_bench_path(params: dict) -> Path:
+    """Whole training steps against their floor and the peer (pipeline_src/stepbench.py)."""
+    return Path(params["results_dir"]) / "step-bench.csv"
+
+
 def matrix_fit_path(params: dict, vocab: int, dim: int, seed: int) -> Path:
     return Path(params["results_dir"]) / "matrix" / f"M{vocab}-d{dim}-seed{seed}.json"
 

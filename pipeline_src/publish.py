@@ -33,7 +33,7 @@ from .runtime import cpu_model
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 TABLES = ("summary.csv", "summary.json", "headline.csv", "history.csv", "matrix.csv", "bench.csv", "bench.json", "tuning.csv",
-          "tuning_curves.csv")
+          "tuning_curves.csv", "step-bench.csv", "step-bench.json", "step-breakdown.csv")
 BLOCK = re.compile(r"(<!-- results-table: (?P<path>\S+?) -->\n)(?P<body>.*?)(<!-- end results-table -->)", re.S)
 
 
@@ -49,7 +49,15 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
 
     results = Path(params["results_dir"])
     bench_only = not paths.summary_path(params).exists() and paths.bench_path(params).exists()
-    if bench_only:  # `python -m pipeline_src bench` alone: a timing table, no trained runs
+    step_only = not paths.summary_path(params).exists() and not bench_only and paths.step_bench_path(params).exists()
+    if step_only:  # `python -m pipeline_src bench-step` alone: whole steps against their floor and the peer
+        summary = pd.DataFrame({"dataset": [], "method": [], "seed": [], "config_hash": []})
+        meta = json.loads(paths.step_bench_path(params).with_suffix(".json").read_text())
+        if meta["step"] != params["bench"].get("step"):
+            raise ConfigError(f"{paths.step_bench_path(params)} was made by another bench.step: rerun "
+                              f"`python -m pipeline_src bench-step --config {params_file}` before publishing")
+        command = f"python -m pipeline_src bench-step --config {params_file}"
+    elif bench_only:  # `python -m pipeline_src bench` alone: a timing table, no trained runs
         summary = pd.DataFrame({"dataset": [], "method": [], "seed": [], "config_hash": []})
         bench_meta = json.loads(paths.bench_path(params).with_suffix(".json").read_text())
         if bench_meta["bench"] != params["bench"] or bench_meta["quick"]:
@@ -57,7 +65,7 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
                               f"`python -m pipeline_src bench --config {params_file}` before publishing")
         command = f"python -m pipeline_src bench --config {params_file} --threads {bench_meta['threads']}"
     elif not paths.summary_path(params).exists():
-        raise ConfigError(f"{results} has neither summary.csv nor bench.csv: nothing to publish")
+        raise ConfigError(f"{results} has no summary.csv, bench.csv or step-bench.csv: nothing to publish")
     else:
         summary = pd.read_csv(paths.summary_path(params))
         command = f"snakemake --cores all --config params={params_file}"
@@ -84,7 +92,7 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
             timespec="seconds"), "files": copied, "seeds": run_seeds(params), "cpu_model": cpu_model(),
         "run_config_hashes": sorted(summary.config_hash.unique().tolist()),
         "command": command, "wall_time_s": wall_time_s,
-        "runs": json.loads(info.read_text()) if not bench_only and info.exists() else None})
+        "runs": json.loads(info.read_text()) if not (bench_only or step_only) and info.exists() else None})
     update_docs()
     return out
 
@@ -169,6 +177,28 @@ def bench_markdown(bench: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+def step_bench_markdown(df: pd.DataFrame) -> str:
+    """Whole training steps: the project's and the peer's against the floor measured in the same run."""
+    cols = ["threads", "method", "step (ms)", "x floor", "PyTorch example (ms)", "its x floor", "speed-up",
+            "floor (ms): head products + LSTM", "tokens/s"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in df.itertuples():
+        lines.append(f"| {r.threads} | {r.method} | {r.step_ms:.1f} | {r.step_vs_floor:.2f} | {r.peer_ms:.1f} | "
+                     f"{r.peer_vs_floor:.2f} | {r.speedup_vs_peer:.2f} | {r.floor_ms:.1f}: {r.head_gemm_ms:.1f} + "
+                     f"{r.lstm_ms:.1f} | {r.tokens_per_s:,.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def step_breakdown_markdown(df: pd.DataFrame) -> str:
+    """Where a step's time goes, ms per step by part of the step and kind of op, one column per method."""
+    wide = df.pivot(index="part", columns="method", values="ms_per_step")
+    order = [p for p in wide.index if p != "total (profiled)"] + ["total (profiled)"]
+    lines = ["| part: kind of op | " + " | ".join(wide.columns) + " |", "|" + "---|" * (len(wide.columns) + 1)]
+    for part in order:
+        lines.append(f"| {part} | " + " | ".join(f"{v:.1f}" for v in wide.loc[part]) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def provenance_markdown(prov: dict) -> str:
     wall = prov.get("wall_time_s")
     rows = [("command", f"`{prov['command']}`"), ("commit", f"`{prov['commit'][:12]}`"),
@@ -196,6 +226,10 @@ def render_table(path: str) -> str:
         return headline_markdown(pd.read_csv(file))
     if file.name == "bench.csv":
         return bench_markdown(pd.read_csv(file))
+    if file.name == "step-bench.csv":
+        return step_bench_markdown(pd.read_csv(file))
+    if file.name == "step-breakdown.csv":
+        return step_breakdown_markdown(pd.read_csv(file))
     if file.name == "tuning.csv":
         return selected_markdown(pd.read_csv(file))
     if file.name == "provenance.json":

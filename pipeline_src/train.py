@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch.profiler import record_function
 from tqdm import tqdm
 
 from .atomic import atomic_path, write_json, write_text
@@ -120,6 +121,27 @@ def _history_csv(rows: list[dict]) -> str:
     w.writeheader()
     w.writerows(rows)
     return buf.getvalue()
+
+
+def train_step(model: LanguageModel, optimizer, x: torch.Tensor, y: torch.Tensor, hidden: tuple,
+               tc: TrainConfig) -> tuple[torch.Tensor, tuple]:
+    """One optimizer step on the segment x -> y (T, B), at the learning rates set in ``optimizer``:
+    the loss (a detached fp32 scalar, left on the device) and the state to carry. The bench times this
+    very function (pipeline_src/stepbench.py); the ``record_function`` labels name its parts there and
+    cost nothing without a profiler."""
+    hidden = tuple(h.detach() for h in hidden)
+    with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=tc.precision == "bf16"):
+        loss, hidden = model.loss(x, y, hidden)
+    loss = loss.float()
+    optimizer.zero_grad(set_to_none=True)
+    with record_function("backward"):
+        loss.backward()
+    if tc.clip:
+        with record_function("clip"):
+            clip_grad_norm(model.parameters(), tc.clip)
+    with record_function("optimizer"):
+        optimizer.step()
+    return loss.detach(), hidden
 
 
 def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
@@ -253,24 +275,16 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
             if k >= epoch_steps:
                 break
             t0 = time.perf_counter()
-            hidden = tuple(h.detach() for h in hidden)
-            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=tc.precision == "bf16"):
-                loss, hidden = model.loss(x, y, hidden)
-            loss = loss.float()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if tc.clip:
-                clip_grad_norm(model.parameters(), tc.clip)
             if tc.variable_bptt:  # a shorter segment takes a proportionally smaller step (Merity et al.)
                 for g in optimizer.param_groups:
                     g["lr"] = st["lr"] * g["lr_mult"] * x.shape[0] / tc.bptt
-            optimizer.step()
+            loss, hidden = train_step(model, optimizer, x, y, hidden, tc)
             if average.active:
                 average.update(model)
             dt = time.perf_counter() - t0
             st["epoch_train_time_s"] += dt
             st["epoch_tokens"] += y.numel()
-            loss_acc += loss.detach().double() * y.numel()
+            loss_acc += loss.double() * y.numel()
             st["loss_count"] += y.numel()
             st["step_in_epoch"] = k + 1
             bar.update(1)

@@ -1,0 +1,119 @@
+"""The whole-step bench: its peer is the PyTorch example's model and step, and its table and breakdown."""
+import copy
+
+import pytest
+import torch
+
+from conftest import write_params
+from pipeline_src.config import ConfigError, TrainConfig, validate
+from pipeline_src.stepbench import PeerLM, peer_step_fn
+
+CPU = torch.device("cpu")
+
+
+def _sgd(tiny: dict) -> dict:
+    p = copy.deepcopy(tiny)
+    ds = p["datasets"]["tiny"]
+    ds["training"].update({"optimizer": "sgd", "lr": 0.5})
+    ds["model"]["layers"] = 2
+    p["bench"]["step"] = {"dataset": "tiny", "methods": ["softmax"], "threads": [1], "steps": 2, "rounds": 1}
+    return p
+
+
+def test_the_peer_is_the_same_model_and_the_same_step(tiny_data):
+    """Given the project's weights, the rebuilt example computes the same loss and, after one step of
+    clipped SGD, the same weights: the bench compares two implementations of one algorithm."""
+    from pipeline_src.batching import batchify, segments
+    from pipeline_src.optim import build_optimizer
+    from pipeline_src.prepare import load_split
+    from pipeline_src.train import build_model, train_step
+    from pipeline_src.tuning import final_config
+
+    p, _, prep = tiny_data
+    p = validate(_sgd(p))
+    p["datasets"]["tiny"]["model"]["dropout"] = 0.0  # both deterministic
+    cfg = final_config(p, "tiny", "softmax", 0)
+    tc = TrainConfig(**cfg["training"])
+    model = build_model(cfg, prep)
+    m = cfg["model"]
+    peer = PeerLM(model.head.vocab_size, m["emb_dim"], m["hidden_dim"], m["layers"], 0.0, True)
+    peer.encoder.weight.data.copy_(model.encoder.embedding.weight)
+    peer.decoder.bias.data.copy_(model.head.bias)
+    peer.rnn.load_state_dict(model.encoder.lstm.state_dict())
+    _, x, y = next(segments(batchify(load_split(prep, "train"), tc.batch_size, CPU), tc.bptt))
+    state = model.init_state(tc.batch_size)
+    before = model.encoder.embedding.weight.detach().clone()
+    loss, new_state = train_step(model, build_optimizer(model, tc), x, y, state, tc)
+    peer_state, peer_loss = peer_step_fn(peer, tc.lr, tc.clip)(x, y, tuple(s.clone() for s in state))
+    for a, b in zip(new_state, peer_state):
+        assert torch.allclose(a, b, atol=1e-6)
+    pairs = [(model.encoder.embedding.weight, peer.encoder.weight), (model.head.bias, peer.decoder.bias),
+             *zip(model.encoder.lstm.parameters(), peer.rnn.parameters())]
+    for a, b in pairs:
+        assert torch.allclose(a, b, atol=1e-6), "the two steps moved the weights differently"
+    assert peer.decoder.weight is peer.encoder.weight  # tied, as the project's head is to its embedding
+    assert peer_loss == pytest.approx(loss.item(), abs=1e-6)
+    assert (model.encoder.embedding.weight - before).abs().max() > 1e-4  # the step did move the weights
+
+
+def test_bench_step_writes_the_table_and_the_breakdown(tiny, tmp_path, monkeypatch):
+    import pandas as pd
+
+    from pipeline_src import paths
+    from pipeline_src.cli import main
+
+    cfg = write_params(_sgd(tiny), tmp_path / "p.yaml")
+    for cmd in ("fetch", "prepare"):
+        assert main([cmd, "--config", str(cfg), "--dataset", "tiny"]) == 0
+    assert main(["bench-step", "--config", str(cfg)]) == 0
+    p = validate(_sgd(tiny))
+    df = pd.read_csv(paths.step_bench_path(p))
+    r = df.iloc[0]
+    assert (r.threads, r.method) == (1, "softmax")
+    assert r.floor_ms == pytest.approx(r.head_gemm_ms + r.lstm_ms) and r.lstm_ms > 0 and r.head_gemm_ms > 0
+    assert r.step_vs_floor == pytest.approx(r.step_ms / r.floor_ms)
+    assert r.speedup_vs_peer == pytest.approx(r.peer_ms / r.step_ms)
+    assert r.tokens_per_s == pytest.approx(8 * 10 / r.step_ms * 1e3)  # batch 8 x bptt 10 rows
+    bd = pd.read_csv(paths.step_bench_path(p).with_name("step-breakdown.csv")).set_index("part").ms_per_step
+    # each op lands in the part of the step it ran in: the head's products, the LSTM forward and backward
+    for part in ("head: matrix products", "encoder: recurrent kernels", "backward: recurrent kernels",
+                 "optimizer: other ops", "clip: other ops"):
+        assert bd[part] > 0, part
+    assert "head: recurrent kernels" not in bd and "encoder: matrix products" not in bd
+    assert bd.drop(["total (profiled)"]).sum() == pytest.approx(bd["total (profiled)"])
+
+    import pipeline_src.publish as pub  # published alone, with its command, both tables rendered
+
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
+    monkeypatch.setattr(pub, "update_docs", lambda: [])
+    out = pub.publish(p, cfg, "step-x")
+    prov = __import__("json").loads((out / "provenance.json").read_text())
+    assert prov["files"] == ["step-bench.csv", "step-bench.json", "step-breakdown.csv"]
+    assert prov["command"] == f"python -m pipeline_src bench-step --config {cfg}"
+    row = pub.step_bench_markdown(pd.read_csv(out / "step-bench.csv")).splitlines()[2]
+    assert row.startswith("| 1 | softmax | ") and f"{r.step_vs_floor:.2f}" in row
+    lines = pub.step_breakdown_markdown(pd.read_csv(out / "step-breakdown.csv")).splitlines()
+    assert lines[-1].startswith("| total (profiled) |") and len(lines) == 2 + len(bd)
+    p["bench"]["step"]["steps"] = 3  # the file no longer describes this config
+    with pytest.raises(ConfigError, match="another bench.step"):
+        pub.publish(p, cfg, "step-x")
+
+
+def test_bench_step_refuses_what_the_peer_cannot_be(tiny, tmp_path, capsys):
+    from pipeline_src.cli import main
+
+    p = _sgd(tiny)
+    p["datasets"]["tiny"]["training"]["optimizer"] = "adam"
+    cfg = write_params(p, tmp_path / "p.yaml")
+    for cmd in ("fetch", "prepare"):
+        assert main([cmd, "--config", str(cfg), "--dataset", "tiny"]) == 0
+    assert main(["bench-step", "--config", str(cfg)]) == 2
+    assert "training.optimizer sgd" in capsys.readouterr().err
+    p = _sgd(tiny)
+    p["bench"]["step"]["methods"] = ["nope"]
+    with pytest.raises(ConfigError, match="bench.step.methods"):
+        validate(p)
+    p = _sgd(tiny)
+    del p["bench"]["step"]
+    assert main(["bench-step", "--config", str(write_params(p, tmp_path / "q.yaml"))]) == 2
+    assert "bench.step' is missing" in capsys.readouterr().err
