@@ -106,6 +106,36 @@ def test_head_gradcheck(kind):
     assert torch.autograd.gradcheck(fn, (g, *[p.detach().clone().requires_grad_() for p in params]))
 
 
+@pytest.mark.parametrize("kind", ["moss", "sigsoftmax"])
+@pytest.mark.parametrize("shift", [0.0, -100.0])  # every logit below -30: the log-sigmoid form runs instead
+def test_sigsoftmax_components_are_exact_on_both_paths(kind, shift):
+    """The fused sigsoftmax block takes softmax(z + log sigmoid z) as exp(z - m) sigmoid(z) / S; where
+    sigmoid(max z) could underflow it falls back to the log-sigmoid form. Both equal the log-space formula,
+    loss and gradients."""
+    from pipeline_src.heads.mixture import sig_logits
+
+    hd = head(kind, **OPTS[kind])
+    _perturb(hd)
+    with torch.no_grad():
+        hd.bias.add_(shift)
+    hd.eval()
+    g, t = data(n=7)
+    g = (3 * g).requires_grad_()
+    if kind == "sigsoftmax":
+        ref = F.log_softmax(sig_logits(g @ hd.weight.T + hd.bias), 1).gather(1, t[:, None]).squeeze(1)
+    else:
+        ref = hd.log_prob(g).gather(1, t[:, None]).squeeze(1)  # log-space, dense
+    logits = (hd.mixture(g)[1] if kind == "moss" else g) @ hd.weight.T + hd.bias  # (n, [K,] V)
+    assert (shift == 0) == bool((logits.amax(-1) > -30).all())  # which path runs
+    assert torch.allclose(hd.target_log_prob(g, t), ref, atol=1e-10)
+    loss = hd.loss(g, t)
+    assert torch.allclose(loss, -ref.mean(), atol=1e-10)
+    got = torch.autograd.grad(loss, [g, *hd.parameters()])
+    want = torch.autograd.grad(-ref.mean(), [g, *hd.parameters()], allow_unused=True)
+    for a, b in zip(got, want):
+        assert torch.allclose(a, torch.zeros_like(a) if b is None else b, atol=1e-10)
+
+
 @pytest.mark.parametrize("kind", ["mos", "moss", "plif", "sigsoftmax", "monotonic-mlp"])
 def test_chunked_loss_equals_unchunked_with_gradients(kind):
     a = head(kind, **dict(OPTS[kind], chunk_size=2))

@@ -26,7 +26,7 @@ from torch.autograd.function import once_differentiable
 
 from .base import (HeadContext, OutputLayer, apply_in_fp32, auto_chunk, chunked_mean_nll, chunked_rows,
                    output_embedding, register)
-from .mixture import init_range_field, sig_logits
+from .mixture import MixtureCrossEntropy, mixture_chunk, init_range_field, sig_logits
 
 SOFTPLUS_INV_1 = math.log(math.e - 1.0)  # softplus(x) = 1
 
@@ -71,8 +71,6 @@ class Sigsoftmax(_PointwiseSoftmax):
     """p(w | h) proportional to exp(z_w) sigmoid(z_w) (Kanai et al. 2018): the fixed increasing
     f(z) = z + logsigmoid(z) before the softmax, exact in log space."""
 
-    train_passes = 4  # chunked_mean_nll recomputes each chunk's forward in backward
-
     @dataclass(frozen=True)
     class Options:
         chunk_size: int | None = field(default=None, metadata={"minimum": 1, "description":
@@ -81,6 +79,22 @@ class Sigsoftmax(_PointwiseSoftmax):
 
     def f(self, z: Tensor) -> Tensor:
         return sig_logits(z)
+
+    # Loss and evaluation: MoSS's fused chunk with one component (its gradients formed in the same pass,
+    # nothing recomputed, no log-sigmoid pass over the logits), two (rows x V) blocks alive.
+    def _rows(self) -> int:
+        return auto_chunk(self.opts.chunk_size, 2 * self.vocab_size)
+
+    def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
+        one = hidden.new_zeros(hidden.shape[0], 1)  # log prior of the single component
+        return apply_in_fp32(MixtureCrossEntropy, one, hidden[:, None], self.weight, self.bias, target, True,
+                             self._rows())
+
+    def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
+        def rows(h: Tensor, t: Tensor) -> Tensor:
+            return mixture_chunk(h.new_zeros(h.shape[0], 1), h[:, None], self.weight, self.bias, t, True, None)[0]
+
+        return chunked_rows(rows, hidden, target, chunk_size or self._rows())
 
 
 class PLIFCrossEntropy(torch.autograd.Function):
