@@ -2,7 +2,10 @@
 parameters after every optimizer step; validation, checkpoints and the kept model use the mean.
 
 Written for any base optimizer (dense SGD, sparse SGD, Adam), instead of ``torch.optim.ASGD``, whose
-averaging with t0 = 0 and lambd = 0 is the same mean: ax_n = ax_{n-1} + (w_n - ax_{n-1}) / n.
+averaging with t0 = 0 and lambd = 0 (the reference code's switch) this reproduces exactly (tested against
+``torch.optim.ASGD``): the mean of the weights after the 2nd, 3rd, ... n-th step since the switch. The
+first step's weights are left out, as there: ASGD's factor mu is 1 for both of its first two steps
+(mu = 1 / max(1, step - t0) is updated after it is used), so its second step overwrites the first.
 """
 from __future__ import annotations
 
@@ -25,16 +28,18 @@ class ParameterAverage:
         return self.mean is not None
 
     def start(self, model: nn.Module) -> None:
-        """Begin averaging: the first mean is the current weights (counted as one iterate)."""
+        """Begin averaging with the next step. Until it, the mean reads as the current weights; they are
+        not an iterate (the first update overwrites them)."""
         self.mean = {n: p.detach().clone() for n, p in model.named_parameters()}
-        self.steps = 1
+        self.steps = 0
 
     @torch.no_grad()
     def update(self, model: nn.Module) -> None:
-        """After an optimizer step: fold the new weights into the mean."""
+        """After an optimizer step: fold the new weights into the mean (ASGD's mu = 1 / max(1, step - 1))."""
         self.steps += 1
+        mu = 1.0 / max(1, self.steps - 1)
         for n, p in model.named_parameters():
-            self.mean[n].add_(p.detach() - self.mean[n], alpha=1.0 / self.steps)
+            self.mean[n].add_(p.detach() - self.mean[n], alpha=mu)
 
     @contextmanager
     def applied(self, model: nn.Module) -> Iterator[None]:

@@ -53,16 +53,46 @@ def test_parameter_average_is_the_mean_of_the_iterates():
     model = torch.nn.Linear(3, 2)
     avg, seen = ParameterAverage(), []
     avg.start(model)
-    seen.append(model.weight.detach().clone())
+    before = model.weight.detach().clone()
+    with torch.no_grad():
+        model.weight.add_(1.0)  # a change made outside any step is not averaged in
+    with avg.applied(model):  # before any step: the weights at the start
+        assert torch.equal(model.weight.detach(), before)
+    with torch.no_grad():
+        model.weight.sub_(1.0)
     for _ in range(4):
         with torch.no_grad():
             model.weight.add_(torch.randn(2, 3))
         avg.update(model)
         seen.append(model.weight.detach().clone())
     own = model.weight.detach().clone()
-    with avg.applied(model):
-        torch.testing.assert_close(model.weight.detach(), torch.stack(seen).mean(0))
+    with avg.applied(model):  # the first step's weights left out, as torch.optim.ASGD does (next test)
+        torch.testing.assert_close(model.weight.detach(), torch.stack(seen[1:]).mean(0))
     assert torch.equal(model.weight.detach(), own)  # its own weights are back
+
+
+def test_parameter_average_is_torch_asgd_with_t0_0_and_lambd_0():
+    """The reference code's switch, torch.optim.ASGD(lr, t0=0, lambd=0): plain SGD steps and the mean of
+    the weights after each of them (ax). SGD + ParameterAverage gives the same weights and mean."""
+    torch.manual_seed(0)
+    a = torch.nn.Linear(4, 3)
+    b = torch.nn.Linear(4, 3)
+    b.load_state_dict(a.state_dict())
+    asgd = torch.optim.ASGD(a.parameters(), lr=0.1, t0=0, lambd=0.0)
+    sgd = torch.optim.SGD(b.parameters(), lr=0.1)
+    avg = ParameterAverage()
+    avg.start(b)
+    for _ in range(5):
+        x = torch.randn(8, 4)
+        for m, opt in ((a, asgd), (b, sgd)):
+            opt.zero_grad()
+            m(x).pow(2).sum().backward()
+            opt.step()
+        avg.update(b)
+    torch.testing.assert_close(b.weight, a.weight)
+    with avg.applied(b):
+        torch.testing.assert_close(b.weight.detach(), asgd.state[a.weight]["ax"])
+        torch.testing.assert_close(b.bias.detach(), asgd.state[a.bias]["ax"])
 
 
 @pytest.fixture
@@ -129,8 +159,8 @@ def test_keys_added_later_stay_out_of_run_configs_at_their_old_behaviour(tiny):
 
 
 def test_nt_asgd_averages_from_the_trigger_and_keeps_the_mean(data, tmp_path, monkeypatch):
-    """Triggered after epoch 1 (the rule forced): model.pt holds the mean of the weights at the switch and
-    after every later step, and epochs 2.. are validated with that mean."""
+    """Triggered after epoch 1 (the rule forced): model.pt holds the mean of the weights after the steps
+    since the switch (the first left out, as torch.optim.ASGD does), and epochs 2.. are validated with it."""
     import pipeline_src.train as T
 
     p, prep = data
@@ -141,7 +171,6 @@ def test_nt_asgd_averages_from_the_trigger_and_keeps_the_mean(data, tmp_path, mo
 
     def spy_start(self, model):
         start(self, model)
-        iterates.append({n: q.detach().clone() for n, q in model.named_parameters()})
 
     def spy_update(self, model):
         update(self, model)
@@ -152,10 +181,10 @@ def test_nt_asgd_averages_from_the_trigger_and_keeps_the_mean(data, tmp_path, mo
     summary = train(cfg, prep, tmp_path / "run", CPU)
     assert summary["averaging_from_epoch"] == 2
     kept = torch.load(tmp_path / "run" / "model.pt", weights_only=False)["model"]
-    steps_per_epoch = (len(iterates) - 1) // 2
-    assert steps_per_epoch > 0 and len(iterates) == 1 + 2 * steps_per_epoch
+    steps_per_epoch = len(iterates) // 2
+    assert steps_per_epoch > 0 and len(iterates) == 2 * steps_per_epoch
     for name in ("head.bias", "encoder.lstm.weight_hh_l0"):
-        mean = torch.stack([it[name] for it in iterates]).mean(0)
+        mean = torch.stack([it[name] for it in iterates[1:]]).mean(0)  # the first step's left out (ASGD)
         torch.testing.assert_close(kept[name], mean, rtol=1e-5, atol=1e-6)
 
 
