@@ -84,6 +84,26 @@ def _train(params: dict, args) -> None:
               f"{summary['tokens_per_s_train']:.0f} train tokens/s")
 
 
+def _finetune(params: dict, args) -> None:
+    from .provenance import check_model, check_prepared, load_torch
+    from .train import finetune_config, train
+    from .tuning import final_config
+
+    cfg = final_config(params, args.dataset, args.method, args.seed)
+    if not cfg["training"].get("finetune_epochs"):
+        raise ConfigError(f"{args.config}: key 'training.finetune_epochs' is 0 for {args.dataset}/{args.method}: "
+                          f"nothing to finetune")
+    run = paths.run_dir(params, args.dataset, args.method, args.seed)
+    retrain = f"python -m pipeline_src train --dataset {args.dataset} --method {args.method} --seed {args.seed}"
+    check_model(run / "model.pt", load_torch(run / "model.pt", "cpu", f"rerun `{retrain}`")["config_hash"], cfg,
+                retrain)
+    device = _device(params, args)
+    s = train(finetune_config(cfg), check_prepared(params, args.dataset),
+              paths.finetune_dir(params, args.dataset, args.method, args.seed), device, init=run / "model.pt")
+    print(f"finetuned {args.dataset}/{args.method} seed {args.seed}: valid nll {s['start_valid_nll']:.4f} -> "
+          f"{s['best_valid_nll']:.4f} (kept epoch {s['best_epoch']}; 0 = the trained weights)")
+
+
 def _select(params: dict, args) -> None:
     from .tuning import select
 
@@ -97,22 +117,35 @@ def _evaluate(params: dict, args) -> None:
     from .evaluate import evaluate, write_metrics
     from .provenance import check_model, check_prepared, load_torch
     from .runtime import peak_memory_mb, reset_peak_memory
-    from .train import build_model
+    from .train import build_model, finetune_config
     from .tuning import final_config
 
     device = _device(params, args)
     prepared = check_prepared(params, args.dataset)
     run = paths.run_dir(params, args.dataset, args.method, args.seed)
     retrain = f"python -m pipeline_src train --dataset {args.dataset} --method {args.method} --seed {args.seed}"
+    cfg = final_config(params, args.dataset, args.method, args.seed)
+    trained = None
+    if cfg["training"].get("finetune_epochs"):  # the finetuned weights are the run's; the trained ones beside
+        trained = load_torch(run / "model.pt", device, f"delete it and rerun `{retrain}`")
+        check_model(run / "model.pt", trained["config_hash"], cfg, retrain)
+        run, cfg = paths.finetune_dir(params, args.dataset, args.method, args.seed), finetune_config(cfg)
+        retrain = retrain.replace(" train ", " finetune ")
     ckpt = load_torch(run / "model.pt", device, f"delete it and rerun `{retrain}`")
-    check_model(run / "model.pt", ckpt["config_hash"], final_config(params, args.dataset, args.method, args.seed),
-                retrain)
+    check_model(run / "model.pt", ckpt["config_hash"], cfg, retrain)
     model = build_model(ckpt["config"], prepared).to(device)
     model.load_state_dict(ckpt["model"])
     reset_peak_memory(device)
     splits = evaluate(model, ckpt["config"], prepared, paths.raw_dir(params, args.dataset), device)
     summary = json.loads((run / "train.json").read_text())
     summary["kept_epoch"] = ckpt.get("epoch")
+    if trained is not None:  # the run is the trained one (config, hash, cost); its scores are the finetuned model's
+        finetuned = dict(summary)  # its config says how it ran (lr, epochs)
+        summary = json.loads((paths.run_dir(params, args.dataset, args.method, args.seed) / "train.json").read_text())
+        summary.update(kept_epoch=trained.get("epoch"), finetune=finetuned)
+        model.load_state_dict(trained["model"])  # and the trained model scored the same way (papers give both)
+        no_rank = {**trained["config"], "evaluation": {**trained["config"]["evaluation"], "rank_contexts": 0}}
+        summary["before_finetune"] = evaluate(model, no_rank, prepared, paths.raw_dir(params, args.dataset), device)
     if (run / "model-best.pt").exists() and ckpt["config"]["training"].get("keep") == "last":
         best = load_torch(run / "model-best.pt", device, f"delete the run directory and rerun `{retrain}`")
         check_model(run / "model-best.pt", best["config_hash"], ckpt["config"], retrain)
@@ -208,6 +241,8 @@ COMMANDS = {
     "prepare": (_prepare, "tokenize, build the vocabulary, encode, build noise distributions", ("dataset",)),
     "train": (_train, "train one method on one dataset at one seed, or one tuning trial (resumes from its checkpoint)",
               ("dataset", "method")),
+    "finetune": (_finetune, "finetune a trained run (training.finetune_epochs): averaged SGD from its weights",
+                 ("dataset", "method", "seed")),
     "select": (_select, "pick a method's best tuning trial by validation perplexity (tuning.enabled)",
                ("dataset", "method")),
     "evaluate": (_evaluate, "exact valid/test perplexity of a trained run", ("dataset", "method", "seed")),
@@ -236,7 +271,7 @@ def parser() -> argparse.ArgumentParser:
         if name == "train":
             sp.add_argument("--seed", type=int, default=None, help="run seed of a final run (one of run.seeds)")
             sp.add_argument("--trial", type=int, default=None, help="index of a tuning trial (0 .. tuning.trials - 1)")
-        if name in ("train", "evaluate", "bench", "matrix"):  # bench-step sets its own (bench.step.threads)
+        if name in ("train", "finetune", "evaluate", "bench", "matrix"):  # bench-step sets its own (bench.step.threads)
             sp.add_argument("--threads", type=int, default=None,
                             help="torch CPU threads (Snakemake passes the job's threads; default: torch's choice)")
         if name == "publish":

@@ -70,6 +70,8 @@ class TrainConfig:
     nonmono: int = 5  # nt-asgd: the checks the trigger looks back past
     variable_bptt: bool = False  # AWD-LSTM's random segment lengths around bptt, lr scaled by length / bptt
     bptt_max_delta: int | None = None  # variable_bptt: lengths capped at bptt + this (MoS code: 40; WT2: 20)
+    finetune_epochs: int = 0  # then a finetuning stage of up to this many epochs (train.finetune_config)
+    finetune_lr: float | None = None  # its learning rate (None = lr; MoS's PTB command finetunes at 25 after 20)
 
 
 def schema() -> dict:
@@ -299,7 +301,8 @@ def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
 # key existed keeps its config hash and stays valid (tests/test_published.py retrains one and compares).
 LATER_DEFAULTS = {
     "training": {"schedule": "plateau", "decay_start": 1, "carry_state": False, "keep": "best", "nonmono": 5,
-                 "variable_bptt": False, "bptt_max_delta": None},
+                 "variable_bptt": False, "bptt_max_delta": None, "finetune_epochs": 0,
+                 "finetune_lr": None},
     "model": {"proj_dim": None, "encoder": "lstm", "last_dim": None, "dropout_input": 0.0, "dropout_hidden": 0.0,
               "dropout_embedding": 0.0, "weight_drop": 0.0, "ar": 0.0, "tar": 0.0, "context": None, "heads": None},
 }

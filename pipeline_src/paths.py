@@ -17,6 +17,11 @@ def run_dir(params: dict, dataset: str, method: str, seed: int) -> Path:
     return Path(params["results_dir"]) / "runs" / dataset / method / f"seed{seed}"
 
 
+def finetune_dir(params: dict, dataset: str, method: str, seed: int) -> Path:
+    """The finetuning stage of a final run (training.finetune_epochs)."""
+    return run_dir(params, dataset, method, seed) / "finetune"
+
+
 def metrics_path(params: dict, dataset: str, method: str, seed: int) -> Path:
     return run_dir(params, dataset, method, seed) / "metrics.json"
 

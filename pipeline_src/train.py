@@ -144,19 +144,32 @@ def train_step(model: LanguageModel, optimizer, x: torch.Tensor, y: torch.Tensor
     return loss.detach(), hidden
 
 
+def finetune_config(run_cfg: dict) -> dict:
+    """The finetuning run of a trained run, as AWD-LSTM's and MoS's finetune.py do it: from the trained
+    run's kept weights, up to ``finetune_epochs`` epochs at a constant ``finetune_lr`` (default: lr), the weights
+    averaged from the first step (their ``ASGD(t0=0, lambd=0)``) and validated with that mean after each
+    epoch; it ends when validation stops improving (the nonmono rule) and keeps the best mean, which
+    replaces the trained weights only where its validation is better (it starts as the best)."""
+    tc = run_cfg["training"]
+    lr = tc.get("finetune_lr") or tc["lr"]
+    return {**run_cfg, "training": {**tc, "epochs": tc["finetune_epochs"], "lr": lr, "schedule": "nt-asgd",
+                                    "keep": "best"}, "finetune_of": config_hash(run_cfg)}
+
+
 def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
-          stop_after_steps: int | None = None, trial: bool = False) -> dict | None:
+          stop_after_steps: int | None = None, trial: bool = False, init: Path | None = None) -> dict | None:
     """Train one (dataset, method) run into ``out_dir``; resume from ``checkpoint.pt`` if present.
 
     ``stop_after_steps`` simulates an interruption (tests): return None after that many
     optimizer steps in this call, leaving only the checkpoint behind. A SIGTERM / SIGINT received
     meanwhile raises ``Stopped`` once the checkpoint is written. ``trial``: a tuning trial, which
-    writes no model.pt and records a divergence in train.json instead of raising ``Diverged``.
+    writes no model.pt and records a divergence in train.json instead of raising ``Diverged``. ``init``:
+    the trained run's model.pt that a finetuning run (``finetune_config``) starts from.
     """
     stop = StopRequest()
     with stop.installed():
         try:
-            return _train(run_cfg, prepared, out_dir, device, stop_after_steps, stop, trial)
+            return _train(run_cfg, prepared, out_dir, device, stop_after_steps, stop, trial, init)
         except Diverged as e:
             (out_dir / "checkpoint.pt").unlink(missing_ok=True)  # a rerun must not resume into the blow-up
             (out_dir / PREVIOUS).unlink(missing_ok=True)
@@ -174,7 +187,7 @@ def _diverged(st: dict, lr: float, first_step: int, last_step: int, reason: str,
 
 
 def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, stop_after_steps: int | None,
-           stop: StopRequest, trial: bool) -> dict | None:
+           stop: StopRequest, trial: bool, init: Path | None = None) -> dict | None:
     tc = TrainConfig(**run_cfg["training"])
     chash = config_hash(run_cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -222,6 +235,17 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
         with average.applied(model):
             return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
 
+    finetune = "finetune_of" in run_cfg
+    if finetune and ck is None:  # start from the trained weights, averaging from the first step
+        from .provenance import load_torch
+
+        model.load_state_dict(load_torch(init, device, "rerun its training")["model"])
+        average.start(model)
+        lp, _ = stream_log_probs(model, valid_data, tc.bptt)
+        st["best_valid_nll"] = st["start_valid_nll"] = float(-lp.double().mean())
+        best_model = {"model": {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()},
+                      "epoch": 0, "valid_nll": st["best_valid_nll"]}  # epoch 0: the trained weights
+
     vocab_size = model.head.vocab_size
     uniform_nll = math.log(vocab_size)
     nll_limit = uniform_nll if model.head.trains_exact_likelihood else 2 * uniform_nll
@@ -242,7 +266,7 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
     t_call = time.perf_counter()
     wall0 = st["wall_time_s"]
     steps_this_call = 0
-    while st["epoch"] < tc.epochs:
+    while st["epoch"] < tc.epochs and not st.get("finetune_stopped_at"):
         model.train()
         for g in optimizer.param_groups:
             g["lr"] = st["lr"] * g["lr_mult"]
@@ -330,6 +354,8 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
         if improved:
             st["best_valid_nll"] = valid_nll
             best_model = {"model": weights(), "epoch": st["epoch"] + 1, "valid_nll": valid_nll}
+        if finetune and nt_asgd_trigger([r["valid_nll"] for r in st["history"][:-1]], valid_nll, tc.nonmono):
+            st["finetune_stopped_at"] = st["epoch"] + 1  # finetune.py's "Done!": validation stopped improving
         if (tc.schedule == "nt-asgd" and not average.active
                 and nt_asgd_trigger([r["valid_nll"] for r in st["history"][:-1]], valid_nll, tc.nonmono)):
             average.start(model)
@@ -352,6 +378,9 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
         "best_valid_nll": st["best_valid_nll"], "last_valid_nll": st["history"][-1]["valid_nll"], "kept": tc.keep,
         **({"averaging_from_epoch": st["averaging_from_epoch"]} if "averaging_from_epoch" in st else {}),
     }
+    if finetune:  # epoch 0 = no finetuning epoch validated better than the trained weights
+        summary.update(best_epoch=best_model["epoch"], start_valid_nll=st["start_valid_nll"],
+                       finetune_stopped_at=st.get("finetune_stopped_at"))
     if not trial:
         if tc.keep == "last":  # the paper's protocol tests the last epoch; the best one is kept beside it
             last = st["history"][-1]

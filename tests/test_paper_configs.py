@@ -21,7 +21,7 @@ data_dir: data
 results_dir: results/{name}
 model: {{emb_dim: 16, hidden_dim: 24{last}}}
 training: {{epochs: 2, max_steps_per_epoch: 4, batch_size: 4, bptt: 12, nonmono: 0, eval_batch_size: 10,
-           checkpoint_every_steps: null}}
+           checkpoint_every_steps: null{finetune}}}
 evaluation: {{batch_size: 10, rank_contexts: 40}}
 datasets: {{{dataset}: {{tokenizer: {{max_vocab: 2000}}}}}}
 bench: {{vocab_sizes: [100], tokens: 16, dim: 8, repeats: 1, warmup: 0}}
@@ -60,6 +60,8 @@ def test_paper_config_dry_runs_as_shipped(tmp_path, path, mirror):
     p = load(path)
     n_runs = len(p["run"]["datasets"]) * len(p["run"]["methods"]) * len(p["run"]["seeds"])
     assert dry.count("rule train:") == n_runs and "rule report:" in dry
+    finetunes = bool(p["training"].get("finetune_epochs"))  # then a finetuning job per run, before evaluation
+    assert dry.count("rule finetune:") == (n_runs if finetunes else 0)
 
 
 @pytest.mark.slow
@@ -71,6 +73,7 @@ def test_paper_config_runs_end_to_end_shrunk(tmp_path, path, mirror):
     small = tmp_path / "small.yaml"
     small.write_text(SHRINK.format(base=path, name=path.stem, last=", last_dim: 20" if mos else "",
                                    dataset=p["run"]["datasets"][0],
+                                   finetune=", finetune_epochs: 2" if p["training"].get("finetune_epochs") else "",
                                    methods=f"methods: {{{method}: {{components: 3}}}}" if mos else ""))
     proj = _project(tmp_path)
     _sh([str(BIN / "snakemake"), "--cores", "2", "--config", f"params={small}"], proj, mirror)
@@ -83,5 +86,11 @@ def test_paper_config_runs_end_to_end_shrunk(tmp_path, path, mirror):
     assert cfg["model"]["hidden_dim"] == 24 and cfg["training"]["epochs"] == 2  # shrunk
     assert metrics["rank"]["vocab"] == 2000  # the shrunk vocabulary
     assert metrics["splits"]["test"]["ppl"] < 2000  # learned something in 8 steps
+    if p["training"].get("finetune_epochs"):  # scored after finetuning, the trained model beside it
+        ft = metrics["finetune"]
+        assert ft["epochs"] == 2 and ft["config"]["training"]["lr"] == p["training"].get("finetune_lr",
+                                                                                          p["training"]["lr"])
+        assert metrics["before_finetune"]["test"]["ppl"] > 0 and metrics["splits"]["valid"]["nll"] == \
+            pytest.approx(ft["best_valid_nll"], rel=1e-6)
     head = pd.read_csv(res / "headline.csv")
     assert head.paper_ppl.iloc[0] == p["paper"]["ppl"][method] and (res / "report.html").exists()

@@ -105,6 +105,16 @@ def get_all_selected(wildcards=None):
     return [str(paths.selected_path(P, d, m)) for d in DATASETS for m in METHODS]
 
 
+def get_finetuned(wildcards):
+    """A final run's finetuning outputs when training.finetune_epochs is set (evaluation scores that model)."""
+    from pipeline_src.config import train_config
+
+    if not train_config(P, wildcards.dataset).finetune_epochs:
+        return []
+    d = paths.finetune_dir(P, wildcards.dataset, wildcards.method, int(wildcards.seed))
+    return [str(d / "model.pt"), str(d / "train.json")]
+
+
 def get_all_metrics(wildcards=None):
     return [str(paths.metrics_path(P, d, m, s)) for d in DATASETS for m in METHODS for s in SEEDS]
 

@@ -53,9 +53,32 @@ rule train:
         + " > {log} 2>&1"
 
 
+rule finetune:
+    input:
+        get_prepared_dir,
+        model=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/model.pt",
+    output:
+        model=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/finetune/model.pt",
+        history=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/finetune/history.csv",
+        summary=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/finetune/train.json",
+    params:
+        run_hash=get_run_hash,
+    priority: get_train_priority
+    log:
+        f"{LOGS}/finetune/{{dataset}}/{{method}}/seed{{seed}}.log",
+    conda:
+        ENV
+    threads: 1
+    shell:
+        cli("finetune", dataset="{wildcards.dataset}", method="{wildcards.method}", seed="{wildcards.seed}",
+            threads="{threads}")
+        + " > {log} 2>&1"
+
+
 rule evaluate:
     input:
         get_prepared_dir,
+        get_finetuned,
         model=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/model.pt",
         summary=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/train.json",
     output:
