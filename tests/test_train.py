@@ -258,3 +258,38 @@ def test_bf16_training_learns_like_fp32(data, tmp_path):
     assert abs(bf16["best_valid_nll"] - fp32["best_valid_nll"]) < 0.05
     weights = torch.load(tmp_path / "bf16" / "model.pt", weights_only=False)["model"]
     assert all(w.dtype == torch.float32 for w in weights.values() if w.is_floating_point())
+
+
+def test_the_gpu_update_path_is_the_fused_one_and_the_same_update(monkeypatch):
+    """On CUDA the dense optimizer is built fused; its update equals the default one (checked on the CPU,
+    where PyTorch has fused SGD and Adam too)."""
+    import pipeline_src.optim as O
+    from pipeline_src.config import TrainConfig
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 2)
+            self.head = type("H", (), {"param_groups": lambda self: [], "sparse_params": lambda self: []})()
+
+        def sparse_params(self):
+            return []
+
+    for name in ("sgd", "adam"):
+        torch.manual_seed(0)
+        a, b = Tiny(), Tiny()
+        b.load_state_dict(a.state_dict())
+        tc = TrainConfig(epochs=1, batch_size=1, bptt=1, optimizer=name, lr=0.1, clip=None, lr_decay=1,
+                         eval_batch_size=1)
+        plain = O.build_optimizer(a, tc)
+        monkeypatch.setattr(O, "fused_if_cuda", lambda ps: {"fused": True})
+        fused = O.build_optimizer(b, tc)
+        monkeypatch.undo()
+        assert fused.optimizers[0].defaults["fused"] is True and not plain.optimizers[0].defaults.get("fused")
+        for _ in range(3):
+            x = torch.randn(4, 3)
+            for m, opt in ((a, plain), (b, fused)):
+                opt.zero_grad()
+                m.lin(x).pow(2).sum().backward()
+                opt.step()
+        torch.testing.assert_close(a.lin.weight, b.lin.weight, rtol=0, atol=1e-6)
