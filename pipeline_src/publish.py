@@ -179,20 +179,21 @@ def bench_markdown(bench: pd.DataFrame) -> str:
 
 def step_bench_markdown(df: pd.DataFrame) -> str:
     """Whole training steps: the project's and the peer's against the floor measured in the same run."""
-    cols = ["threads", "method", "step (ms)", "x floor", "PyTorch example (ms)", "its x floor", "speed-up",
-            "floor (ms): head products + LSTM", "tokens/s"]
+    cols = ["threads", "method", "step (ms)", "x floor", "x floor + softmax pass", "PyTorch example (ms)",
+            "its x floor", "speed-up", "floor (ms): head products + LSTM", "softmax pass (ms)", "tokens/s"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in df.itertuples():
-        lines.append(f"| {r.threads} | {r.method} | {r.step_ms:.1f} | {r.step_vs_floor:.2f} | {r.peer_ms:.1f} | "
-                     f"{r.peer_vs_floor:.2f} | {r.speedup_vs_peer:.2f} | {r.floor_ms:.1f}: {r.head_gemm_ms:.1f} + "
-                     f"{r.lstm_ms:.1f} | {r.tokens_per_s:,.0f} |")
+        lines.append(f"| {r.threads} | {r.method} | {r.step_ms:.1f} | {r.step_vs_floor:.2f} | "
+                     f"{r.step_vs_floor_and_softmax:.2f} | {r.peer_ms:.1f} | {r.peer_vs_floor:.2f} | "
+                     f"{r.speedup_vs_peer:.2f} | {r.floor_ms:.1f}: {r.head_gemm_ms:.1f} + {r.lstm_ms:.1f} | "
+                     f"{r.softmax_pass_ms:.1f} | {r.tokens_per_s:,.0f} |")
     return "\n".join(lines) + "\n"
 
 
 def step_breakdown_markdown(df: pd.DataFrame) -> str:
     """Where a step's time goes, ms per step by part of the step and kind of op, one column per method."""
     wide = df.pivot(index="part", columns="method", values="ms_per_step")
-    order = [p for p in wide.index if p != "total (profiled)"] + ["total (profiled)"]
+    order = [p for p in wide.index if p != "step"] + ["step"]
     lines = ["| part: kind of op | " + " | ".join(wide.columns) + " |", "|" + "---|" * (len(wide.columns) + 1)]
     for part in order:
         lines.append(f"| {part} | " + " | ".join(f"{v:.1f}" for v in wide.loc[part]) + " |")

@@ -11,13 +11,15 @@
   ``loss.item()`` per step) at the same sizes, on the same batches;
 - **floor**: the step's matrix products and recurrent kernels alone at the same shapes: the softmax
   layer's three products (h W^T, G W, G^T h with N = batch x bptt rows) plus the LSTM's forward and
-  backward (``nn.LSTM`` without dropout, MKL-DNN on CPU, cuDNN on CUDA).
+  backward (``nn.LSTM`` without dropout, MKL-DNN on CPU, cuDNN on CUDA). Beside it, the one elementwise
+  pass no exact softmax layer avoids: a fused row softmax over the step's (N x V) logits.
 
 Project and peer alternate round by round (A B A B ...), so a busy moment hits both; each entry is the
 median over rounds of the mean time per step. At the first thread count the project's steps are also
 profiled (``torch.profiler``): each op's self time is charged to the part of the step it ran in (the
 ``record_function`` labels of ``train_step`` and ``LanguageModel.loss``) and split into matrix products,
-recurrent kernels and other ops; what the ops do not account for is Python and dispatch.
+recurrent kernels and other ops; what the ops leave of the (unprofiled) step time is Python, dispatch
+and allocation.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from .atomic import atomic_path, write_json
 from .batching import batchify, segments
 from .bench import _floor_ms, _sync, time_fn
 from .config import ConfigError, TrainConfig
+from .heads.softmax import softmax_
 from .prepare import load_split
 from .runtime import cpu_model, load_average, seed_everything
 from .train import build_model, train_step
@@ -117,15 +120,15 @@ def _cycle(data, bptt: int):
             yield x, y
 
 
-def breakdown(step, batches, n: int) -> dict[str, float]:
-    """ms per step by part x kind, from the profiler's op self times (first thread count only)."""
+def breakdown(step, batches, n: int, step_ms: float) -> dict[str, float]:
+    """ms per step by part x kind, from the profiler's op self times (first thread count only), and what
+    the ops leave of the unprofiled step time ``step_ms`` (Python, dispatch, allocation: the profiler's
+    own overhead would inflate a remainder taken from the profiled time)."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        t0 = time.perf_counter()
         for _ in range(n):
             step(next(batches))
-        wall = (time.perf_counter() - t0) * 1e3
     out: dict[str, float] = defaultdict(float)
     for e in prof.events():
         if e.name in PARTS or e.name.startswith("ProfilerStep"):
@@ -141,8 +144,8 @@ def breakdown(step, batches, n: int) -> dict[str, float]:
         kind = ("matrix products" if e.name in MATMUL_OPS else
                 "recurrent kernels" if "rnn" in e.name.lower() or "lstm" in e.name.lower() else "other ops")
         out[f"{part}: {kind}"] += e.self_cpu_time_total / 1e3 / n
-    out["python and dispatch (not in any op)"] = wall / n - sum(out.values())
-    out["total (profiled)"] = wall / n
+    out["python, dispatch, allocation (the step less its ops)"] = step_ms - sum(out.values())
+    out["step"] = step_ms
     return dict(out)
 
 
@@ -174,6 +177,8 @@ def run_step_bench(params: dict, device: torch.device) -> pd.DataFrame:
         h = torch.randn(n_rows, mc["emb_dim"] if mc["tie_weights"] else mc["hidden_dim"], generator=g).to(device)
         w = torch.randn(vocab, h.shape[1], generator=g).to(device)
         gemm_ms, _ = _floor_ms(h, w, device, repeats=rounds * 3, warmup=2)
+        logits = torch.randn(n_rows, vocab, generator=g).to(device)
+        softmax_ms = time_fn(lambda: softmax_(logits), device, repeats=rounds * 3, warmup=2)  # exp + sum, once
         rnn_ms = lstm_floor_ms(tc.bptt, tc.batch_size, mc["emb_dim"], mc["hidden_dim"], mc["layers"], device,
                                repeats=rounds * 3)
         seed_everything(seed)
@@ -209,14 +214,15 @@ def run_step_bench(params: dict, device: torch.device) -> pd.DataFrame:
         for m in cfgs:
             ms = statistics.median(times[m])
             rows.append({"threads": threads, "method": m, "step_ms": ms, "peer_ms": peer_ms, "floor_ms": floor,
-                         "head_gemm_ms": gemm_ms, "lstm_ms": rnn_ms, "step_vs_floor": ms / floor,
+                         "head_gemm_ms": gemm_ms, "lstm_ms": rnn_ms, "softmax_pass_ms": softmax_ms,
+                         "step_vs_floor": ms / floor, "step_vs_floor_and_softmax": ms / (floor + softmax_ms),
                          "peer_vs_floor": peer_ms / floor, "speedup_vs_peer": peer_ms / ms,
                          "tokens_per_s": n_rows / ms * 1e3, "peer_tokens_per_s": n_rows / peer_ms * 1e3})
             print(f"bench-step {threads} thread(s) {m}: {ms:.1f} ms/step, peer {peer_ms:.1f}, floor {floor:.1f}",
                   file=sys.stderr)
         if threads == spec["threads"][0]:
             for m, (call, it) in runners.items():
-                parts[m] = breakdown(call, it, max(5, steps // 4))
+                parts[m] = breakdown(call, it, max(5, steps // 4), statistics.median(times[m]))
     df = pd.DataFrame(rows)
     out = paths.step_bench_path(params)
     with atomic_path(out) as tmp:
