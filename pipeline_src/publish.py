@@ -193,7 +193,8 @@ def step_bench_markdown(df: pd.DataFrame) -> str:
 def step_breakdown_markdown(df: pd.DataFrame) -> str:
     """Where a step's time goes, ms per step by part of the step and kind of op, one column per method."""
     wide = df.pivot(index="part", columns="method", values="ms_per_step")
-    order = [p for p in wide.index if p != "step"] + ["step"]
+    last = ["step, profiled", "step, not profiled"]
+    order = [p for p in wide.index if p not in last] + last
     lines = ["| part: kind of op | " + " | ".join(wide.columns) + " |", "|" + "---|" * (len(wide.columns) + 1)]
     for part in order:
         lines.append(f"| {part} | " + " | ".join(f"{v:.1f}" for v in wide.loc[part]) + " |")

@@ -80,7 +80,8 @@ def test_bench_step_writes_the_table_and_the_breakdown(tiny, tmp_path, monkeypat
                  "optimizer: other ops", "clip: other ops"):
         assert bd[part] > 0, part
     assert "head: recurrent kernels" not in bd and "encoder: matrix products" not in bd
-    assert bd.drop(["step"]).sum() == pytest.approx(bd["step"]) and bd["step"] == pytest.approx(r.step_ms)
+    parts = bd.drop(["step, profiled", "step, not profiled"])
+    assert parts.sum() == pytest.approx(bd["step, profiled"]) and bd["step, not profiled"] == pytest.approx(r.step_ms)
     assert r.softmax_pass_ms > 0 and r.step_vs_floor_and_softmax < r.step_vs_floor
 
     import pipeline_src.publish as pub  # published alone, with its command, both tables rendered
@@ -94,7 +95,7 @@ def test_bench_step_writes_the_table_and_the_breakdown(tiny, tmp_path, monkeypat
     row = pub.step_bench_markdown(pd.read_csv(out / "step-bench.csv")).splitlines()[2]
     assert row.startswith("| 1 | softmax | ") and f"{r.step_vs_floor:.2f}" in row
     lines = pub.step_breakdown_markdown(pd.read_csv(out / "step-breakdown.csv")).splitlines()
-    assert lines[-1].startswith("| step |") and len(lines) == 2 + len(bd)
+    assert lines[-1].startswith("| step, not profiled |") and len(lines) == 2 + len(bd)
     p["bench"]["step"]["steps"] = 3  # the file no longer describes this config
     with pytest.raises(ConfigError, match="another bench.step"):
         pub.publish(p, cfg, "step-x")
