@@ -80,6 +80,14 @@ TRAIN_PRIORITY = {"moss": 9, "monotonic-mlp": 8, "mos": 8, "plif": 6, "wide-soft
                   "moc": 4, "softmax": 4}
 
 
+def get_train_threads(wildcards):
+    """A training or finetuning job gets every core Snakemake has when it is the DAG's only training job
+    (one dataset x method x seed, no tuning: a paper config), else one: many one-thread jobs use the cores
+    better than fewer wide ones (docs/bench.md times one run on one and two threads)."""
+    lone = len(DATASETS) * len(METHODS) * len(SEEDS) == 1 and not TUNING["enabled"]
+    return workflow.cores if lone else 1
+
+
 def get_train_priority(wildcards):
     return TRAIN_PRIORITY.get(P["methods"][wildcards.method]["type"], 2)
 

@@ -46,7 +46,7 @@ rule train:
         f"{LOGS}/train/{{dataset}}/{{method}}/seed{{seed}}.log",
     conda:
         ENV
-    threads: 1
+    threads: get_train_threads
     shell:
         cli("train", dataset="{wildcards.dataset}", method="{wildcards.method}", seed="{wildcards.seed}",
             threads="{threads}")
@@ -68,7 +68,7 @@ rule finetune:
         f"{LOGS}/finetune/{{dataset}}/{{method}}/seed{{seed}}.log",
     conda:
         ENV
-    threads: 1
+    threads: get_train_threads
     shell:
         cli("finetune", dataset="{wildcards.dataset}", method="{wildcards.method}", seed="{wildcards.seed}",
             threads="{threads}")
