@@ -58,6 +58,8 @@ def mixture_chunk(log_prior: Tensor, h: Tensor, weight: Tensor, bias: Tensor, t:
     ~7x an exp): f is increasing, so the row's largest f is at its largest logit m, and
     softmax(f(z))_v = exp(z_v - m) sigmoid(z_v) / S with S = sum_v exp(z_v - m) sigmoid(z_v) >= sigmoid(m).
     log S is exact unless sigmoid(m) itself underflows: below m = SIG_FAST_ABOVE the log-sigmoid form runs.
+    That check reads a flag back from the device, free on the CPU; elsewhere (CUDA, where the log-sigmoid
+    pass is one more memory-bound pass like the others) the log-sigmoid form runs, with no host read.
     """
     c, k = log_prior.shape
     z = F.linear(h, weight, bias)  # (c, K, V)
@@ -65,7 +67,7 @@ def mixture_chunk(log_prior: Tensor, h: Tensor, weight: Tensor, bias: Tensor, t:
     picked = z.gather(2, idx).squeeze(2)  # (c, K) target logits
     top = z.amax(dim=2)  # (c, K)
     sig_z = None
-    if sig and bool((top < SIG_FAST_ABOVE).any()):  # (practically never: every word below sigmoid(-30))
+    if sig and (z.device.type != "cpu" or bool((top < SIG_FAST_ABOVE).any())):  # the latter practically never
         if grad_scale is not None:
             sig_z = torch.sigmoid(z)
         z = z.add_(F.logsigmoid(z))
