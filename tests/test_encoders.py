@@ -84,6 +84,9 @@ def test_awd_layer_sizes_state_and_penalty():
     y, _ = enc(tokens, enc.init_state(4))
     want = 2.0 * y.pow(2).mean() + 1.0 * (y[1:] - y[:-1]).pow(2).mean()
     torch.testing.assert_close(enc.penalty(), want)
+    # a 1-step segment (an epoch's last variable-length cut can be one): TAR has no pair, AR stays
+    y1, _ = enc(tokens[:1], enc.init_state(4))
+    torch.testing.assert_close(enc.penalty(), 2.0 * y1.pow(2).mean())
     enc.eval()
     enc(tokens, enc.init_state(4))
     assert enc.penalty() == 0.0

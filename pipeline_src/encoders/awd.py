@@ -105,8 +105,10 @@ class AWDLSTMEncoder(nn.Module):
         y = self.drop_output(raw)
         self._penalty = 0.0
         if self.training and (self.cfg.ar or self.cfg.tar):
-            self._penalty = (self.cfg.ar * y.pow(2).mean()
-                             + self.cfg.tar * (raw[1:] - raw[:-1]).pow(2).mean())
+            # TAR needs two steps: an epoch's last variable-length segment can be 1 step long (the mean
+            # of no differences would be NaN; it diverged AWD-LSTM-MoS's first epoch on PTB, batch 12)
+            tar = (raw[1:] - raw[:-1]).pow(2).mean() if raw.shape[0] > 1 else raw.new_zeros(())
+            self._penalty = self.cfg.ar * y.pow(2).mean() + self.cfg.tar * tar
         return y, tuple(new_state)
 
     def penalty(self) -> Tensor | float:
