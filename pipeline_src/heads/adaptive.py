@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor, nn
 
 from ..config import ConfigError
@@ -60,6 +61,11 @@ class AdaptiveSoftmax(OutputLayer):
         return macs
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
+        # in float32 under bf16 autocast: torch's module writes autocast's float32 log_softmax into a
+        # tensor of its input's dtype, which fails on CUDA (index_copy_ dtype mismatch)
+        if torch.is_autocast_enabled(hidden.device.type) or hidden.dtype in (torch.bfloat16, torch.float16):
+            with torch.autocast(hidden.device.type, enabled=False):
+                return self.asm(hidden.float(), target).loss
         return self.asm(hidden, target).loss
 
     def log_prob(self, hidden: Tensor) -> Tensor:
