@@ -158,7 +158,8 @@ def _evaluate(params: dict, args) -> None:
     if "rank" in splits:
         r = splits["rank"]
         print(f"{args.dataset}/{args.method}: log-prob matrix rank {r['rank']} over {r['contexts']} contexts "
-              f"(head input d = {r['head_dim']}; a softmax with bias is bounded by d + 2 = {r['softmax_bound']})")
+              f"(head input d = {r['head_dim']}; a softmax with bias is bounded by d + 2 = {r['softmax_bound']}); "
+              f"relative distance from rank {r['softmax_bound']}: {r['residual_beyond_bound']:.3g}")
     for split, m in ((s, m) for s, m in splits.items() if s != "rank"):
         extra = f" (truth {m['true_nll']:.4f})" if "true_nll" in m else ""
         print(f"{args.dataset}/{args.method} {split}: nll {m['nll']:.4f}{extra}, ppl {m['ppl']:.2f}")

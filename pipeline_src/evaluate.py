@@ -73,6 +73,9 @@ class SyntheticTruth:
         return true_stream(self.log_prob, self.order, self.to_sym[ids.astype(np.int64)])[positions]
 
 
+SPECTRUM_VALUES = 100  # leading singular values kept in metrics.json (rank.spectrum)
+
+
 @torch.no_grad()
 def log_prob_matrix(model, ids: np.ndarray, n_contexts: int, bptt: int, device: torch.device) -> np.ndarray:
     """Rows log p(. | c) for the first ``n_contexts`` positions of a stream (one stream, carried state)."""
@@ -94,17 +97,24 @@ def rank_diagnostic(model, ids: np.ndarray, n_contexts: int, bptt: int, device: 
     everywhere, Press's 0.5 sqrt(m + n + 1) sigma_max eps(float64) (linalg.numerical_rank), separates
     structure from rounding. A softmax over d-dimensional contexts with an output bias gives
     log P = H W^T + 1 b^T - lse 1^T, of rank at most d + 2 (d + 1 without the bias, Yang et al. 2018).
+    A full numerical rank need not mean the matrix is far from rank d + 2: ``residual_beyond_bound`` is
+    its relative Frobenius distance from the nearest matrix of rank <= d + 2 (0 for a softmax), and
+    ``spectrum`` its leading singular values over the largest.
     """
     import copy
 
-    from .linalg import numerical_rank
+    from .linalg import numerical_rank, residual_beyond, singular_values
 
     lp = log_prob_matrix(copy.deepcopy(model).double(), ids, n_contexts, bptt, device)
     finite = np.isfinite(lp).all(axis=0)  # words a head gives probability 0 (NEGLM: Q(w) = 0) are left out
-    rank, tol = numerical_rank(lp[:, finite])
+    s = singular_values(lp[:, finite])
+    rank, tol = numerical_rank(lp[:, finite], s)
+    bound = model.head.rank_dim + 2
     return {"contexts": int(lp.shape[0]), "vocab": int(lp.shape[1]), "rank": rank, "tolerance": tol,
             "zero_probability_words": int((~finite).sum()),
-            "head_dim": model.head.rank_dim, "softmax_bound": model.head.rank_dim + 2}
+            "head_dim": model.head.rank_dim, "softmax_bound": bound,
+            "residual_beyond_bound": residual_beyond(s, bound),
+            "spectrum": [float(f"{x:.4g}") for x in s[:SPECTRUM_VALUES] / max(s[0], 1e-300)] if s.size else []}
 
 
 def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.device) -> dict:

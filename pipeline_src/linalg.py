@@ -4,7 +4,19 @@ from __future__ import annotations
 import numpy as np
 
 
-def numerical_rank(a: np.ndarray) -> tuple[int, float]:
+def singular_values(a: np.ndarray) -> np.ndarray:
+    """Singular values of ``a`` in float64, largest first."""
+    return np.linalg.svd(np.asarray(a, dtype=np.float64), compute_uv=False)
+
+
+def residual_beyond(s: np.ndarray, k: int) -> float:
+    """||A - A_k||_F / ||A||_F for the best rank-k approximation A_k (Eckart-Young: the singular values
+    past the k-th), from A's singular values ``s``: how far A is from every matrix of rank <= k."""
+    total = float(np.square(s).sum())
+    return float(np.sqrt(np.square(s[k:]).sum() / total)) if total > 0 else 0.0
+
+
+def numerical_rank(a: np.ndarray, s: np.ndarray | None = None) -> tuple[int, float]:
     """Rank of ``a`` (computed in float64) and the tolerance used.
 
     Singular values below ``0.5 * sqrt(m + n + 1) * sigma_max * eps(float64)`` count as zero
@@ -12,7 +24,7 @@ def numerical_rank(a: np.ndarray) -> tuple[int, float]:
     log-probability matrix of the synthetic language and for trained models' matrices.
     """
     a = np.asarray(a, dtype=np.float64)
-    s = np.linalg.svd(a, compute_uv=False)
+    s = singular_values(a) if s is None else s  # ``s``: a's singular values, when already computed
     if s.size == 0:
         return 0, 0.0
     m, n = a.shape

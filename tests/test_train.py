@@ -132,8 +132,28 @@ def test_rank_diagnostic_softmax_bounded_mos_not(data):
         torch.manual_seed(0)
         r = rank_diagnostic(build_model(cfg, prep), ids, 200, 10, CPU)
         assert r["contexts"] == 200 and r["vocab"] == 31 and r["head_dim"] == 16 and r["softmax_bound"] == 18
-        ranks[method] = r["rank"]
-    assert ranks["softmax"] <= 18 < ranks["mos"]
+        assert len(r["spectrum"]) == 31 and r["spectrum"][0] == 1.0 and r["spectrum"] == sorted(r["spectrum"])[::-1]
+        ranks[method] = r["rank"], r["residual_beyond_bound"]
+    assert ranks["softmax"][0] <= 18 < ranks["mos"][0]
+    assert ranks["softmax"][1] < 1e-12 < ranks["mos"][1]  # a softmax is exactly within its bound (float64)
+
+
+def test_residual_beyond_a_rank_is_the_best_approximations_error():
+    """Eckart-Young, against a matrix built with known singular values and a truncated SVD."""
+    from pipeline_src.linalg import residual_beyond, singular_values
+
+    g = np.random.default_rng(0)
+    u, _ = np.linalg.qr(g.normal(size=(40, 12)))
+    v, _ = np.linalg.qr(g.normal(size=(30, 12)))
+    s_true = np.array([9.0, 5, 4, 2, 1, 0.5, 0.25, 0.1, 0.05, 0.02, 0.01, 0.001])
+    a = u @ np.diag(s_true) @ v.T
+    s = singular_values(a)
+    np.testing.assert_allclose(s[:12], s_true, rtol=1e-10)
+    uu, ss, vt = np.linalg.svd(a, full_matrices=False)
+    for k in (0, 3, 7, 12):
+        a_k = uu[:, :k] @ np.diag(ss[:k]) @ vt[:k]
+        assert abs(residual_beyond(s, k) - np.linalg.norm(a - a_k) / np.linalg.norm(a)) < 1e-10
+    assert residual_beyond(s, 12) < 1e-12 and residual_beyond(s, 0) == pytest.approx(1.0)
 
 
 def test_untied_projection_narrows_the_head_input_and_its_rank(data):
