@@ -68,6 +68,7 @@ class TrainConfig:
     carry_state: bool = False  # keep the LSTM state across epoch boundaries (never reset it)
     keep: str = "best"  # model.pt holds the best-validation weights ("best") or the last epoch's ("last")
     nonmono: int = 5  # nt-asgd: the checks the trigger looks back past
+    asgd_start_epoch: int | None = None  # nt-asgd: average from the end of this epoch on, whatever validation does
     variable_bptt: bool = False  # AWD-LSTM's random segment lengths around bptt, lr scaled by length / bptt
     bptt_max_delta: int | None = None  # variable_bptt: lengths capped at bptt + this (MoS code: 40; WT2: 20)
     finetune_epochs: int = 0  # then a finetuning stage of up to this many epochs (train.finetune_config)
@@ -302,7 +303,7 @@ def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
 LATER_DEFAULTS = {
     "training": {"schedule": "plateau", "decay_start": 1, "carry_state": False, "keep": "best", "nonmono": 5,
                  "variable_bptt": False, "bptt_max_delta": None, "finetune_epochs": 0,
-                 "finetune_lr": None},
+                 "finetune_lr": None, "asgd_start_epoch": None},
     "model": {"proj_dim": None, "encoder": "lstm", "last_dim": None, "dropout_input": 0.0, "dropout_hidden": 0.0,
               "dropout_embedding": 0.0, "weight_drop": 0.0, "ar": 0.0, "tar": 0.0, "context": None, "heads": None},
 }

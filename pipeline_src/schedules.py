@@ -13,7 +13,8 @@ The training loop asks one question, ``next_lr(tc, epoch, lr, improved)``, after
 - ``nt-asgd`` (Merity et al. 2018): a constant ``lr``; after each epoch's validation, if it is worse than
   the best of the checks up to ``nonmono`` epochs ago (``nt_asgd_trigger``), averaging starts: from then
   on the model is validated, kept and tested with the mean of its weights over the steps since
-  (``pipeline_src/averaging.py``).
+  (``pipeline_src/averaging.py``). With ``asgd_start_epoch`` set, averaging starts after that epoch
+  instead, whatever validation does (ET-ASGD; ``asgd_switch``).
 """
 from __future__ import annotations
 
@@ -27,6 +28,15 @@ def nt_asgd_trigger(previous: list[float], current: float, nonmono: int) -> bool
     checks ``previous`` (oldest first), switch when there are more than ``nonmono`` of them and ``current``
     is worse than the best of all but the last ``nonmono``."""
     return len(previous) > nonmono and current > min(previous[:len(previous) - nonmono])
+
+
+def asgd_switch(tc: TrainConfig, epoch: int, previous: list[float], current: float) -> bool:
+    """Whether averaging starts after 1-based ``epoch``: at the end of epoch ``asgd_start_epoch`` when it
+    is set (ET-ASGD: Ganea et al. 2019, Parthiban et al. 2021, whose code then skips the trigger), else by
+    the non-monotone trigger."""
+    if tc.asgd_start_epoch is not None:
+        return epoch == tc.asgd_start_epoch
+    return nt_asgd_trigger(previous, current, tc.nonmono)
 
 
 def lr_at(tc: TrainConfig, epoch: int) -> float:

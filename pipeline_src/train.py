@@ -44,7 +44,7 @@ from .evaluate import stream_log_probs
 from .model import LanguageModel
 from .optim import build_optimizer, clip_grad_norm
 from .prepare import load_split
-from .schedules import lr_at, next_lr, nt_asgd_trigger
+from .schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
 from .runtime import (StopRequest, environment, load_average, peak_memory_mb, reset_peak_memory, rng_state,
                       seed_everything, set_rng_state)
 
@@ -357,11 +357,13 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
         if finetune and nt_asgd_trigger([r["valid_nll"] for r in st["history"][:-1]], valid_nll, tc.nonmono):
             st["finetune_stopped_at"] = st["epoch"] + 1  # finetune.py's "Done!": validation stopped improving
         if (tc.schedule == "nt-asgd" and not average.active
-                and nt_asgd_trigger([r["valid_nll"] for r in st["history"][:-1]], valid_nll, tc.nonmono)):
+                and asgd_switch(tc, st["epoch"] + 1, [r["valid_nll"] for r in st["history"][:-1]], valid_nll)):
             average.start(model)
             st["averaging_from_epoch"] = st["epoch"] + 2
-            print(f"nt-asgd: validation stopped improving; averaging the weights from epoch "
-                  f"{st['averaging_from_epoch']} on", file=sys.stderr)
+            why = (f"epoch {tc.asgd_start_epoch} reached" if tc.asgd_start_epoch is not None
+                   else "validation stopped improving")
+            print(f"nt-asgd: {why}; averaging the weights from epoch {st['averaging_from_epoch']} on",
+                  file=sys.stderr)
         st["lr"] = next_lr(tc, st["epoch"] + 1, st["lr"], improved)
         st["epoch"] += 1
         st["step_in_epoch"] = 0

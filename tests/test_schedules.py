@@ -6,7 +6,7 @@ import torch
 
 from pipeline_src.config import TrainConfig, run_config, validate
 from pipeline_src.averaging import ParameterAverage
-from pipeline_src.schedules import lr_at, next_lr, nt_asgd_trigger
+from pipeline_src.schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
 from pipeline_src.train import train
 
 CPU = torch.device("cpu")
@@ -158,6 +158,27 @@ def test_keys_added_later_stay_out_of_run_configs_at_their_old_behaviour(tiny):
     assert TrainConfig(**got).keep == "best"
 
 
+def test_et_asgd_switches_at_its_epoch_whatever_validation_does():
+    """Parthiban et al.'s code: with --switch_epoch set the non-monotone trigger is skipped and the switch
+    comes at the end of that epoch; without it, the trigger decides."""
+    et = dataclasses.replace(BASE, schedule="nt-asgd", asgd_start_epoch=3)
+    worse = [5.0, 4.0, 3.0, 3.5, 3.6, 3.7, 3.8]  # the trigger (nonmono 2) fires from the 5th check on
+    assert [asgd_switch(et, e, worse[:e - 1], worse[e - 1]) for e in range(1, 8)] == [
+        False, False, True, False, False, False, False]
+    nt = dataclasses.replace(BASE, schedule="nt-asgd", nonmono=2)
+    assert [asgd_switch(nt, e, worse[:e - 1], worse[e - 1]) for e in range(1, 8)] == [
+        nt_asgd_trigger(worse[:e - 1], worse[e - 1], 2) for e in range(1, 8)]
+
+
+def test_et_asgd_averages_from_the_epoch_after_its_switch(data, tmp_path):
+    p, prep = data
+    cfg = run_config(p, "tiny", "softmax")
+    cfg["training"].update(epochs=3, lr=0.05, schedule="nt-asgd", nonmono=100, asgd_start_epoch=1)
+    assert train(cfg, prep, tmp_path / "et", CPU)["averaging_from_epoch"] == 2
+    cfg["training"]["asgd_start_epoch"] = None  # nonmono 100: the trigger never fires in 3 epochs
+    assert "averaging_from_epoch" not in train(cfg, prep, tmp_path / "nt", CPU)
+
+
 def test_nt_asgd_averages_from_the_trigger_and_keeps_the_mean(data, tmp_path, monkeypatch):
     """Triggered after epoch 1 (the rule forced): model.pt holds the mean of the weights after the steps
     since the switch (the first left out, as torch.optim.ASGD does), and epochs 2.. are validated with it."""
@@ -166,7 +187,7 @@ def test_nt_asgd_averages_from_the_trigger_and_keeps_the_mean(data, tmp_path, mo
     p, prep = data
     cfg = run_config(p, "tiny", "softmax")
     cfg["training"].update(epochs=3, lr=0.05, schedule="nt-asgd", keep="last")
-    monkeypatch.setattr(T, "nt_asgd_trigger", lambda prev, cur, nonmono: True)
+    monkeypatch.setattr(T, "asgd_switch", lambda tc, epoch, prev, cur: True)
     iterates, start, update = [], ParameterAverage.start, ParameterAverage.update
 
     def spy_start(self, model):
