@@ -97,6 +97,13 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     return out
 
 
+def markdown_table(cols: list[str], rows) -> str:
+    """A Markdown table: a header of ``cols`` and one line per row of already formatted cells."""
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return "\n".join(lines)
+
+
 def headline_markdown(head: pd.DataFrame) -> str:
     """The headline table of a published run, one block per dataset, for the README and docs."""
     out = []
@@ -119,8 +126,7 @@ def headline_markdown(head: pd.DataFrame) -> str:
         if paper:
             cols += ["paper", "vs paper"]
         cols += ["rank", "train s", "head kFLOP/token (train)"]
-        lines = [f"**{ds}** ({seeds} seeds{' at most' if uneven else ''})" if len(head.dataset.unique()) > 1 else "",
-                 "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        rows = []
         for r in h.itertuples():
             cells = [r.method, _interval(r.ppl, r.ppl_low, r.ppl_high, 1),
                      "—" if r.method == ref else _interval(r.delta_nll, r.delta_low, r.delta_high, 3, signed=True),
@@ -135,8 +141,9 @@ def headline_markdown(head: pd.DataFrame) -> str:
                 cells += ["—", "—"] if pd.isna(r.paper_ppl) else [f"{r.paper_ppl:.2f}", f"{100 * r.vs_paper:+.1f}%"]
             bound = f" (≤ {int(r.head_dim) + 2})" if r.logprob_rank <= r.head_dim + 2 else ""
             cells += [f"{r.logprob_rank:.0f}{bound}", f"{r.train_time_s:.0f}", f"{r.head_flops_per_token_train / 1e3:.1f}"]
-            lines.append("| " + " | ".join(cells) + " |")
-        out.append("\n".join(line for line in lines if line))
+            rows.append(cells)
+        title = f"**{ds}** ({seeds} seeds{' at most' if uneven else ''})\n" if len(head.dataset.unique()) > 1 else ""
+        out.append(title + markdown_table(cols, rows))
     return "\n\n".join(out) + "\n"
 
 
@@ -145,14 +152,13 @@ def selected_markdown(trials: pd.DataFrame) -> str:
     opts = [c for c in trials.columns if c.startswith("opt_")]
     cols = ["dataset", "method", "selected trial", "lr", *[c[4:] for c in opts], "trial valid ppl",
             "trials (diverged)"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    rows = []
     for (ds, m), g in trials.groupby(["dataset", "method"], sort=False):
         r = g[g.selected].iloc[0]
         cells = [ds, m, str(int(r.trial)), f"{r.lr:.3g}"]
         cells += ["" if pd.isna(r[c]) else (f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c])) for c in opts]
-        cells += [f"{r.valid_ppl:.2f}", f"{len(g)} ({int((g.status != 'ok').sum())})"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        rows.append(cells + [f"{r.valid_ppl:.2f}", f"{len(g)} ({int((g.status != 'ok').sum())})"])
+    return markdown_table(cols, rows) + "\n"
 
 
 def bench_markdown(bench: pd.DataFrame) -> str:
@@ -160,11 +166,9 @@ def bench_markdown(bench: pd.DataFrame) -> str:
     and its step's peak memory against F.linear + F.cross_entropy's."""
     cols = ["V", "method", "step (ms)", "+ update (ms)", "x floor", "eval x floor", "peak memory (MB)",
             "x F.cross_entropy's"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in bench.itertuples():
-        lines.append(f"| {r.vocab:,} | {r.method} | {r.train_ms:,.1f} | {r.update_ms:,.1f} | {r.train_vs_floor:.2f} | "
-                     f"{r.eval_vs_floor:.2f} | "
-                     f"{r.peak_mem_mb:,.1f} | {r.mem_vs_reference:.2f} |")
+    lines = [markdown_table(cols, ([f"{r.vocab:,}", r.method, f"{r.train_ms:,.1f}", f"{r.update_ms:,.1f}",
+                                     f"{r.train_vs_floor:.2f}", f"{r.eval_vs_floor:.2f}", f"{r.peak_mem_mb:,.1f}",
+                                     f"{r.mem_vs_reference:.2f}"] for r in bench.itertuples()))]
     if "lce_auto_ms" in bench:  # the library peer of the softmax loss, once per V
         lines += ["", "| V | step (ms): F.linear + F.cross_entropy | F.linear_cross_entropy, auto | "
                       "chunks of 256, compact | x floor (auto / 256) | peak MB (auto / 256) | loss error (auto / 256) |",
@@ -181,13 +185,10 @@ def step_bench_markdown(df: pd.DataFrame) -> str:
     """Whole training steps: the project's and the peer's against the floor measured in the same run."""
     cols = ["threads", "method", "step (ms)", "x floor", "x floor + softmax pass", "PyTorch example (ms)",
             "its x floor", "speed-up", "floor (ms): head products + LSTM", "softmax pass (ms)", "tokens/s"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in df.itertuples():
-        lines.append(f"| {r.threads} | {r.method} | {r.step_ms:.1f} | {r.step_vs_floor:.2f} | "
-                     f"{r.step_vs_floor_and_softmax:.2f} | {r.peer_ms:.1f} | {r.peer_vs_floor:.2f} | "
-                     f"{r.speedup_vs_peer:.2f} | {r.floor_ms:.1f}: {r.head_gemm_ms:.1f} + {r.lstm_ms:.1f} | "
-                     f"{r.softmax_pass_ms:.1f} | {r.tokens_per_s:,.0f} |")
-    return "\n".join(lines) + "\n"
+    return markdown_table(cols, ([str(r.threads), r.method, f"{r.step_ms:.1f}", f"{r.step_vs_floor:.2f}",
+                                  f"{r.step_vs_floor_and_softmax:.2f}", f"{r.peer_ms:.1f}", f"{r.peer_vs_floor:.2f}",
+                                  f"{r.speedup_vs_peer:.2f}", f"{r.floor_ms:.1f}: {r.head_gemm_ms:.1f} + {r.lstm_ms:.1f}",
+                                  f"{r.softmax_pass_ms:.1f}", f"{r.tokens_per_s:,.0f}"] for r in df.itertuples())) + "\n"
 
 
 def step_breakdown_markdown(df: pd.DataFrame) -> str:
@@ -195,10 +196,8 @@ def step_breakdown_markdown(df: pd.DataFrame) -> str:
     wide = df.pivot(index="part", columns="method", values="ms_per_step")
     last = ["step, profiled", "step, not profiled"]
     order = [p for p in wide.index if p not in last] + last
-    lines = ["| part: kind of op | " + " | ".join(wide.columns) + " |", "|" + "---|" * (len(wide.columns) + 1)]
-    for part in order:
-        lines.append(f"| {part} | " + " | ".join(f"{v:.1f}" for v in wide.loc[part]) + " |")
-    return "\n".join(lines) + "\n"
+    return markdown_table(["part: kind of op", *wide.columns],
+                          ([part, *(f"{v:.1f}" for v in wide.loc[part])] for part in order)) + "\n"
 
 
 def provenance_markdown(prov: dict) -> str:
