@@ -31,7 +31,8 @@ from .heads import HeadContext, build_head
 from .heads.base import scratch_bytes
 
 
-def _sync(device: torch.device) -> None:
+def sync(device: torch.device) -> None:
+    """Wait for the device's queued work (CUDA), so that a timer reads finished work; nothing on the CPU."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -42,10 +43,10 @@ def time_fn(fn: Callable[[], None], device: torch.device, repeats: int, warmup: 
         fn()
     times = []
     for _ in range(repeats):
-        _sync(device)
+        sync(device)
         t0 = time.perf_counter()
         fn()
-        _sync(device)
+        sync(device)
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
 
@@ -124,7 +125,7 @@ def bench_one(method: str, spec: dict, v: int, n: int, d: int, device: torch.dev
             "params": sum(p.numel() for p in head.parameters())}
 
 
-def _floor_ms(h: torch.Tensor, w: torch.Tensor, device: torch.device, repeats: int, warmup: int) -> tuple[float, float]:
+def floor_ms(h: torch.Tensor, w: torch.Tensor, device: torch.device, repeats: int, warmup: int) -> tuple[float, float]:
     """Times of the three products of a training step and of the one product of evaluation."""
     grad_logits = torch.randn(h.shape[0], w.shape[0], generator=torch.Generator().manual_seed(2)).to(device)
 
@@ -141,7 +142,7 @@ def floor_and_reference(v: int, n: int, d: int, device: torch.device, repeats: i
     g = torch.Generator().manual_seed(1)
     h = torch.randn(n, d, generator=g).to(device)
     w = torch.randn(v, d, generator=g).to(device)
-    floor, floor_eval = _floor_ms(h, w, device, repeats, warmup)
+    floor, floor_eval = floor_ms(h, w, device, repeats, warmup)
     hr, wr = h.clone().requires_grad_(), w.clone().requires_grad_()
     br = torch.zeros(v, device=device, requires_grad=True)
     target = torch.randint(0, v, (n,), generator=g).to(device)

@@ -37,7 +37,7 @@ from torch import nn
 from . import paths
 from .atomic import atomic_path, write_json
 from .batching import batchify, segments
-from .bench import _floor_ms, _sync, time_fn
+from .bench import floor_ms, sync, time_fn
 from .config import ConfigError, TrainConfig
 from .heads.softmax import softmax_
 from .prepare import load_split
@@ -106,11 +106,11 @@ def lstm_floor_ms(t: int, b: int, emb: int, hidden: int, layers: int, device, re
 
 def _timed_steps(step, batches, n: int, device) -> float:
     """Mean ms per step over n steps (the batches cycle)."""
-    _sync(device)
+    sync(device)
     t0 = time.perf_counter()
     for _ in range(n):
         step(next(batches))
-    _sync(device)
+    sync(device)
     return (time.perf_counter() - t0) * 1e3 / n
 
 
@@ -179,7 +179,7 @@ def run_step_bench(params: dict, device: torch.device) -> pd.DataFrame:
         g = torch.Generator().manual_seed(1)
         h = torch.randn(n_rows, mc["emb_dim"] if mc["tie_weights"] else mc["hidden_dim"], generator=g).to(device)
         w = torch.randn(vocab, h.shape[1], generator=g).to(device)
-        gemm_ms, _ = _floor_ms(h, w, device, repeats=rounds * 3, warmup=2)
+        gemm_ms, _ = floor_ms(h, w, device, repeats=rounds * 3, warmup=2)
         logits = torch.randn(n_rows, vocab, generator=g).to(device)
         softmax_ms = time_fn(lambda: softmax_(logits), device, repeats=rounds * 3, warmup=2)  # exp + sum, once
         rnn_ms = lstm_floor_ms(tc.bptt, tc.batch_size, mc["emb_dim"], mc["hidden_dim"], mc["layers"], device,
