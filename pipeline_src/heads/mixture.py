@@ -21,8 +21,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .base import (HeadContext, OutputLayer, apply_in_fp32, auto_chunk, chunked_rows, output_embedding, register,
-                   target_log_softmax)
+from .base import (HeadContext, OutputLayer, Scratch, apply_in_fp32, auto_chunk, chunked_rows, output_embedding,
+                   register, target_log_softmax)
 from .softmax import linear_cross_entropy
 
 
@@ -206,6 +206,10 @@ class MixtureOfContexts(_Mixture):
 
     mixes_contexts = True
 
+    def __init__(self, ctx: HeadContext, opts: "_Mixture.Options"):
+        super().__init__(ctx, opts)
+        self.scratch = Scratch()  # the softmax loss's logits block, reused every step (heads/base.py)
+
     @property
     def rank_dim(self) -> int:
         return self.comp_dim  # one softmax over the mixed e-dimensional context
@@ -222,4 +226,4 @@ class MixtureOfContexts(_Mixture):
                             hidden, target, chunk_size or self.chunk_rows())
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
-        return linear_cross_entropy(self.context(hidden), self.weight, self.bias, target, 1024)
+        return linear_cross_entropy(self.context(hidden), self.weight, self.bias, target, 1024, self.scratch)
