@@ -10,14 +10,15 @@ from conftest import ROOT
 from test_pipeline import BIN
 
 
-def _dry_run(tmp_path, settings: str | None) -> subprocess.CompletedProcess:
+def _dry_run(tmp_path, settings: str | None, params: str | None = None) -> subprocess.CompletedProcess:
     env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path)}
     if settings is not None:
         (tmp_path / "site.yaml").write_text(settings)
         env["LMBENCH_SLURM_SETTINGS"] = str(tmp_path / "site.yaml")
     else:
         env["LMBENCH_SLURM_SETTINGS"] = str(tmp_path / "absent.yaml")  # never the developer's slurm/local.yaml
-    return subprocess.run([str(BIN / "snakemake"), "-n", "--forceall", "--profile", "slurm"], cwd=ROOT,
+    extra = ["--config", f"params={params}"] if params else []
+    return subprocess.run([str(BIN / "snakemake"), "-n", "--forceall", "--profile", "slurm", *extra], cwd=ROOT,
                           capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -42,6 +43,15 @@ def test_gpu_rules_memory_and_time(tmp_path):
     # (that `fetch` runs on the submitting host is checked by .ci/slurm-run: sacct must not show it;
     # a dry run labels every job `rule`)
     assert not any("slurm_account" in j for jobs in res.values() for j in jobs)  # nothing site-specific by default
+
+
+def test_tuning_trials_ask_for_a_gpu_like_training(tmp_path):
+    r = _dry_run(tmp_path, None, "config/tuned-synth.yaml")  # tuning.enabled: a trial job per point
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = _resources(r.stdout)
+    assert res["trial"] and all(j["gpu"] == "1" and j["mem_mb"] == "32000" and j["runtime"] == "2880"
+                                for j in res["trial"])
+    assert res["select"] and all("gpu" not in j for j in res["select"])
 
 
 def test_site_settings_file_sets_account_partition_and_overrides(tmp_path):
