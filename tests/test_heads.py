@@ -118,22 +118,22 @@ def test_every_registered_head_builds_from_a_validated_config(default_params):
         assert loss.shape == () and torch.isfinite(loss)
 
 
-@pytest.mark.parametrize("name", sorted(registry()))
-def test_every_head_trains_under_bf16_autocast(name):
-    """precision: bf16 — the loss and its gradients stay close to float32's (fused losses run in fp32)."""
+def check_bf16_training_step(name: str, device: torch.device) -> None:
+    """precision: bf16 on ``device`` — the loss and its gradients stay close to float32's (fused losses
+    run in fp32), the head's parameters stay float32. Shared with tests/test_cuda.py."""
     spec = {"type": name}
     if "negatives" in options_schema(registry()[name])["properties"]:
         spec["negatives"] = 20
     head = build_head(spec, HeadContext(vocab_size=300, in_dim=16, unigram_counts=torch.arange(300, 0, -1)))
-    enc = torch.nn.Linear(16, 16)
+    head, enc = head.to(device), torch.nn.Linear(16, 16).to(device)
     g = torch.Generator().manual_seed(0)
-    x, t = torch.randn(64, 16, generator=g), torch.randint(0, 300, (64,), generator=g)
+    x, t = torch.randn(64, 16, generator=g).to(device), torch.randint(0, 300, (64,), generator=g).to(device)
     results = []
     for bf16 in (False, True):
         torch.manual_seed(1)  # the same negatives for the sampled heads
         head.zero_grad()
         enc.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             loss = head.loss(enc(x), t)
         loss.float().backward()
         grads = torch.cat([p.grad.to_dense().flatten() for p in [*enc.parameters(), *head.parameters()]
@@ -143,3 +143,8 @@ def test_every_head_trains_under_bf16_autocast(name):
     assert torch.isfinite(l16) and abs(l16 - l32) <= 0.01 * abs(l32)
     assert torch.isfinite(g16).all() and (g16 - g32).norm() <= 0.05 * g32.norm()
     assert all(p.dtype == torch.float32 for p in head.parameters())
+
+
+@pytest.mark.parametrize("name", sorted(registry()))
+def test_every_head_trains_under_bf16_autocast(name):
+    check_bf16_training_step(name, torch.device("cpu"))
