@@ -107,8 +107,9 @@ def rank_diagnostic(model, ids: np.ndarray, n_contexts: int, bptt: int, device: 
 
     lp = log_prob_matrix(copy.deepcopy(model).double(), ids, n_contexts, bptt, device)
     finite = np.isfinite(lp).all(axis=0)  # words a head gives probability 0 (NEGLM: Q(w) = 0) are left out
-    s = singular_values(lp[:, finite])
-    rank, tol = numerical_rank(lp[:, finite], s)
+    kept = lp[:, finite]  # one copy of the (contexts x words) matrix, not one per use
+    s = singular_values(kept)
+    rank, tol = numerical_rank(kept, s)
     bound = model.head.rank_dim + 2
     return {"contexts": int(lp.shape[0]), "vocab": int(lp.shape[1]), "rank": rank, "tolerance": tol,
             "zero_probability_words": int((~finite).sum()),
