@@ -20,7 +20,7 @@ import yaml
 SCHEMA_PATH = Path(__file__).parent / "schema" / "params.schema.yaml"
 DEFAULT_PARAMS = "params.yaml"
 MIRROR_ENV = "LMBENCH_MIRROR"
-STATISTICS_DEFAULTS = {"reference": "softmax", "confidence": 0.95, "resamples": 9999}
+STATISTICS_DEFAULTS = {"reference": "softmax", "confidence": 0.95, "resamples": 9999, "contrasts": []}
 
 
 class ConfigError(ValueError):
@@ -146,6 +146,13 @@ def validate(params: dict, source: str = DEFAULT_PARAMS) -> dict:
             if name not in params[section]:
                 raise ConfigError(f"{source}: key '{key}': {name!r} is not defined under '{section}'; "
                                   f"defined: {sorted(params[section])}")
+    for i, (method, control) in enumerate(params["statistics"]["contrasts"]):
+        for name in (method, control):
+            if name not in params["methods"]:
+                raise ConfigError(f"{source}: key 'statistics.contrasts.{i}': {name!r} is not a method defined "
+                                  f"under 'methods'; defined: {sorted(params['methods'])}")
+        if method == control:
+            raise ConfigError(f"{source}: key 'statistics.contrasts.{i}': {method!r} against itself")
     for name in (params.get("paper") or {}).get("ppl", {}):
         if name not in params["methods"]:
             raise ConfigError(f"{source}: key 'paper.ppl.{name}': not a method defined under 'methods'; "

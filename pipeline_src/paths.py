@@ -48,6 +48,11 @@ def headline_path(params: dict) -> Path:
     return Path(params["results_dir"]) / "headline.csv"
 
 
+def contrasts_path(params: dict) -> Path:
+    """Per dataset, each method of ``statistics.contrasts`` against its own control."""
+    return Path(params["results_dir"]) / "contrasts.csv"
+
+
 def summary_path(params: dict) -> Path:
     return Path(params["results_dir"]) / "summary.csv"
 

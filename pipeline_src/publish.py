@@ -32,7 +32,7 @@ from .runtime import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
-TABLES = ("summary.csv", "summary.json", "headline.csv", "history.csv", "matrix.csv", "bench.csv", "bench.json", "tuning.csv",
+TABLES = ("summary.csv", "summary.json", "headline.csv", "contrasts.csv", "history.csv", "matrix.csv", "bench.csv", "bench.json", "tuning.csv",
           "tuning_curves.csv", "step-bench.csv", "step-bench.json", "step-breakdown.csv")
 BLOCK = re.compile(r"(<!-- results-table: (?P<path>\S+?) -->\n)(?P<body>.*?)(<!-- end results-table -->)", re.S)
 
@@ -147,6 +147,23 @@ def headline_markdown(head: pd.DataFrame) -> str:
     return "\n\n".join(out) + "\n"
 
 
+def contrasts_markdown(con: pd.DataFrame) -> str:
+    """Each declared contrast (a method against its own control), for the README and docs."""
+    if con.empty:
+        return "*No contrast declared (`statistics.contrasts`).*\n"
+    many = con.dataset.nunique() > 1
+    cols = (["dataset"] if many else []) + ["method", "control", "test ppl", "control's", "seeds paired",
+                                            "Δ nll vs control [95% CI]", "verdict"]
+    rows = []
+    for r in con.itertuples():
+        cells = [r.method, r.control, f"{r.ppl:.2f}", f"{r.control_ppl:.2f}",
+                 "0" if pd.isna(r.pairs) else f"{r.pairs:.0f}",
+                 "—" if pd.isna(r.delta_nll) else _interval(r.delta_nll, r.delta_low, r.delta_high, 3, signed=True),
+                 r.verdict]
+        rows.append(([r.dataset] if many else []) + cells)
+    return markdown_table(cols, rows) + "\n"
+
+
 def selected_markdown(trials: pd.DataFrame) -> str:
     """The settings each method's tuning selected, with its trial budget and divergences."""
     opts = [c for c in trials.columns if c.startswith("opt_")]
@@ -225,6 +242,8 @@ def render_table(path: str) -> str:
         return f"*Not published yet: run it, then `python -m pipeline_src publish --name {Path(path).parent.name}`.*\n"
     if file.name == "headline.csv":
         return headline_markdown(pd.read_csv(file))
+    if file.name == "contrasts.csv":
+        return contrasts_markdown(pd.read_csv(file))
     if file.name == "bench.csv":
         return bench_markdown(pd.read_csv(file))
     if file.name == "step-bench.csv":

@@ -2,7 +2,9 @@
 
 Intervals are scipy's percentile bootstrap (``scipy.stats.bootstrap``) of the mean over run seeds;
 p-values are paired t-tests (``scipy.stats.ttest_rel``) over seeds, Holm-corrected across the
-comparisons of a dataset (``statsmodels.stats.multitest.multipletests``). Perplexities are reported
+comparisons of a dataset (``statsmodels.stats.multitest.multipletests``). Besides the comparison of every
+method with the reference, ``contrasts`` pairs a method with its own control (a variant with its base,
+MoS with MoC), Holm-corrected as a family of its own. Perplexities are reported
 as exp(mean nll) and their intervals as exp of the nll interval (a geometric mean over seeds).
 
 With n seeds the percentile bootstrap of a mean has only C(2n-1, n) distinct resamples (10 for
@@ -92,13 +94,8 @@ def headline(summary: pd.DataFrame, reference: str, confidence: float = 0.95, re
             published = ((paper or {}).get("ppl") or {}).get(method)
             if published is not None and (paper or {}).get("split", "test") == split:
                 row.update(paper_ppl=float(published), vs_paper=row["ppl"] / published - 1)
-            common = nll.index.intersection(ref.index)
-            if method != reference and len(common):
-                diff = (nll.loc[common] - ref.loc[common]).values
-                d, dlo, dhi = mean_ci(diff, confidence, resamples)
-                row.update(pairs=len(common), delta_nll=d, delta_low=dlo, delta_high=dhi,
-                           ppl_ratio=math.exp(d), improve_share=float((diff < 0).mean()),
-                           p_value=paired_test_pvalue(diff))
+            if method != reference:
+                row.update(paired(nll, ref, confidence, resamples))
             block.append(row)
         out = pd.DataFrame(block)
         if "p_value" in out:
@@ -108,6 +105,52 @@ def headline(summary: pd.DataFrame, reference: str, confidence: float = 0.95, re
         pd.DataFrame(columns=HEADLINE_COLUMNS)
     res["verdict"] = [verdict(r, alpha) for r in res.to_dict("records")]
     return res.sort_values(["dataset", "nll"], kind="stable").reset_index(drop=True)
+
+
+def paired(nll: pd.Series, ref: pd.Series, confidence: float, resamples: int) -> dict:
+    """The paired difference ``nll - ref`` over the seeds both have (two nll Series indexed by seed):
+    its mean and interval, the perplexity ratio, the share of seeds that improve and the t-test p-value;
+    empty when no seed is shared."""
+    common = nll.index.intersection(ref.index)
+    if not len(common):
+        return {}
+    diff = (nll.loc[common] - ref.loc[common]).values
+    d, dlo, dhi = mean_ci(diff, confidence, resamples)
+    return dict(pairs=len(common), delta_nll=d, delta_low=dlo, delta_high=dhi, ppl_ratio=math.exp(d),
+                improve_share=float((diff < 0).mean()), p_value=paired_test_pvalue(diff))
+
+
+CONTRAST_COLUMNS = ["dataset", "method", "control", "seeds", "control_seeds", "ppl", "control_ppl", "pairs",
+                    "delta_nll", "delta_low", "delta_high", "ppl_ratio", "improve_share", "p_value", "p_holm",
+                    "verdict"]
+
+
+def contrasts(summary: pd.DataFrame, pairs, confidence: float = 0.95, resamples: int = 9999,
+              split: str = "test") -> pd.DataFrame:
+    """Per dataset, each method against its own control (``pairs``: [method, control] pairs, the params
+    file's ``statistics.contrasts``; e.g. a variant against its base, MoS against MoC): the paired
+    difference of test nll over shared seeds, Holm-corrected across a dataset's contrasts (a family
+    apart from the headline's comparisons with the reference). A pair with a side not run is left out."""
+    alpha = 1.0 - confidence
+    rows = []
+    df = summary[summary.split == split]
+    for ds, g in df.groupby("dataset", sort=False):
+        nll = {m: gm.set_index("seed").nll.sort_index() for m, gm in g.groupby("method", sort=False)}
+        block = []
+        for method, control in pairs:
+            if method not in nll or control not in nll:
+                continue
+            row = {"dataset": ds, "method": method, "control": control, "reference": control,
+                   "seeds": len(nll[method]), "control_seeds": len(nll[control]),
+                   "ppl": math.exp(nll[method].mean()), "control_ppl": math.exp(nll[control].mean()),
+                   **paired(nll[method], nll[control], confidence, resamples)}
+            block.append(row)
+        if block:
+            out = pd.DataFrame(block).reindex(columns=CONTRAST_COLUMNS + ["reference"])
+            out["p_holm"] = holm(out.p_value.values, alpha)
+            out["verdict"] = [verdict(r, alpha) for r in out.to_dict("records")]
+            rows.append(out.drop(columns="reference"))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=CONTRAST_COLUMNS)
 
 
 def verdict(row: dict, alpha: float) -> str:

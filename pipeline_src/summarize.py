@@ -1,5 +1,6 @@
 """Aggregate per-run metrics (``summary.csv``), learning curves (``history.csv``), matrix fits
-(``matrix.csv``), the verdicts over seeds (``headline.csv``) and, with tuning, every trial
+(``matrix.csv``), the verdicts over seeds (``headline.csv``), each method of ``statistics.contrasts``
+against its own control (``contrasts.csv``, header only when none is declared) and, with tuning, every trial
 (``tuning.csv``) and the expected best validation perplexity against the number of trials
 (``tuning_curves.csv``)."""
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pandas as pd
 from . import paths
 from .atomic import atomic_path, write_json
 from .config import run_seeds
-from .stats import expected_best, headline
+from .stats import contrasts, expected_best, headline
 
 SUMMARY_COLUMNS = ["dataset", "method", "type", "seed", "split", "nll", "ppl", "true_nll", "gap_nll", "log_z_mean",
                    "log_z_std", "unnormalised_ppl", "tokens",
@@ -97,6 +98,7 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
     _write(paths.history_path(params), history)
     _write(paths.matrix_summary_path(params), pd.DataFrame(matrix_rows))
     _write(paths.headline_path(params), head)
+    _write(paths.contrasts_path(params), contrasts(df, st["contrasts"], st["confidence"], st["resamples"]))
     total = len(params["run"]["datasets"]) * len(params["run"]["methods"]) * len(run_seeds(params))
     write_json(paths.summary_path(params).with_suffix(".json"),
                {"partial": bool(missing), "runs": total - sum(not m.startswith("matrix/") for m in missing),

@@ -61,6 +61,20 @@ def test_run_must_reference_defined_entries(default_params):
     assert "matrix.methods" in _error(p)
 
 
+def test_contrasts_name_defined_methods_in_pairs(default_params):
+    p = copy.deepcopy(default_params)
+    p.setdefault("statistics", {})["contrasts"] = [["mos", "moc"], ["mos", "nope"]]
+    msg = _error(p)
+    assert "key 'statistics.contrasts.1'" in msg and "'nope'" in msg and "'softmax'" in msg
+    p["statistics"]["contrasts"] = [["mos", "mos"]]
+    assert "key 'statistics.contrasts.0'" in _error(p) and "against itself" in _error(p)
+    p["statistics"]["contrasts"] = [["mos", "moc", "softmax"]]
+    assert "statistics.contrasts.0" in _error(p)
+    p["statistics"]["contrasts"] = [["mos", "moc"]]
+    assert config.validate(p)["statistics"]["contrasts"] == [["mos", "moc"]]
+    assert config.validate(copy.deepcopy(default_params))["statistics"]["contrasts"] == []
+
+
 def test_too_large_synthetic_table_is_refused(default_params):
     p = copy.deepcopy(default_params)
     p["datasets"]["synth"]["corpus"].update(vocab_size=5000, order=3)

@@ -66,6 +66,7 @@ def reports(default_params, tmp_path_factory):
     p["methods"]["mos"] = {"type": "mos", "components": 2}
     p["methods"]["nce"] = {"type": "nce", "negatives": 5}
     p["run"] = {"datasets": ["tiny"], "methods": ["softmax", "mos", "nce"], "seeds": [0, 1, 2]}
+    p["statistics"] = {**p.get("statistics", {}), "contrasts": [["mos", "nce"]]}
     proj = _project(tmp, p)
     _sh([str(BIN / "snakemake"), "--cores", "2"], proj)
     _sh([str(BIN / "snakemake"), "--cores", "1", "--report", str(tmp / "snakemake-report.zip")], proj)
@@ -87,10 +88,11 @@ def test_snakemake_report_carries_the_results_with_captions(reports):
     with zipfile.ZipFile(reports["snakemake"]) as z:
         names = [Path(n).name for n in z.namelist() if "/data/raw/" in n]
         page = z.read(f"{reports['snakemake'].stem}/report.html").decode("utf-8")  # the zip's top folder is its stem
-    for f in ("report.html", "headline.csv", "summary.csv", "bench.csv", "forest.svg", "pareto.svg", "curves.svg"):
+    for f in ("report.html", "headline.csv", "contrasts.csv", "summary.csv", "bench.csv", "forest.svg", "pareto.svg", "curves.svg"):
         assert names.count(f) == 1, (f, sorted(names))
     assert names.count("history.csv") == names.count("metrics.json") == 3 * 3  # methods x seeds
     for text in ("Results tables", "Speed and memory", "headline figures", "forest plot of Δ nll",
+                 "each method against its own control",
                  "Forest plot: mean paired difference", "benchmark report (papermill)"):
         assert text in page or json.dumps(text)[1:-1] in page, text
 
@@ -102,10 +104,15 @@ def test_report_runs_without_errors_and_states_the_headline(reports, seeds):
     body = re.sub(r"<(style|script)[^>]*>.*?</\1>", "", html, flags=re.S)  # nbconvert's CSS names error classes
     assert "Traceback" not in body and 'data-mime-type="application/vnd.jupyter.stderr"' not in body
     assert "Headline" in html and "Lowest mean test perplexity" in html and "data:image/png;base64" in html
+    # the declared contrast (mos against nce) has its own table, paired over the seeds both have
+    controls = body[body.index("Controls: each method against its own control"):body.index("Differences against the reference")]
+    assert "<td>mos</td>" in controls and "<td>nce</td>" in controls
     if seeds == "one":
         assert "One run seed per method: no intervals and no verdicts" in html
+        assert "one seed: no verdict" in controls
     else:
         assert "3 run seeds per method" in html and "too narrow" in html
+        assert re.search(r"<td>[+-]?\d\.\d{3} \[[+-]?\d\.\d{3}, [+-]?\d\.\d{3}\]</td>", controls)  # Δ nll with its interval
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from pipeline_src.stats import expected_best, headline, holm, mean_ci, paired_test_pvalue
+from pipeline_src.stats import contrasts, expected_best, headline, holm, mean_ci, paired_test_pvalue
 
 
 def test_bootstrap_interval_is_scipys_percentile_bootstrap():
@@ -77,6 +77,28 @@ def test_headline_compares_with_the_papers_figure_and_the_best_validation_model(
         math.exp(math.log(math.sqrt(100.0 * 110.0)) - 0.01))
     valid = headline(df.assign(split="valid"), "nce", 0.95, 999, split="valid", paper=paper)
     assert valid.paper_ppl.isna().all()  # the figures are test figures: not set beside validation
+
+
+def test_contrasts_pair_each_method_with_its_own_control_over_shared_seeds():
+    base = np.array([4.0, 4.3, 3.8, 4.1])
+    df = _summary({"nce": base + 0.5, "neglm": base, "neglm-a075": base + np.array([0.03, 0.05, 0.04, 0.02]),
+                   "neglm-b": base + np.array([0.01, -0.01, 0.02, -0.02]), "mos": base[:1] - 0.1})
+    pairs = [["neglm-a075", "neglm"], ["neglm-b", "neglm"], ["mos", "neglm"], ["neg", "neglm"]]
+    c = contrasts(df, pairs, 0.95, 999).set_index("method")
+    assert list(c.index) == ["neglm-a075", "neglm-b", "mos"]  # neg did not run: its pair is left out
+    assert (c.control == "neglm").all() and c.loc["neglm-a075", "pairs"] == 4
+    d = np.array([0.03, 0.05, 0.04, 0.02])
+    assert c.loc["neglm-a075", "delta_nll"] == pytest.approx(d.mean())
+    assert (c.loc["neglm-a075", "delta_low"], c.loc["neglm-a075", "delta_high"]) == pytest.approx(mean_ci(d, 0.95, 999)[1:])
+    assert c.loc["neglm-a075", "ppl"] == pytest.approx(math.exp((base + d).mean()))
+    assert c.loc["neglm-a075", "control_ppl"] == pytest.approx(math.exp(base.mean()))
+    # Holm over the two contrasts with p-values (mos has one seed: no test, no verdict)
+    p = [sps.ttest_rel(base + d, base).pvalue, sps.ttest_rel(df[df.method == "neglm-b"].nll.values, base).pvalue]
+    assert [c.loc["neglm-a075", "p_value"], c.loc["neglm-b", "p_value"]] == pytest.approx(p)
+    assert [c.loc["neglm-a075", "p_holm"], c.loc["neglm-b", "p_holm"]] == pytest.approx(holm(p, 0.05))
+    assert c.loc["neglm-a075", "verdict"] == "worse" and c.loc["neglm-b", "verdict"] == "no clear difference"
+    assert c.loc["mos", "pairs"] == 1 and c.loc["mos", "verdict"] == "one seed: no verdict"
+    assert contrasts(df, []).empty and set(contrasts(df, []).columns) == set(c.reset_index().columns)
 
 
 def test_expected_best_matches_brute_force_over_all_draws():

@@ -28,6 +28,8 @@ rule summarize:
         matrix=f"{RESULTS}/matrix.csv",
         headline=report(f"{RESULTS}/headline.csv", caption="../report/headline.rst", category="Results tables",
                         labels={"table": "headline per dataset and method"}),
+        contrasts=report(f"{RESULTS}/contrasts.csv", caption="../report/contrasts.rst", category="Results tables",
+                         labels={"table": "each method against its own control"}),
     params:
         statistics=P["statistics"],
     log:
@@ -83,6 +85,7 @@ rule report:
         history=f"{RESULTS}/history.csv",
         matrix=f"{RESULTS}/matrix.csv",
         headline=f"{RESULTS}/headline.csv",
+        contrasts=f"{RESULTS}/contrasts.csv",
         bench=f"{RESULTS}/bench.csv",
         notebook="workflow/notebooks/report.ipynb",
     output:
