@@ -133,6 +133,25 @@ def test_test_time_distributions(kind):
     assert torch.allclose(hd.target_log_prob(h, t, chunk_size=4), lp.gather(1, t[:, None]).squeeze(1), atol=1e-6)
 
 
+def test_neg_and_neglm_train_identically_and_differ_only_at_test_time():
+    """NEGLM is NEG's training with another test rule (Melamud et al. 2017): from one seed the two heads
+    start equal, draw the same negatives and get the same loss and gradients; at test time NEGLM's
+    log-probabilities are NEG's plus log Q(w), renormalised per context."""
+    neg, neglm = make("neg", sampler="unigram", alpha=1.0), make("neglm", sampler="unigram", alpha=1.0)
+    assert torch.equal(neg.weight, neglm.weight)
+    h, t = data()
+    grads = []
+    for hd in (neg, neglm):
+        torch.manual_seed(5)
+        loss = hd.loss(h, t)
+        loss.backward()
+        grads.append((loss.item(), hd.weight.grad.to_dense()))
+    assert grads[0][0] == grads[1][0] and torch.equal(grads[0][1], grads[1][1])
+    shift = neglm.log_prob(h) - neg.log_prob(h) - unigram_probs(COUNTS, 1.0).log()  # (N, V): constant per row
+    assert torch.allclose(shift, shift[:, :1].expand_as(shift), atol=1e-10)
+    assert not torch.allclose(neglm.log_prob(h), neg.log_prob(h), atol=1e-3)
+
+
 def test_training_draws_from_the_sampler_and_is_seeded():
     hd = make("sampled-softmax", sampler="log-uniform")
     h, t = data()
