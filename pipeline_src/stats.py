@@ -140,16 +140,16 @@ def contrasts(summary: pd.DataFrame, pairs, confidence: float = 0.95, resamples:
         for method, control in pairs:
             if method not in nll or control not in nll:
                 continue
-            row = {"dataset": ds, "method": method, "control": control, "reference": control,
+            row = {"dataset": ds, "method": method, "control": control,
                    "seeds": len(nll[method]), "control_seeds": len(nll[control]),
                    "ppl": math.exp(nll[method].mean()), "control_ppl": math.exp(nll[control].mean()),
                    **paired(nll[method], nll[control], confidence, resamples)}
             block.append(row)
         if block:
-            out = pd.DataFrame(block).reindex(columns=CONTRAST_COLUMNS + ["reference"])
+            out = pd.DataFrame(block).reindex(columns=CONTRAST_COLUMNS)
             out["p_holm"] = holm(out.p_value.values, alpha)
-            out["verdict"] = [verdict(r, alpha) for r in out.to_dict("records")]
-            rows.append(out.drop(columns="reference"))
+            out["verdict"] = [verdict({**r, "reference": r["control"]}, alpha) for r in out.to_dict("records")]
+            rows.append(out)
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=CONTRAST_COLUMNS)
 
 
