@@ -95,4 +95,6 @@ def test_paper_config_runs_end_to_end_shrunk(tmp_path, path, mirror):
         assert metrics["before_finetune"]["test"]["ppl"] > 0 and metrics["splits"]["valid"]["nll"] == \
             pytest.approx(ft["best_valid_nll"], rel=1e-6)
     head = pd.read_csv(res / "headline.csv")
-    assert head.paper_ppl.iloc[0] == p["paper"]["ppl"][method] and (res / "report.html").exists()
+    assert head.paper_ppl.iloc[0] == p["paper"]["ppl"][method]
+    html = (res / "report.html").read_text()  # the report's headline puts the paper's figure beside the run's
+    assert "<th>vs paper</th>" in html and f"<td>{p['paper']['ppl'][method]:.2f}</td>" in html
