@@ -5,7 +5,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .config import ConfigError
+from .errors import ConfigError
 
 
 def batchify(ids: np.ndarray, batch_size: int, device: torch.device | str = "cpu") -> Tensor:

@@ -10,6 +10,7 @@ import errno
 import sys
 from pathlib import Path
 
+from .artifacts import read_json
 from . import paths
 from .config import ConfigError, load
 
@@ -112,8 +113,6 @@ def _select(params: dict, args) -> None:
 
 
 def _evaluate(params: dict, args) -> None:
-    import json
-
     from .evaluate import evaluate, write_metrics
     from .provenance import check_model, check_prepared, load_torch
     from .runtime import peak_memory_mb, reset_peak_memory
@@ -137,11 +136,11 @@ def _evaluate(params: dict, args) -> None:
     model.load_state_dict(ckpt["model"])
     reset_peak_memory(device)
     splits = evaluate(model, ckpt["config"], prepared, paths.raw_dir(params, args.dataset), device)
-    summary = json.loads((run / "train.json").read_text())
+    summary = read_json(run / "train.json", "config_hash")
     summary["kept_epoch"] = ckpt.get("epoch")
     if trained is not None:  # the run is the trained one (config, hash, cost); its scores are the finetuned model's
         finetuned = dict(summary)  # its config says how it ran (lr, epochs)
-        summary = json.loads((paths.run_dir(params, args.dataset, args.method, args.seed) / "train.json").read_text())
+        summary = read_json(paths.run_dir(params, args.dataset, args.method, args.seed) / "train.json", "config_hash")
         summary.update(kept_epoch=trained.get("epoch"), finetune=finetuned)
         model.load_state_dict(trained["model"])  # and the trained model scored the same way (papers give both)
         no_rank = {**trained["config"], "evaluation": {**trained["config"]["evaluation"], "rank_contexts": 0}}
@@ -171,9 +170,7 @@ def _summarize(params: dict, args) -> None:
     df = summarize(params, partial=args.partial)
     print(df.to_string(index=False))
     if args.partial:
-        import json
-
-        info = json.loads(paths.summary_path(params).with_suffix(".json").read_text())
+        info = read_json(paths.summary_path(params).with_suffix(".json"), "runs", "of", "missing")
         print(f"summarised {info['runs']} of {info['of']} runs; missing: {', '.join(info['missing']) or 'none'}")
 
 
@@ -220,15 +217,25 @@ def _publish(params: dict, args) -> None:
 def _resolve(params: dict, args) -> None:
     import yaml
 
-    from .atomic import write_text
+    from .atomic import check_file_output, write_text
+    from .config import chain
+    from .errors import OutputError
 
     text = (f"# {args.config} with its extends: chain laid out by `python -m pipeline_src resolve`; edit that "
             f"file, not this one\n" + yaml.safe_dump(params, sort_keys=False, allow_unicode=True))
-    if args.out:
-        write_text(args.out, text)
-        print(f"wrote {args.out}")
-    else:
+    if not args.out:
         print(text, end="")
+        return
+    check_file_output(args.out)
+    inputs = [f.resolve() for f in chain(args.config)]
+    if Path(args.out).resolve() in inputs:
+        if Path(args.out).resolve() != inputs[0] or not args.overwrite_config:
+            what = "the params file" if Path(args.out).resolve() == inputs[0] else "a base file of its extends: chain"
+            raise OutputError(f"resolve --out {args.out} is {what} it reads: refusing to overwrite an input"
+                              + (" (add --overwrite-config to replace --config with its resolved form)"
+                                 if what == "the params file" else ""))
+    write_text(args.out, text)
+    print(f"wrote {args.out}")
 
 
 def _check(params: dict, args) -> None:
@@ -280,6 +287,8 @@ def parser() -> argparse.ArgumentParser:
                             help="the run's wall time, as measured by whoever ran it (recorded in provenance.json)")
         if name == "resolve":
             sp.add_argument("--out", default=None, help="write here (e.g. params.yaml for dvc repro); default: stdout")
+            sp.add_argument("--overwrite-config", action="store_true",
+                            help="allow --out to be --config itself (replaces it with its resolved form)")
         if name == "summarize":
             sp.add_argument("--partial", action="store_true",
                             help="summarise the finished runs only; the missing ones are listed in summary.json")

@@ -17,14 +17,12 @@ from typing import Any
 import jsonschema
 import yaml
 
+from .errors import ConfigError
+
 SCHEMA_PATH = Path(__file__).parent / "schema" / "params.schema.yaml"
 DEFAULT_PARAMS = "params.yaml"
 MIRROR_ENV = "LMBENCH_MIRROR"
 STATISTICS_DEFAULTS = {"reference": "softmax", "confidence": 0.95, "resamples": 9999, "contrasts": []}
-
-
-class ConfigError(ValueError):
-    """A params file that does not match the schema or refers to something undefined."""
 
 
 @dataclass(frozen=True)
@@ -207,9 +205,11 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def _read(path: Path, extended_by: Path | None = None) -> dict:
+    by = f" (extended by {extended_by})" if extended_by else ""
     if not path.exists():
-        by = f" (extended by {extended_by})" if extended_by else ""
         raise ConfigError(f"config file {path}{by} does not exist")
+    if path.is_dir():
+        raise ConfigError(f"reading config: {path}{by} is a directory; give the path of a params file")
     try:
         params = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
@@ -243,6 +243,14 @@ def resolve(path: str | os.PathLike, _chain: tuple[Path, ...] = ()) -> dict:
     if not isinstance(base, str):
         raise ConfigError(f"{path}: key 'extends': expected the path of a params file, got {base!r}")
     return overlay(resolve(path.parent / base, (*_chain, path)), params)
+
+
+def chain(path: str | os.PathLike) -> list[Path]:
+    """The files :func:`resolve` reads for ``path``: the file itself, then its ``extends:`` bases in order."""
+    files = [Path(path)]
+    while isinstance(base := _read(files[-1]).get("extends"), str) and len(files) < 64:
+        files.append(files[-1].parent / base)
+    return files
 
 
 def load(path: str | os.PathLike = DEFAULT_PARAMS) -> dict:

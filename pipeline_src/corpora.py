@@ -197,7 +197,7 @@ def _extract(archive: Path, spec: Archive, split: str, dest: Path) -> None:
 def fetch(corpus_type: str, out_dir: Path, mirror: Path | None) -> dict:
     """Materialise a registered corpus into ``out_dir`` atomically; return its provenance."""
     corpus = REGISTRY[corpus_type]
-    with atomic_path(out_dir) as tmp:
+    with atomic_path(out_dir, marker="source.json") as tmp:
         tmp.mkdir()
         provenance = _fetch_into(corpus, corpus_type, tmp, mirror)
         for split, sf in corpus.splits.items():
@@ -290,7 +290,7 @@ def copy_local(paths: dict[str, str], out_dir: Path) -> dict:
         if not f.is_file():
             raise CorpusError(f"corpus.{split}: file {f} does not exist")
     prov = {"corpus": "local", "files": {}}
-    with atomic_path(out_dir) as tmp:
+    with atomic_path(out_dir, marker="source.json") as tmp:
         tmp.mkdir()
         for split in SPLITS:
             shutil.copyfile(paths[split], tmp / f"{split}.txt")

@@ -1,7 +1,6 @@
 """Exact evaluation: perplexity from fully normalised log-probabilities, never from a training surrogate."""
 from __future__ import annotations
 
-import json
 import math
 import time
 from pathlib import Path
@@ -10,6 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .artifacts import read_json
 from .atomic import write_json
 from .batching import batchify, scored_positions, segments
 
@@ -64,7 +64,7 @@ class SyntheticTruth:
         sym_index = {s: i for i, s in enumerate(truth["symbols"])}
         # model id -> generator symbol; <unk> (never produced by the generator) maps nowhere
         self.to_sym = np.array([sym_index.get(t, -1) for t in load_vocab(prepared)])
-        self.order = json.loads((raw / "truth.json").read_text())["order"]
+        self.order = read_json(raw / "truth.json", "order")["order"]
 
     def log_probs_at(self, ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """The true log p of the tokens at ``positions`` of the encoded stream ``ids``."""

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .artifacts import read_csv
 from . import paths
 from .atomic import atomic_path
 from .report_style import method_styles, pareto_front
@@ -121,9 +122,9 @@ def write(params: dict, dataset: str) -> list[Path]:
 
     matplotlib.use("agg")
     plt = _plt()
-    summary = pd.read_csv(paths.summary_path(params))
-    head = pd.read_csv(paths.headline_path(params))
-    history = pd.read_csv(paths.history_path(params))
+    summary = read_csv(paths.summary_path(params))
+    head = read_csv(paths.headline_path(params))
+    history = read_csv(paths.history_path(params))
     if dataset not in set(head.dataset):
         raise FileNotFoundError(f"{paths.headline_path(params)}: no row for dataset {dataset!r}; "
                                 f"has {sorted(set(head.dataset))} (rerun summarize)")

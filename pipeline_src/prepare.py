@@ -10,12 +10,12 @@ Output directory (written atomically):
 from __future__ import annotations
 
 import collections
-import json
 from pathlib import Path
 from typing import Iterable
 
 import numpy as np
 
+from .artifacts import read_json
 from .atomic import atomic_path, write_json
 from .config import config_hash
 
@@ -187,7 +187,7 @@ def prepare(raw: Path, out: Path, data_cfg: dict) -> dict:
 
     tok = data_cfg["tokenizer"]
     _clean_stale_temporaries(out)
-    with atomic_path(out) as tmp:
+    with atomic_path(out, marker="meta.json") as tmp:
         tmp.mkdir()
         if tok["type"] == "word":
             vocab, counts, stats = _prepare_word(raw, tok, tmp)
@@ -202,7 +202,7 @@ def prepare(raw: Path, out: Path, data_cfg: dict) -> dict:
                  probs=np.stack([noise_probs(counts, a) for a in alphas]))
         meta = {"vocab_size": len(vocab), "dtype": str(np.load(tmp / "train.npy", mmap_mode="r").dtype),
                 "splits": stats, "warnings": warnings, "config": data_cfg, "config_hash": config_hash(data_cfg),
-                "source": json.loads((raw / "source.json").read_text()) if (raw / "source.json").exists() else None}
+                "source": read_json(raw / "source.json") if (raw / "source.json").exists() else None}
         write_json(tmp / "meta.json", meta)
     return meta
 

@@ -8,9 +8,9 @@ A mismatch is a ``StaleError``: one line naming the artifact, both hashes and th
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from .artifacts import read_json
 from . import paths
 from .config import ConfigError, config_hash, data_config
 
@@ -41,7 +41,7 @@ def _record_hash(record: Path, missing: str) -> str:
     """The config hash a step wrote into ``record``; ``missing`` says what to do when there is none."""
     if not record.exists():
         raise StaleError(missing)
-    return json.loads(record.read_text())["config_hash"]
+    return read_json(record, "config_hash")["config_hash"]
 
 
 def _same_config(artifact: Path, got: str, cfg, made: str, rebuild: str) -> None:
@@ -58,7 +58,7 @@ def check_raw(params: dict, dataset: str) -> Path:
                                       f"run {_rebuild('fetch', dataset)}")
     _same_config(raw, got, fetch_config(params, dataset), "fetched", _rebuild("fetch", dataset))
     src = raw / "source.json"
-    source = json.loads(src.read_text()) if src.exists() else {}
+    source = read_json(src) if src.exists() else {}
     if source.get("corpus") == "local":
         from .corpora import file_digest
 

@@ -15,7 +15,6 @@ run's file no longer matches what the current code produces.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 import shutil
@@ -25,9 +24,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from .artifacts import read_json, read_csv
 from . import paths
 from .atomic import write_json, write_text
-from .config import ConfigError, config_hash, run_seeds
+from .config import config_hash, run_seeds
+from .errors import ConfigError, OutputError
 from .runtime import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,22 +45,42 @@ def _git(*args: str) -> str:
         return ""
 
 
-def publish(params: dict, params_file: Path, name: str, wall_time_s: float | None = None) -> Path:
+NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def check_name(name: str) -> Path:
+    """``benchmarks/NAME`` for a plain name (letters, digits, ``-``, ``_``, ``.``; not ``.`` or ``..``)."""
+    if not NAME.fullmatch(name) or name in (".", ".."):
+        raise OutputError(f"publish --name {name!r}: give a plain name (letters, digits, '-', '_', '.'; no '/', "
+                          f"not empty, not '.' or '..'); it becomes benchmarks/NAME")
+    return BENCHMARKS / name
+
+
+def publish(params: dict, params_file: Path, name: str, wall_time_s: float | None = None,
+            say=print) -> Path:
+    """Copy ``results_dir``'s tables to ``benchmarks/NAME``; ``say`` reports a replaced publication (and the
+    earlier files it removes) and a tree with uncommitted changes."""
     from .tuning import final_config
 
+    out = check_name(name)
     results = Path(params["results_dir"])
+    if out.resolve() == results.resolve() or out.resolve() in results.resolve().parents:
+        raise OutputError(f"publish --name {name}: {out} holds results_dir {results} (the command's input); "
+                          f"publish to another name")
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"{out} is a file: refusing to replace it with a publication")
     bench_only = not paths.summary_path(params).exists() and paths.bench_path(params).exists()
     step_only = not paths.summary_path(params).exists() and not bench_only and paths.step_bench_path(params).exists()
     if step_only:  # `python -m pipeline_src bench-step` alone: whole steps against their floor and the peer
         summary = pd.DataFrame({"dataset": [], "method": [], "seed": [], "config_hash": []})
-        meta = json.loads(paths.step_bench_path(params).with_suffix(".json").read_text())
+        meta = read_json(paths.step_bench_path(params).with_suffix(".json"), "step")
         if meta["step"] != params["bench"].get("step"):
             raise ConfigError(f"{paths.step_bench_path(params)} was made by another bench.step: rerun "
                               f"`python -m pipeline_src bench-step --config {params_file}` before publishing")
         command = f"python -m pipeline_src bench-step --config {params_file}"
     elif bench_only:  # `python -m pipeline_src bench` alone: a timing table, no trained runs
         summary = pd.DataFrame({"dataset": [], "method": [], "seed": [], "config_hash": []})
-        bench_meta = json.loads(paths.bench_path(params).with_suffix(".json").read_text())
+        bench_meta = read_json(paths.bench_path(params).with_suffix(".json"), "bench", "quick", "threads")
         if bench_meta["bench"] != params["bench"] or bench_meta["quick"]:
             raise ConfigError(f"{paths.bench_path(params)} was made by another bench config (or --quick): rerun "
                               f"`python -m pipeline_src bench --config {params_file}` before publishing")
@@ -67,10 +88,10 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     elif not paths.summary_path(params).exists():
         raise ConfigError(f"{results} has no summary.csv, bench.csv or step-bench.csv: nothing to publish")
     else:
-        summary = pd.read_csv(paths.summary_path(params))
+        summary = read_csv(paths.summary_path(params), "dataset", "method", "seed", "config_hash")
         command = f"snakemake --cores all --config params={params_file}"
         info = paths.summary_path(params).with_suffix(".json")
-        if info.exists() and json.loads(info.read_text())["partial"]:
+        if info.exists() and read_json(info, "partial")["partial"]:
             command = f"python -m pipeline_src summarize --partial --config {params_file}"  # after the finished runs
     # every run must come from this params file (and, when tuned, from its current selection)
     for r in summary.drop_duplicates(["dataset", "method", "seed"]).itertuples():
@@ -78,23 +99,44 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
         if r.config_hash != want:
             raise ConfigError(f"{results}: run {r.dataset}/{r.method}/seed{r.seed} was made by another config "
                               f"(hash {r.config_hash}; {params_file}: {want}); rerun the pipeline before publishing")
-    out = BENCHMARKS / name
+    earlier = _earlier_files(out)
     out.mkdir(parents=True, exist_ok=True)
     copied = []
     for t in TABLES:
         if (results / t).exists():
             shutil.copyfile(results / t, out / t)
             copied.append(t)
+    stale = sorted(set(earlier or []) - set(copied))
+    for t in stale:  # only what the earlier publication itself copied; anything else in the folder stays
+        (out / t).unlink(missing_ok=True)
+    if earlier is not None:
+        say(f"replacing the earlier publication {out}" + (f"; removed its files this run does not make: "
+                                                            f"{', '.join(stale)}" if stale else ""))
     dirty = [line[3:] for line in _git("status", "--porcelain", "--untracked-files=no").splitlines()]
+    if dirty:
+        say(f"warning: publishing from a tree with uncommitted changes ({len(dirty)} files: "
+            f"{', '.join(dirty[:5])}{' ...' if len(dirty) > 5 else ''}); provenance.json records the commit "
+            f"and these files, but the numbers may not come from that commit's code")
     write_json(out / "provenance.json", {
         "name": name, "commit": _git("rev-parse", "HEAD"), "dirty_files": dirty,
         "params_file": str(params_file), "params": params, "published": datetime.now(timezone.utc).isoformat(
             timespec="seconds"), "files": copied, "seeds": run_seeds(params), "cpu_model": cpu_model(),
         "run_config_hashes": sorted(summary.config_hash.unique().tolist()),
         "command": command, "wall_time_s": wall_time_s,
-        "runs": json.loads(info.read_text()) if not (bench_only or step_only) and info.exists() else None})
+        "runs": read_json(info) if not (bench_only or step_only) and info.exists() else None})
     update_docs()
     return out
+
+
+def _earlier_files(out: Path) -> list[str] | None:
+    """The tables an earlier publication at ``out`` copied (its provenance.json), None if there is none."""
+    prov = out / "provenance.json"
+    if not prov.is_file():
+        if out.is_dir() and any(out.iterdir()):
+            raise OutputError(f"{out} exists and is not a publication (no provenance.json): refusing to write "
+                              f"into it; choose another --name")
+        return None
+    return [t for t in read_json(prov, "files")["files"] if t in TABLES]
 
 
 def markdown_table(cols: list[str], rows) -> str:
@@ -253,7 +295,7 @@ def render_table(path: str) -> str:
     if file.name == "tuning.csv":
         return selected_markdown(pd.read_csv(file))
     if file.name == "provenance.json":
-        return provenance_markdown(json.loads(file.read_text()))
+        return provenance_markdown(read_json(file))
     raise ConfigError(f"no table format for {path}")
 
 

@@ -17,7 +17,7 @@ def resolve_device(spec: str) -> torch.device:
     """``auto`` = CUDA when present, else CPU; an explicit ``cuda`` without a GPU is an error."""
     if spec == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    from .config import ConfigError
+    from .errors import ConfigError
 
     dev = torch.device(spec)
     if dev.type == "cuda" and not torch.cuda.is_available():

@@ -23,7 +23,6 @@ the profiler's own overhead, which also inflates small ops: the unprofiled step 
 """
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import time
@@ -34,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .artifacts import read_json
 from . import paths
 from .atomic import atomic_path, write_json
 from .batching import batchify, segments
@@ -169,7 +169,7 @@ def run_step_bench(params: dict, device: torch.device) -> pd.DataFrame:
                           f"trained by SGD; give a params file with model.encoder lstm, no model.proj_dim and "
                           f"training.optimizer sgd")
     data = batchify(load_split(prepared, "train"), tc.batch_size, device)  # (steps, B)
-    vocab = json.loads((prepared / "meta.json").read_text())["vocab_size"]
+    vocab = read_json(prepared / "meta.json", "vocab_size")["vocab_size"]
     n_rows, steps, rounds = tc.bptt * tc.batch_size, spec.get("steps", 50), spec.get("rounds", 4)
 
     rows, parts = [], {}

@@ -5,11 +5,11 @@ against its own control (``contrasts.csv``, header only when none is declared) a
 (``tuning_curves.csv``)."""
 from __future__ import annotations
 
-import json
 import math
 
 import pandas as pd
 
+from .artifacts import read_json, read_csv
 from . import paths
 from .atomic import atomic_path, write_json
 from .config import run_seeds
@@ -71,8 +71,8 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
                     raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src evaluate "
                                             f"--dataset {dataset} --method {method} --seed {seed}` first "
                                             f"(or `summarize --partial` to summarise the finished runs)")
-                rows.extend(summary_rows(json.loads(path.read_text())))
-                hist = pd.read_csv(paths.run_dir(params, dataset, method, seed) / "history.csv")
+                rows.extend(summary_rows(read_json(path, "config_hash")))
+                hist = read_csv(paths.run_dir(params, dataset, method, seed) / "history.csv")
                 curves.append(hist.assign(dataset=dataset, method=method, seed=seed))
     matrix_rows = []
     for vocab in params["matrix"]["vocab_sizes"]:
@@ -85,7 +85,7 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
                 if not path.exists():
                     raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src matrix "
                                             f"--vocab {vocab} --dim {dim} --seed {seed}` first")
-                matrix_rows.extend(json.loads(path.read_text())["rows"])
+                matrix_rows.extend(read_json(path, "rows")["rows"])
     if not rows:
         raise FileNotFoundError(f"no finished run under {params['results_dir']}: nothing to summarise")
     df = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
@@ -115,11 +115,12 @@ def tuning_tables(params: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     (a diverged trial counts as a draw of the uniform distribution, nll = log |V|: no better than guessing)."""
     rows, curves = [], []
     for dataset in params["run"]["datasets"]:
-        vocab = json.loads((paths.prepared_dir(params, dataset) / "meta.json").read_text())["vocab_size"]
+        vocab = read_json(paths.prepared_dir(params, dataset) / "meta.json", "vocab_size")["vocab_size"]
         for method in params["run"]["methods"]:
-            sel = json.loads(paths.selected_path(params, dataset, method).read_text())
+            sel = read_json(paths.selected_path(params, dataset, method), "trials", "trial")
             for r in sel["trials"]:
-                rows.append({**r, "selected": r["trial"] == sel["trial"]})
+                rows.append({**r, "selected": r["trial"] == sel["trial"],  # null: a diverged trial (JSON has no inf)
+                             **{k: math.inf for k in ("valid_nll", "valid_ppl") if r.get(k, 0) is None}})
             nll = [r["valid_nll"] if r["status"] == "ok" else math.log(vocab) for r in sel["trials"]]
             for n, e in enumerate(expected_best(nll), start=1):
                 curves.append({"dataset": dataset, "method": method, "trials": n, "expected_best_valid_nll": e,

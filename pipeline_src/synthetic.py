@@ -105,7 +105,7 @@ def generate(spec: dict, out_dir: Path, seed: int) -> dict:
     logp = true_log_probs(m, order, spec["dirichlet_beta"], spec.get("support"), spec.get("smoothing", 0.001), rng)
     names = symbols(m)
     truth = {"vocab_size": m, "order": order, "contexts": logp.shape[0], "seed": seed, "spec": spec}
-    with atomic_path(out_dir) as tmp:
+    with atomic_path(out_dir, marker="source.json") as tmp:
         tmp.mkdir()
         for split in ("train", "valid", "test"):
             stream = sample_stream(logp, order, spec[f"{split}_tokens"], rng)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import sys
@@ -36,7 +35,8 @@ import torch
 from torch.profiler import record_function
 from tqdm import tqdm
 
-from .atomic import atomic_path, write_json, write_text
+from .artifacts import read_json
+from .atomic import atomic_path, exclusive, write_json, write_text
 from .averaging import ParameterAverage
 from .batching import batchify, num_segments, segments, variable_lengths, variable_segments
 from .config import ModelConfig, TrainConfig, config_hash
@@ -83,7 +83,7 @@ class Stopped(RuntimeError):
 
 
 def build_model(run_cfg: dict, prepared: Path) -> LanguageModel:
-    meta = json.loads((prepared / "meta.json").read_text())
+    meta = read_json(prepared / "meta.json", "vocab_size")
     counts = torch.from_numpy(np.load(prepared / "noise.npz")["counts"])
     return LanguageModel(meta["vocab_size"], ModelConfig(**run_cfg["model"]), run_cfg["method"], counts)
 
@@ -167,7 +167,7 @@ def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
     the trained run's model.pt that a finetuning run (``finetune_config``) starts from.
     """
     stop = StopRequest()
-    with stop.installed():
+    with exclusive(out_dir, "train"), stop.installed():
         try:
             return _train(run_cfg, prepared, out_dir, device, stop_after_steps, stop, trial, init)
         except Diverged as e:

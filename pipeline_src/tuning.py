@@ -12,13 +12,13 @@ skipped by the selection. The selected settings then run over every seed in ``ru
 """
 from __future__ import annotations
 
-import json
 import math
 import warnings
 import zlib
 
 import numpy as np
 
+from .artifacts import read_json
 from . import paths
 from .atomic import write_json
 from .config import ConfigError, config_hash, run_config, run_seeds, train_config
@@ -111,7 +111,7 @@ def final_config(params: dict, dataset: str, method: str, seed: int) -> dict:
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: run the trials and `python -m pipeline_src select "
                                 f"--dataset {dataset} --method {method}` first (or `snakemake`)")
-    sel = json.loads(path.read_text())
+    sel = read_json(path, "settings", "trial", "valid_nll")
     want = _selection_key(params, dataset, method)
     if sel.get("selection_key") != want:
         raise ConfigError(f"{path} was selected under another tuning setup (key {sel.get('selection_key')}, now "
@@ -134,15 +134,15 @@ def trial_rows(params: dict, dataset: str, method: str) -> list[dict]:
         if not path.exists():
             raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src train --dataset {dataset} "
                                     f"--method {method} --trial {i}` first")
-        s = json.loads(path.read_text())
+        s = read_json(path, "config_hash", "status", "best_valid_nll")
         cfg = trial_config(params, dataset, method, i)
         if s["config_hash"] != config_hash(cfg):
             raise ConfigError(f"{path} was made by another config (hash {s['config_hash']}, now "
                               f"{config_hash(cfg)}); rerun trial {i}")
         pt = cfg["tuning"]["point"]
+        nll = math.inf if s["best_valid_nll"] is None else s["best_valid_nll"]  # null: diverged (JSON has no inf)
         rows.append({"dataset": dataset, "method": method, "trial": i, "status": s["status"],
-                     "valid_nll": s["best_valid_nll"],
-                     "valid_ppl": math.exp(s["best_valid_nll"]) if math.isfinite(s["best_valid_nll"]) else math.inf,
+                     "valid_nll": nll, "valid_ppl": math.exp(nll) if math.isfinite(nll) else math.inf,
                      **{f"lr": pt["training"]["lr"]}, **{f"opt_{k}": v for k, v in pt["method"].items()},
                      "train_time_s": s.get("train_time_s"), "wall_time_s": s.get("wall_time_s"),
                      "tokens_per_s_train": s.get("tokens_per_s_train"),

@@ -37,7 +37,6 @@ def _sh(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
 
 def _normalise(cmd: str) -> str:
     cmd = re.sub(r"\s*>\s*\S+\s+2>&1\s*$", "", cmd)  # Snakemake's log redirection
-    cmd = re.sub(r"\s--threads\s+\d+", "", cmd)  # a runtime resource, not part of the step
     return re.sub(r"^\S*python3?\s", "python ", cmd.strip())
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from ..config import ConfigError
+from ..errors import ConfigError
 from .base import HeadContext, OutputLayer, chunked_rows, register
 
 

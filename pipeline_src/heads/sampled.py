@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..config import ConfigError
+from ..errors import ConfigError
 from ..sampling import Negatives, Sampler, log_uniform_probs, unigram_probs
 from .base import HeadContext, OutputLayer, chunked_rows, output_embedding, register
 from .mixture import init_range_field

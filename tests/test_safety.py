@@ -1,0 +1,247 @@
+"""Nothing lost: no step removes or overwrites anything outside its declared output, and a damaged
+artifact is named in one line. Each case here destroyed a user's files or crashed with a traceback before."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, tiny_params, write_params
+from pipeline_src import atomic
+from pipeline_src.cli import main
+from pipeline_src.errors import OutputError
+
+
+def _cli(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _refused(capsys, *argv) -> str:
+    rc, _, err = _cli(capsys, *argv)
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, (rc, err)
+    return lines[0]
+
+
+@pytest.fixture
+def proj(default_params, tmp_path):
+    p = tiny_params(default_params, tmp_path)
+    return p, write_params(p, tmp_path / "params.yaml")
+
+
+def _keepsake(directory):
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "thesis.tex").write_text("three years of work\n")
+    return directory / "thesis.tex"
+
+
+def test_resolve_out_onto_a_directory_is_refused_and_leaves_it_whole(capsys, proj, tmp_path):
+    _, cfg = proj
+    kept = _keepsake(tmp_path / "mine")
+    line = _refused(capsys, "resolve", "--config", str(cfg), "--out", str(tmp_path / "mine"))
+    assert "is an existing directory" in line and "refusing" in line
+    assert kept.read_text() == "three years of work\n"
+
+
+def test_resolve_out_dot_is_refused_and_the_working_directory_stays(proj, tmp_path):
+    _, cfg = proj
+    kept = _keepsake(tmp_path / "work")
+    r = subprocess.run([sys.executable, "-m", "pipeline_src", "resolve", "--config", str(cfg), "--out", "."],
+                       cwd=tmp_path / "work", capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 2 and "is the working directory" in r.stderr and "Traceback" not in r.stderr
+    assert kept.read_text() == "three years of work\n"
+
+
+def test_resolve_out_onto_its_own_inputs_needs_asking(capsys, proj, tmp_path):
+    p, cfg = proj
+    child = tmp_path / "small.yaml"
+    child.write_text("extends: params.yaml\nseed: 7\n")
+    before = cfg.read_text()
+    line = _refused(capsys, "resolve", "--config", str(child), "--out", str(cfg))
+    assert "a base file of its extends: chain" in line and cfg.read_text() == before
+    line = _refused(capsys, "resolve", "--config", str(child), "--out", str(child))
+    assert "the params file it reads" in line and "--overwrite-config" in line
+    assert child.read_text() == "extends: params.yaml\nseed: 7\n"
+    rc, out, _ = _cli(capsys, "resolve", "--config", str(child), "--out", str(child), "--overwrite-config")
+    assert rc == 0 and "extends" not in child.read_text().split("\n", 1)[1] and "seed: 7" in child.read_text()
+
+
+def test_a_file_writer_never_replaces_a_directory(tmp_path):
+    kept = _keepsake(tmp_path / "out.json")
+    with pytest.raises(OutputError, match="is an existing directory"):
+        atomic.write_json(tmp_path / "out.json", {"a": 1})
+    assert kept.read_text() == "three years of work\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temporary left beside it
+
+
+def test_a_directory_output_replaces_only_an_earlier_copy_of_itself(capsys, proj, tmp_path):
+    p, cfg = proj
+    kept = _keepsake(tmp_path / "data" / "prepared" / "tiny")
+    assert _cli(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")[0] == 0
+    line = _refused(capsys, "prepare", "--config", str(cfg), "--dataset", "tiny")
+    assert "did not write (no meta.json in it)" in line and kept.read_text() == "three years of work\n"
+    kept.unlink()
+    (tmp_path / "data" / "prepared" / "tiny").rmdir()
+    assert _cli(capsys, "prepare", "--config", str(cfg), "--dataset", "tiny")[0] == 0  # an empty place: fine
+    assert _cli(capsys, "prepare", "--config", str(cfg), "--dataset", "tiny")[0] == 0  # its own earlier copy: fine
+    raw = tmp_path / "data" / "raw" / "other"
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_text("a file where a directory goes\n")
+    with pytest.raises(OutputError, match="is a file or a link"):
+        with atomic.atomic_path(raw, marker="source.json") as tmp:
+            tmp.mkdir()
+            (tmp / "source.json").write_text("{}")
+    assert raw.read_text() == "a file where a directory goes\n"
+
+
+def test_config_that_is_a_directory_says_reading(capsys, tmp_path):
+    line = _refused(capsys, "check-config", "--config", str(tmp_path))
+    assert "reading config" in line and "is a directory" in line and "writing" not in line
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a/b", "../../etc", "x y", "/tmp/abs"])
+def test_publish_takes_a_plain_name_only(name, monkeypatch, proj, tmp_path):
+    from pipeline_src import publish as pub
+
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
+    with pytest.raises(OutputError, match="give a plain name"):
+        pub.publish(proj[0], proj[1], name)
+    assert not (tmp_path / "benchmarks").exists()
+
+
+def _bench_results(p):
+    """A bench-only results_dir, the smallest thing publish accepts."""
+    from pathlib import Path
+
+    from pipeline_src.atomic import write_json
+
+    results = Path(p["results_dir"])
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "bench.csv").write_text("vocab,method\n50,softmax\n")
+    write_json(results / "bench.json", {"bench": p["bench"], "quick": False, "threads": 1})
+    return results
+
+
+def test_publish_replacing_an_earlier_one_says_so_and_removes_only_its_stale_files(monkeypatch, proj, tmp_path):
+    from pipeline_src import publish as pub
+
+    p, cfg = proj
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
+    monkeypatch.setattr(pub, "update_docs", lambda: [])
+    monkeypatch.setattr(pub, "_git", lambda *a: "" if a[0] == "status" else "abc")
+    said = []
+    results = _bench_results(p)
+    (results / "matrix.csv").write_text("m\n1\n")
+    out = pub.publish(p, cfg, "b", say=said.append)
+    assert said == [] and (out / "matrix.csv").exists()
+    (out / "NOTES.md").write_text("my notes\n")  # not the publication's: stays
+    (results / "matrix.csv").unlink()
+    pub.publish(p, cfg, "b", say=said.append)
+    assert said == [f"replacing the earlier publication {out}; removed its files this run does not make: matrix.csv"]
+    assert not (out / "matrix.csv").exists() and (out / "NOTES.md").read_text() == "my notes\n"
+    assert json.loads((out / "provenance.json").read_text())["files"] == ["bench.csv", "bench.json"]
+
+
+def test_publish_refuses_a_folder_it_did_not_make_and_its_own_input(monkeypatch, proj, tmp_path):
+    from pipeline_src import publish as pub
+
+    p, cfg = proj
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
+    monkeypatch.setattr(pub, "update_docs", lambda: [])
+    _bench_results(p)
+    kept = _keepsake(tmp_path / "benchmarks" / "mine")
+    with pytest.raises(OutputError, match="is not a publication"):
+        pub.publish(p, cfg, "mine")
+    assert kept.read_text() == "three years of work\n"
+    p2 = {**p, "results_dir": str(tmp_path / "benchmarks" / "self")}
+    _bench_results(p2)
+    with pytest.raises(OutputError, match="the command's input"):
+        pub.publish(p2, cfg, "self")
+
+
+def test_publish_says_when_the_tree_has_uncommitted_changes(monkeypatch, proj, tmp_path):
+    from pipeline_src import publish as pub
+
+    p, cfg = proj
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
+    monkeypatch.setattr(pub, "update_docs", lambda: [])
+    monkeypatch.setattr(pub, "_git", lambda *a: " M pipeline_src/train.py" if a[0] == "status" else "abc")
+    _bench_results(p)
+    said = []
+    out = pub.publish(p, cfg, "d", say=said.append)
+    assert len(said) == 1 and said[0].startswith("warning: publishing from a tree with uncommitted changes")
+    assert "pipeline_src/train.py" in said[0]
+    assert json.loads((out / "provenance.json").read_text())["dirty_files"] == ["pipeline_src/train.py"]
+
+
+def test_json_written_is_strict_nan_and_infinity_become_null(tmp_path):
+    import math
+
+    import numpy as np
+
+    atomic.write_json(tmp_path / "x.json", {"a": math.nan, "b": [math.inf, 1.5], "c": np.float64(-np.inf),
+                                            "d": {"e": np.float32(2.0)}})
+
+    def refuse(token):
+        raise AssertionError(f"non-JSON token {token}")
+
+    assert json.loads((tmp_path / "x.json").read_text(), parse_constant=refuse) == \
+        {"a": None, "b": [None, 1.5], "c": None, "d": {"e": 2.0}}
+
+
+@pytest.mark.parametrize("damage", ["truncate", "key", "empty"])
+def test_a_damaged_run_record_is_one_line_naming_the_file(capsys, proj, tmp_path, damage):
+    p, cfg = proj
+    for step in ("fetch", "prepare"):
+        assert _cli(capsys, step, "--config", str(cfg), "--dataset", "tiny")[0] == 0
+    args = ("--dataset", "tiny", "--method", "softmax", "--seed", "0")
+    assert _cli(capsys, "train", "--config", str(cfg), *args)[0] == 0
+    assert _cli(capsys, "evaluate", "--config", str(cfg), *args)[0] == 0
+    metrics = tmp_path / "results" / "runs" / "tiny" / "softmax" / "seed0" / "metrics.json"
+    text = metrics.read_text()
+    if damage == "truncate":
+        metrics.write_text(text[: len(text) // 2])
+        want = "not valid JSON (line"
+    elif damage == "key":
+        metrics.write_text(json.dumps({k: v for k, v in json.loads(text).items() if k != "config_hash"}))
+        want = "key 'config_hash' is missing"
+    else:
+        metrics.write_text("")
+        want = "not valid JSON"
+    line = _refused(capsys, "summarize", "--config", str(cfg))
+    assert str(metrics) in line and want in line
+
+
+def test_a_damaged_table_is_one_line_naming_the_file(capsys, proj, tmp_path):
+    p, cfg = proj
+    for step in ("fetch", "prepare"):
+        assert _cli(capsys, step, "--config", str(cfg), "--dataset", "tiny")[0] == 0
+    args = ("--dataset", "tiny", "--method", "softmax", "--seed", "0")
+    assert _cli(capsys, "train", "--config", str(cfg), *args)[0] == 0
+    assert _cli(capsys, "evaluate", "--config", str(cfg), *args)[0] == 0
+    assert _cli(capsys, "summarize", "--config", str(cfg), "--partial")[0] == 0  # no matrix fits here
+    headline = tmp_path / "results" / "headline.csv"
+    headline.write_text("")
+    line = _refused(capsys, "figures", "--config", str(cfg), "--dataset", "tiny")
+    assert str(headline) in line and "empty file" in line
+
+
+def test_two_trainers_cannot_write_one_run_and_a_stale_lock_is_taken_over(tmp_path):
+    import socket
+
+    run = tmp_path / "run"
+    with atomic.exclusive(run, "train"):
+        assert json.loads((run / ".lock").read_text())["pid"] == os.getpid()
+        with pytest.raises(OutputError, match=r"is being written by another train \(process \d+"):
+            with atomic.exclusive(run, "train"):
+                pass
+        assert (run / ".lock").exists()  # the refused one did not remove the holder's lock
+    assert not (run / ".lock").exists()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    (run / ".lock").write_text(json.dumps({"host": socket.gethostname(), "pid": int(dead)}))
+    with atomic.exclusive(run, "train"):  # its process is gone: stale, taken over
+        assert json.loads((run / ".lock").read_text())["pid"] == os.getpid()
