@@ -114,77 +114,128 @@ def validate(params: dict, source: str = DEFAULT_PARAMS) -> dict:
     for k, v in STATISTICS_DEFAULTS.items():
         params["statistics"].setdefault(k, v)
     params.setdefault("tuning", {"enabled": False})
-    tuning = params["tuning"]
-    if tuning["enabled"]:
-        for key in ("trials", "seed", "epochs", "lr"):
-            if key not in tuning:
-                raise ConfigError(f"{source}: key 'tuning.{key}' is required when tuning.enabled is true")
-        for name, space in (tuning.get("space") or {}).items():
-            if name not in params["methods"]:
-                raise ConfigError(f"{source}: key 'tuning.space.{name}': not a method defined under 'methods'; "
-                                  f"defined: {sorted(params['methods'])}")
-            from .heads import registry
+    _check_seeds(params, source)
+    _check_names(params, source)
+    if params["tuning"]["enabled"]:
+        _check_tuning(params, source)
+    for name in params["datasets"]:
+        _check_dataset(params, name, source)
+    return params
 
-            fields = {f.name for f in dataclasses.fields(registry()[params["methods"][name]["type"]].Options)}
-            for opt in space:
-                if opt not in fields:
-                    raise ConfigError(f"{source}: key 'tuning.space.{name}.{opt}': not an option of "
-                                      f"{params['methods'][name]['type']!r}; options: {sorted(fields)}")
-    for key, section in (("run.datasets", "datasets"), ("run.methods", "methods"), ("bench.methods", "methods"),
-                         ("matrix.methods", "methods")):
-        first, second = key.split(".")
-        for name in params[first][second]:
-            if name not in params[section]:
-                raise ConfigError(f"{source}: key '{key}': {name!r} is not defined under '{section}'; "
-                                  f"defined: {sorted(params[section])}")
+
+def _check_seeds(params: dict, source: str) -> None:
+    """Run seeds are integers as written: JSON schema takes 1.0 for an integer, but DVC's matrix would name
+    its run directory seed1.0 where Snakemake names it seed1."""
+    for i, s in enumerate(params["run"]["seeds"]):
+        if type(s) is not int:
+            raise ConfigError(f"{source}: key 'run.seeds.{i}': {s!r} is not an integer; write it as {int(s)}")
+
+
+def _undefined(source: str, key: str, name, section: str, params: dict) -> ConfigError:
+    return ConfigError(f"{source}: key '{key}': {name!r} is not defined under '{section}'; "
+                       f"defined: {sorted(params[section])}")
+
+
+def _check_names(params: dict, source: str) -> None:
+    """Every name a section refers to is defined where it should be."""
     step = params["bench"].get("step") or {}
-    for key, section, names in (("bench.step.methods", "methods", step.get("methods", [])),
-                                ("bench.step.dataset", "datasets", [step["dataset"]] if step else [])):
+    for key, section, names in (("run.datasets", "datasets", params["run"]["datasets"]),
+                                ("run.methods", "methods", params["run"]["methods"]),
+                                ("bench.methods", "methods", params["bench"]["methods"]),
+                                ("matrix.methods", "methods", params["matrix"]["methods"]),
+                                ("bench.step.methods", "methods", step.get("methods", [])),
+                                ("bench.step.dataset", "datasets", [step["dataset"]] if step else []),
+                                ("paper.ppl", "methods", list((params.get("paper") or {}).get("ppl", {})))):
         for name in names:
             if name not in params[section]:
-                raise ConfigError(f"{source}: key '{key}': {name!r} is not defined under '{section}'; "
-                                  f"defined: {sorted(params[section])}")
+                raise _undefined(source, key, name, section, params)
+    ref, run = params["statistics"]["reference"], params["run"]["methods"]
+    if len(run) > 1 and ref not in run:
+        raise ConfigError(f"{source}: key 'statistics.reference': {ref!r} is not one of the methods run "
+                          f"(run.methods: {run}): every comparison would say 'no paired reference'")
     for i, (method, control) in enumerate(params["statistics"]["contrasts"]):
         for name in (method, control):
             if name not in params["methods"]:
-                raise ConfigError(f"{source}: key 'statistics.contrasts.{i}': {name!r} is not a method defined "
-                                  f"under 'methods'; defined: {sorted(params['methods'])}")
+                raise _undefined(source, f"statistics.contrasts.{i}", name, "methods", params)
         if method == control:
             raise ConfigError(f"{source}: key 'statistics.contrasts.{i}': {method!r} against itself")
-    for name in (params.get("paper") or {}).get("ppl", {}):
+
+
+def _check_tuning(params: dict, source: str) -> None:
+    """The trial budget, a learning-rate range for every optimizer a tuned dataset uses, and every point of a
+    method's space (its range's ends, each of its choices) a value the method's options accept."""
+    from .heads import options_schema, registry
+
+    tuning = params["tuning"]
+    for key in ("trials", "seed", "epochs", "lr"):
+        if key not in tuning:
+            raise ConfigError(f"{source}: key 'tuning.{key}' is required when tuning.enabled is true")
+    for ds in params["run"]["datasets"]:
+        opt = train_config(params, ds).optimizer
+        if opt not in tuning["lr"]:
+            raise ConfigError(f"{source}: key 'tuning.lr.{opt}': no learning-rate range for the optimizer {opt!r} "
+                              f"of dataset {ds!r}; given for: {sorted(tuning['lr'])}")
+        lo, hi = tuning["lr"][opt]
+        if not 0 < lo < hi:
+            raise ConfigError(f"{source}: key 'tuning.lr.{opt}': need 0 < low < high, got [{lo}, {hi}]")
+    for name, space in (tuning.get("space") or {}).items():
         if name not in params["methods"]:
-            raise ConfigError(f"{source}: key 'paper.ppl.{name}': not a method defined under 'methods'; "
-                              f"defined: {sorted(params['methods'])}")
-    for name, ds in params["datasets"].items():
-        c = ds["corpus"]
-        if c["type"] == "synthetic":
-            rows = c["vocab_size"] ** (c["order"] - 1)
-            if rows * c["vocab_size"] > 50_000_000:
-                raise ConfigError(f"{source}: key 'datasets.{name}.corpus': vocab_size**order = "
-                                  f"{rows * c['vocab_size']:,} table entries; at most 50,000,000 are supported")
-        model = model_config(params, name)
-        awd_only = [k for k in AWD_KEYS if getattr(model, k) != LATER_DEFAULTS["model"][k]]
-        if model.encoder != "awd-lstm" and awd_only:
-            raise ConfigError(f"{source}: key 'model.{awd_only[0]}' (dataset {name}): an awd-lstm option, but "
-                              f"model.encoder is {model.encoder!r}")
-        if model.encoder == "transformer":
-            bptt = train_config(params, name).bptt
-            if not model.context or not model.heads or model.emb_dim % model.heads:
-                raise ConfigError(f"{source}: key 'model.context' / 'model.heads' (dataset {name}): the transformer "
-                                  f"needs both, with heads dividing emb_dim ({model.emb_dim})")
-            if bptt > model.context:
-                raise ConfigError(f"{source}: key 'training.bptt' (dataset {name}): {bptt} tokens per segment do not "
-                                  f"fit the transformer's context of {model.context}")
-        elif model.context is not None or model.heads is not None:
-            raise ConfigError(f"{source}: key 'model.context' (dataset {name}): a transformer option, but "
-                              f"model.encoder is {model.encoder!r}")
-        if model.encoder == "awd-lstm" and model.proj_dim is not None:
-            raise ConfigError(f"{source}: key 'model.proj_dim' (dataset {name}): not an awd-lstm option; "
-                              f"size its last layer with model.last_dim")
-        if model.tie_weights and model.proj_dim not in (None, model.emb_dim):
-            raise ConfigError(f"{source}: key 'model.proj_dim' (dataset {name}): {model.proj_dim} with tie_weights "
-                              f"true; a tied head's input is emb_dim ({model.emb_dim}): drop proj_dim or untie")
-    return params
+            raise _undefined(source, f"tuning.space.{name}", name, "methods", params)
+        method = params["methods"][name]
+        cls = registry()[method["type"]]
+        fields = {f.name for f in dataclasses.fields(cls.Options)}
+        check = jsonschema.Draft202012Validator(options_schema(cls))
+        for opt, dim in space.items():
+            if opt not in fields:
+                raise ConfigError(f"{source}: key 'tuning.space.{name}.{opt}': not an option of "
+                                  f"{method['type']!r}; options: {sorted(fields)}")
+            for what, value in _space_values(dim):
+                bad = next(check.iter_errors({**method, opt: value}), None)
+                if bad is not None:
+                    raise ConfigError(f"{source}: key 'tuning.space.{name}.{opt}.{what}': {value!r} is not a "
+                                      f"value of option {opt!r} of {method['type']!r} ({bad.message})")
+            if "choices" not in dim and not (dim["low"] < dim["high"] and (dim["low"] > 0 or not dim.get("log"))):
+                raise ConfigError(f"{source}: key 'tuning.space.{name}.{opt}': need low < high (and low > 0 "
+                                  f"when log)")
+
+
+def _space_values(dim: dict) -> list[tuple[str, Any]]:
+    if "choices" in dim:
+        return [(f"choices.{i}", c) for i, c in enumerate(dim["choices"])]
+    ends = [("low", dim["low"]), ("high", dim["high"])]
+    return [(k, int(v) if dim.get("integer") else v) for k, v in ends]
+
+
+def _check_dataset(params: dict, name: str, source: str) -> None:
+    """A dataset's corpus size and its model's cross-field rules (which encoder takes which option)."""
+    c = params["datasets"][name]["corpus"]
+    if c["type"] == "synthetic":
+        rows = c["vocab_size"] ** (c["order"] - 1)
+        if rows * c["vocab_size"] > 50_000_000:
+            raise ConfigError(f"{source}: key 'datasets.{name}.corpus': vocab_size**order = "
+                              f"{rows * c['vocab_size']:,} table entries; at most 50,000,000 are supported")
+    model = model_config(params, name)
+    awd_only = [k for k in AWD_KEYS if getattr(model, k) != LATER_DEFAULTS["model"][k]]
+    if model.encoder != "awd-lstm" and awd_only:
+        raise ConfigError(f"{source}: key 'model.{awd_only[0]}' (dataset {name}): an awd-lstm option, but "
+                          f"model.encoder is {model.encoder!r}")
+    if model.encoder == "transformer":
+        bptt = train_config(params, name).bptt
+        if not model.context or not model.heads or model.emb_dim % model.heads:
+            raise ConfigError(f"{source}: key 'model.context' / 'model.heads' (dataset {name}): the transformer "
+                              f"needs both, with heads dividing emb_dim ({model.emb_dim})")
+        if bptt > model.context:
+            raise ConfigError(f"{source}: key 'training.bptt' (dataset {name}): {bptt} tokens per segment do not "
+                              f"fit the transformer's context of {model.context}")
+    elif model.context is not None or model.heads is not None:
+        raise ConfigError(f"{source}: key 'model.context' (dataset {name}): a transformer option, but "
+                          f"model.encoder is {model.encoder!r}")
+    if model.encoder == "awd-lstm" and model.proj_dim is not None:
+        raise ConfigError(f"{source}: key 'model.proj_dim' (dataset {name}): not an awd-lstm option; "
+                          f"size its last layer with model.last_dim")
+    if model.tie_weights and model.proj_dim not in (None, model.emb_dim):
+        raise ConfigError(f"{source}: key 'model.proj_dim' (dataset {name}): {model.proj_dim} with tie_weights "
+                          f"true; a tied head's input is emb_dim ({model.emb_dim}): drop proj_dim or untie")
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -139,3 +139,49 @@ def test_extends_errors_name_the_file_and_the_chain(tmp_path):
     (tmp_path / "f.yaml").write_text((__import__("conftest").ROOT / "params.yaml").read_text())
     with pytest.raises(ConfigError, match=r"training.epochs"):  # the merged result is validated
         config.load(tmp_path / "e.yaml")
+
+
+def _tuned(default_params):
+    p = copy.deepcopy(default_params)
+    p["tuning"] = {"enabled": True, "trials": 4, "seed": 0, "epochs": 1, "lr": {"adam": [0.003, 0.1]},
+                   "space": {"adaptive-softmax": {"cutoffs": {"choices": [[25, 125], [100]]}}}}
+    return p
+
+
+def test_every_tuning_choice_and_range_end_is_checked_against_the_option(default_params):
+    config.validate(_tuned(default_params))
+    p = _tuned(default_params)
+    p["tuning"]["space"]["adaptive-softmax"]["cutoffs"]["choices"].append("many")  # crashed the trial drawing it
+    with pytest.raises(ConfigError, match=r"key 'tuning.space.adaptive-softmax.cutoffs.choices.2': 'many' is not a "
+                                          r"value of option 'cutoffs'"):
+        config.validate(p)
+    p = _tuned(default_params)
+    p["tuning"]["space"]["nce"] = {"alpha": {"low": -1.0, "high": 1.0}}
+    with pytest.raises(ConfigError, match=r"key 'tuning.space.nce.alpha.low': -1.0 is not a value"):
+        config.validate(p)
+
+
+def test_the_learning_rate_range_is_checked_by_check_config(default_params):
+    p = _tuned(default_params)
+    p["tuning"]["lr"] = {"adam": [0.1, 0.01]}
+    with pytest.raises(ConfigError, match=r"key 'tuning.lr.adam': need 0 < low < high, got \[0.1, 0.01\]"):
+        config.validate(p)
+    p["tuning"]["lr"] = {"sgd": [1.0, 10.0]}  # the default run trains with adam
+    with pytest.raises(ConfigError, match=r"key 'tuning.lr.adam': no learning-rate range for the optimizer 'adam'"):
+        config.validate(p)
+
+
+def test_a_seed_written_as_a_float_is_refused_not_renamed(default_params):
+    p = copy.deepcopy(default_params)
+    p["run"]["seeds"] = [1, 2.0]  # JSON schema calls 2.0 an integer; DVC would name its directory seed2.0
+    with pytest.raises(ConfigError, match=r"key 'run.seeds.1': 2.0 is not an integer; write it as 2"):
+        config.validate(p)
+
+
+def test_a_reference_that_is_not_run_is_an_error(default_params):
+    p = copy.deepcopy(default_params)
+    p["run"]["methods"] = ["mos", "moc"]
+    with pytest.raises(ConfigError, match=r"key 'statistics.reference': 'softmax' is not one of the methods run"):
+        config.validate(p)
+    p["run"]["methods"] = ["mos"]  # one method: nothing to compare, nothing to refuse
+    config.validate(p)

@@ -20,14 +20,16 @@ def test_readme_and_docs_tables_match_their_files():
     assert stale_tables() == []
 
 
-def test_a_hand_edited_number_is_caught():
+def test_a_hand_edited_number_is_caught(tmp_path):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     m = next(BLOCK.finditer(readme))
     body = m.group("body")
     assert body == render_table(m.group("path"))
-    i = next(i for i, ch in enumerate(body) if ch.isdigit())
-    edited = body[:i] + str((int(body[i]) + 1) % 10) + body[i + 1:]
-    assert edited != render_table(m.group("path"))
+    i = m.start("body") + next(i for i, ch in enumerate(body) if ch.isdigit())
+    edited = tmp_path / "README.md"
+    edited.write_text(readme[:i] + str((int(readme[i]) + 1) % 10) + readme[i + 1:], encoding="utf-8")
+    assert stale_tables([ROOT / "README.md"]) == []
+    assert stale_tables([edited]) == [f"README.md: the table from {m.group('path')}"]
 
 
 def test_published_default_run_names_its_commit_and_this_config():
