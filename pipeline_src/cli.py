@@ -214,6 +214,14 @@ def _publish(params: dict, args) -> None:
     print(f"published {params['results_dir']} to {out}; README/docs tables regenerated: commit both")
 
 
+def _restate(params: dict, args) -> None:
+    from .publish import restate
+
+    out = restate(params, Path(args.config), args.name)
+    print(f"restated {out}: headline.csv and contrasts.csv recomputed from its summary.csv under "
+          f"{args.config}'s statistics; README/docs tables regenerated: commit both")
+
+
 def _resolve(params: dict, args) -> None:
     import yaml
 
@@ -263,6 +271,8 @@ COMMANDS = {
                    "(bench.step)", ()),
     "publish": (_publish, "copy a finished run's tables to benchmarks/NAME with provenance; regenerate README tables",
                 ("name",)),
+    "restate": (_restate, "recompute a publication's headline and contrasts from its committed per-run rows "
+                "(benchmarks/NAME/summary.csv) under the params file's statistics; no retraining", ("name",)),
     "matrix": (_matrix, "fit every matrix.methods head to one synthetic target matrix (M = vocab, d = dim)",
                ("vocab", "dim", "seed")),
 }

@@ -22,7 +22,8 @@ from .errors import ConfigError
 SCHEMA_PATH = Path(__file__).parent / "schema" / "params.schema.yaml"
 DEFAULT_PARAMS = "params.yaml"
 MIRROR_ENV = "LMBENCH_MIRROR"
-STATISTICS_DEFAULTS = {"reference": "softmax", "confidence": 0.95, "resamples": 9999, "contrasts": []}
+STATISTICS_DEFAULTS = {"reference": "softmax", "confidence": 0.95, "interval": "t", "resamples": 9999,
+                       "contrasts": []}
 
 
 @dataclass(frozen=True)

@@ -128,6 +128,58 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     return out
 
 
+def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
+    """Recompute a publication's verdicts (headline.csv, contrasts.csv) from its committed per-run rows
+    (summary.csv) under ``params``' ``statistics``, and regenerate the docs' tables: no run is retrained,
+    so ``params`` may differ from the published params in ``statistics`` alone. provenance.json then holds
+    ``params`` and, under ``restated``, the commit and statistics that recomputed the tables."""
+    import copy
+
+    from .config import validate
+    from .summarize import verdict_tables
+
+    out = check_name(name)
+    prov_path = out / "provenance.json"
+    if not prov_path.is_file():
+        raise ConfigError(f"{out} is not a publication (no provenance.json): nothing to restate")
+    prov = read_json(prov_path, "params", "files")
+    if "summary.csv" not in prov["files"]:
+        raise ConfigError(f"{out} has no summary.csv (a bench or step-bench publication): no verdicts to restate")
+    published = validate(copy.deepcopy(prov["params"]), str(prov_path))
+    key = _first_difference({k: v for k, v in published.items() if k != "statistics"},
+                            {k: v for k, v in params.items() if k != "statistics"})
+    if key is not None:
+        raise ConfigError(f"{params_file} differs from the params {out} was published with at key '{key}': "
+                          f"restate changes statistics only; rerun the pipeline and publish instead")
+    head, con = verdict_tables(read_csv(out / "summary.csv", "dataset", "method", "seed", "split", "nll"), params)
+    tables = {"headline.csv": head, "contrasts.csv": con}
+    for file, frame in tables.items():
+        write_text(out / file, frame.to_csv(index=False))
+    dirty = [line[3:] for line in _git("status", "--porcelain", "--untracked-files=no").splitlines()]
+    if dirty:
+        say(f"warning: restating from a tree with uncommitted changes ({', '.join(dirty[:5])})")
+    prov.update(params=params, files=prov["files"] + [f for f in tables if f not in prov["files"]])
+    prov["restated"] = {"commit": _git("rev-parse", "HEAD"), "dirty_files": dirty, "params_file": str(params_file),
+                        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "tables": list(tables),
+                        "statistics": params["statistics"]}
+    write_json(prov_path, prov)
+    update_docs()
+    return out
+
+
+def _first_difference(a, b, where: str = "") -> str | None:
+    """The first key path at which two JSON-like values differ (None when equal)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            if k not in a or k not in b:
+                return f"{where}{k}"
+            d = _first_difference(a[k], b[k], f"{where}{k}.")
+            if d is not None:
+                return d
+        return None
+    return None if a == b else where.rstrip(".") or "<top level>"
+
+
 def _earlier_files(out: Path) -> list[str] | None:
     """The tables an earlier publication at ``out`` copied (its provenance.json), None if there is none."""
     prov = out / "provenance.json"

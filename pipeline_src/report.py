@@ -26,6 +26,7 @@ def render(params: dict, params_file: Path, notebook: Path = NOTEBOOK) -> Path:
         "tuning_csv": str(paths.tuning_summary_path(params).resolve()),
         "tuning_curves_csv": str(paths.tuning_summary_path(params).with_name("tuning_curves.csv").resolve()),
         "confidence": params["statistics"]["confidence"],
+        "interval": params["statistics"]["interval"],
     }
     with atomic_path(nb_path, suffix=".ipynb") as tmp:
         papermill.execute_notebook(str(notebook), str(tmp), parameters=parameters, progress_bar=False,

@@ -56,6 +56,16 @@ def _write(path, frame: pd.DataFrame) -> None:
         frame.to_csv(tmp, index=False)
 
 
+def verdict_tables(summary: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The headline (every method against the reference) and the contrasts (each against its own control)
+    of per-run rows, under the params file's ``statistics``; ``restate`` recomputes published ones."""
+    st = params["statistics"]
+    head = headline(summary, st["reference"], st["confidence"], st["resamples"], paper=params.get("paper"),
+                    interval=st["interval"])
+    con = contrasts(summary, st["contrasts"], st["confidence"], st["resamples"], interval=st["interval"])
+    return head, con
+
+
 def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
     """``partial``: summarise the runs that have finished and list the others in ``summary.json``
     (a long experiment publishes its results as they land; the tables then say how many runs they hold)."""
@@ -92,13 +102,12 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
     history = pd.concat(curves, ignore_index=True)
     history = history[["dataset", "method", "seed"] + [c for c in history.columns
                                                        if c not in ("dataset", "method", "seed")]]
-    st = params["statistics"]
-    head = headline(df, st["reference"], st["confidence"], st["resamples"], paper=params.get("paper"))
+    head, con = verdict_tables(df, params)
     _write(paths.summary_path(params), df)
     _write(paths.history_path(params), history)
     _write(paths.matrix_summary_path(params), pd.DataFrame(matrix_rows))
     _write(paths.headline_path(params), head)
-    _write(paths.contrasts_path(params), contrasts(df, st["contrasts"], st["confidence"], st["resamples"]))
+    _write(paths.contrasts_path(params), con)
     total = len(params["run"]["datasets"]) * len(params["run"]["methods"]) * len(run_seeds(params))
     write_json(paths.summary_path(params).with_suffix(".json"),
                {"partial": bool(missing), "runs": total - sum(not m.startswith("matrix/") for m in missing),

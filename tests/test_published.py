@@ -102,3 +102,44 @@ def test_every_page_the_readme_and_docs_link_exists():
                 missing.append(f"{page.relative_to(ROOT)} -> {target}")
     assert missing == []
     assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 80  # a front door, not a manual
+
+
+PUBLISHED_VERDICTS = sorted(p.parent.name for p in (ROOT / "benchmarks").glob("*/headline.csv"))
+
+
+@pytest.mark.parametrize("name", PUBLISHED_VERDICTS)
+def test_published_verdicts_are_what_the_statistics_give_their_runs_now(name):
+    """Every published headline and contrasts table equals what the current statistics compute from the
+    publication's own per-run rows under its recorded params: a change to the intervals or the verdicts
+    fails here until `python -m pipeline_src restate` has regenerated them."""
+    from pipeline_src.summarize import verdict_tables
+
+    out = ROOT / "benchmarks" / name
+    prov = json.loads((out / "provenance.json").read_text())
+    head, con = verdict_tables(pd.read_csv(out / "summary.csv"), validate(copy.deepcopy(prov["params"])))
+    for file, frame in (("headline.csv", head), ("contrasts.csv", con)):
+        got = pd.read_csv(out / file)
+        want = pd.read_csv(__import__("io").StringIO(frame.to_csv(index=False)))  # as written: same dtypes
+        pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-9, obj=f"{name}/{file}")
+
+
+def test_restate_refuses_params_that_changed_beyond_statistics(tmp_path, monkeypatch):
+    import shutil
+
+    import pipeline_src.publish as pub
+    from pipeline_src.config import ConfigError
+
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path)
+    monkeypatch.setattr(pub, "update_docs", lambda: [])
+    shutil.copytree(DEFAULT, tmp_path / "default")
+    p = load(ROOT / "params.yaml")
+    p["statistics"]["interval"] = "bootstrap"  # statistics may change: the runs stay what they were
+    pub.restate(p, ROOT / "params.yaml", "default", say=lambda s: None)
+    prov = json.loads((tmp_path / "default" / "provenance.json").read_text())
+    assert prov["restated"]["statistics"]["interval"] == "bootstrap" and prov["params"] == p
+    old = pd.read_csv(DEFAULT / "headline.csv").set_index("method")
+    new = pd.read_csv(tmp_path / "default" / "headline.csv").set_index("method")
+    assert (new.nll == old.nll).all() and (new.nll_high - new.nll_low < old.nll_high - old.nll_low).all()
+    p["training"]["lr"] = 0.5  # a run setting: restating would mislabel the runs
+    with pytest.raises(ConfigError, match="at key 'training.lr': restate changes statistics only"):
+        pub.restate(p, ROOT / "params.yaml", "default", say=lambda s: None)

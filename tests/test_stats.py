@@ -11,9 +11,29 @@ from scipy import stats as sps
 from pipeline_src.stats import contrasts, expected_best, headline, holm, mean_ci, paired_test_pvalue
 
 
+def test_t_interval_is_the_textbook_one():
+    x = np.array([4.1, 3.7, 4.4])
+    m, lo, hi = mean_ci(x, 0.95)
+    half = sps.t.ppf(0.975, df=2) * x.std(ddof=1) / math.sqrt(3)  # 4.303 standard errors at n = 3
+    assert m == pytest.approx(x.mean()) and (lo, hi) == pytest.approx((m - half, m + half))
+    m, lo, hi = mean_ci([97.5, 97.6], 0.95)  # two seeds: 12.7 standard errors, not the two values
+    assert (lo, hi) == pytest.approx((97.55 - 12.706 * 0.05, 97.55 + 12.706 * 0.05), abs=1e-3)
+
+
+def test_the_t_interval_keeps_its_coverage_at_three_seeds_and_the_bootstrap_does_not():
+    """Known normal data, n = 3 seeds: how often does each 95% interval hold the true mean?"""
+    rng = np.random.default_rng(0)
+    draws = rng.normal(5.0, 0.2, size=(4000, 3))
+    t_cover = np.mean([lo <= 5.0 <= hi for lo, hi in (mean_ci(x)[1:] for x in draws)])
+    boot_cover = np.mean([lo <= 5.0 <= hi for lo, hi in
+                          (mean_ci(x, resamples=999, interval="bootstrap")[1:] for x in draws[:400])])
+    assert abs(t_cover - 0.95) < 0.015  # 4000 draws: a standard error of 0.0034
+    assert boot_cover < 0.85  # about 0.75 (10 distinct resamples); 400 draws: a standard error of 0.02
+
+
 def test_bootstrap_interval_is_scipys_percentile_bootstrap():
     x = np.array([4.1, 3.7, 4.4, 3.9, 4.0, 4.6, 3.8])
-    m, lo, hi = mean_ci(x, 0.9, 4999, seed=3)
+    m, lo, hi = mean_ci(x, 0.9, 4999, seed=3, interval="bootstrap")
     ref = sps.bootstrap((x,), np.mean, confidence_level=0.9, n_resamples=4999, method="percentile",
                         rng=np.random.default_rng(3))
     assert m == pytest.approx(x.mean())
