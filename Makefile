@@ -18,9 +18,11 @@ $(VENV)/.installed: envs/requirements.lock pyproject.toml
 report: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" snakemake --cores $(CORES)
 
-# The test suite (uses ../shared/corpora, or $$LMBENCH_MIRROR, as the offline corpus mirror).
+# The test suite (uses ../shared/corpora, or $$LMBENCH_MIRROR, as the offline corpus mirror), one pytest-xdist
+# worker per core (TEST_WORKERS=0: in this process); a worker that is free takes tests from a busy one.
+TEST_WORKERS ?= auto
 test: setup
-	PATH="$(CURDIR)/$(BIN):$$PATH" python -m pytest -q
+	PATH="$(CURDIR)/$(BIN):$$PATH" python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 # Regenerate the lock from the current venv, then the conda environment from the lock.
 lock: setup

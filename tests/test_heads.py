@@ -105,7 +105,7 @@ def test_every_registered_head_builds_from_a_validated_config(default_params):
         spec = {"type": name}
         if "negatives" in options_schema(cls)["properties"]:
             spec["negatives"] = 5  # fewer than the 11 words below
-        p = dict(default_params, methods={name: spec})
+        p = dict(default_params, methods={name: spec}, statistics={"reference": name})
         p["run"] = {"datasets": ["synth"], "methods": [name]}
         p["bench"] = dict(p["bench"], methods=[name])
         p["matrix"] = dict(p["matrix"], methods=[name])

@@ -111,7 +111,8 @@ def test_report_runs_without_errors_and_states_the_headline(reports, seeds):
         assert "One run seed per method: no intervals and no verdicts" in html
         assert "one seed: no verdict" in controls
     else:
-        assert "3 run seeds per method" in html and "too narrow" in html
+        assert "3 run seeds per method" in html and "Student-t intervals over seeds" in html
+        assert "standard errors each side" in html  # with 3 seeds the note says how wide t is, and why
         assert re.search(r"<td>[+-]?\d\.\d{3} \[[+-]?\d\.\d{3}, [+-]?\d\.\d{3}\]</td>", controls)  # Δ nll with its interval
 
 
