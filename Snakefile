@@ -15,3 +15,10 @@ rule all:
     input:
         get_final_outputs(),
     default_target: True
+
+
+onsuccess:
+    # with DVC beside it, record what Snakemake made (pipeline_src/provenance.py: dvc_record)
+    message = dvc_record(PARAMS_FILE)
+    if message:
+        print(message)

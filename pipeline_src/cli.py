@@ -96,8 +96,7 @@ def _finetune(params: dict, args) -> None:
                           f"nothing to finetune")
     run = paths.run_dir(params, args.dataset, args.method, args.seed)
     retrain = f"python -m pipeline_src train --dataset {args.dataset} --method {args.method} --seed {args.seed}"
-    check_model(run / "model.pt", load_torch(run / "model.pt", "cpu", f"rerun `{retrain}`")["config_hash"], cfg,
-                retrain)
+    check_model(run / "model.pt", load_torch(run / "model.pt", "cpu", f"rerun `{retrain}`"), cfg, retrain)
     device = _device(params, args)
     s = train(finetune_config(cfg), check_prepared(params, args.dataset),
               paths.finetune_dir(params, args.dataset, args.method, args.seed), device, init=run / "model.pt")
@@ -113,6 +112,7 @@ def _select(params: dict, args) -> None:
 
 
 def _evaluate(params: dict, args) -> None:
+    from .config import config_hash
     from .evaluate import evaluate, write_metrics
     from .provenance import check_model, check_prepared, load_torch
     from .runtime import peak_memory_mb, reset_peak_memory
@@ -123,19 +123,21 @@ def _evaluate(params: dict, args) -> None:
     prepared = check_prepared(params, args.dataset)
     run = paths.run_dir(params, args.dataset, args.method, args.seed)
     retrain = f"python -m pipeline_src train --dataset {args.dataset} --method {args.method} --seed {args.seed}"
-    cfg = final_config(params, args.dataset, args.method, args.seed)
+    final = cfg = final_config(params, args.dataset, args.method, args.seed)
+    no_rank = {**final["evaluation"], "rank_contexts": 0}  # the other models of a run: scored, rank not repeated
     trained = None
     if cfg["training"].get("finetune_epochs"):  # the finetuned weights are the run's; the trained ones beside
         trained = load_torch(run / "model.pt", device, f"delete it and rerun `{retrain}`")
-        check_model(run / "model.pt", trained["config_hash"], cfg, retrain)
+        check_model(run / "model.pt", trained, cfg, retrain)
         run, cfg = paths.finetune_dir(params, args.dataset, args.method, args.seed), finetune_config(cfg)
         retrain = retrain.replace(" train ", " finetune ")
     ckpt = load_torch(run / "model.pt", device, f"delete it and rerun `{retrain}`")
-    check_model(run / "model.pt", ckpt["config_hash"], cfg, retrain)
+    check_model(run / "model.pt", ckpt, cfg, retrain)
     model = build_model(ckpt["config"], prepared).to(device)
     model.load_state_dict(ckpt["model"])
     reset_peak_memory(device)
-    splits = evaluate(model, ckpt["config"], prepared, paths.raw_dir(params, args.dataset), device)
+    raw = paths.raw_dir(params, args.dataset)
+    splits = evaluate(model, {**ckpt["config"], "evaluation": final["evaluation"]}, prepared, raw, device)
     summary = read_json(run / "train.json", "config_hash")
     summary["kept_epoch"] = ckpt.get("epoch")
     if trained is not None:  # the run is the trained one (config, hash, cost); its scores are the finetuned model's
@@ -143,15 +145,16 @@ def _evaluate(params: dict, args) -> None:
         summary = read_json(paths.run_dir(params, args.dataset, args.method, args.seed) / "train.json", "config_hash")
         summary.update(kept_epoch=trained.get("epoch"), finetune=finetuned)
         model.load_state_dict(trained["model"])  # and the trained model scored the same way (papers give both)
-        no_rank = {**trained["config"], "evaluation": {**trained["config"]["evaluation"], "rank_contexts": 0}}
-        summary["before_finetune"] = evaluate(model, no_rank, prepared, paths.raw_dir(params, args.dataset), device)
+        summary["before_finetune"] = evaluate(model, {**trained["config"], "evaluation": no_rank}, prepared, raw,
+                                              device)
     if (run / "model-best.pt").exists() and ckpt["config"]["training"].get("keep") == "last":
         best = load_torch(run / "model-best.pt", device, f"delete the run directory and rerun `{retrain}`")
-        check_model(run / "model-best.pt", best["config_hash"], ckpt["config"], retrain)
+        check_model(run / "model-best.pt", best, ckpt["config"], retrain)
         model.load_state_dict(best["model"])  # the best-validation epoch's weights, scored the same way
-        cfg = {**ckpt["config"], "evaluation": {**ckpt["config"]["evaluation"], "rank_contexts": 0}}
-        summary["best_valid_model"] = {"epoch": best["epoch"],
-                                       **evaluate(model, cfg, prepared, paths.raw_dir(params, args.dataset), device)}
+        summary["best_valid_model"] = {"epoch": best["epoch"], **evaluate(
+            model, {**ckpt["config"], "evaluation": no_rank}, prepared, raw, device)}
+    # the result is this config's: its evaluation settings (which need no retraining) are the current ones
+    summary.update(config=final, config_hash=config_hash(final))
     write_metrics(paths.metrics_path(params, args.dataset, args.method, args.seed), summary, splits, args.dataset,
                   args.method, peak_memory_mb(device))
     if "rank" in splits:
@@ -246,6 +249,14 @@ def _resolve(params: dict, args) -> None:
     print(f"wrote {args.out}")
 
 
+def _hashes(params: dict, args) -> None:
+    from .provenance import record_hashes
+
+    written = record_hashes(params)
+    print(f"{paths.hashes_dir(params)}: {len(written)} hash file(s) changed" +
+          "".join(f"\n  {p}" for p in written))
+
+
 def _check(params: dict, args) -> None:
     print(f"{args.config}: valid; runs: {params['run']['datasets']} x {params['run']['methods']}")
 
@@ -253,6 +264,8 @@ def _check(params: dict, args) -> None:
 COMMANDS = {
     "check-config": (_check, "validate the params file", ()),
     "resolve": (_resolve, "write the params file with its extends: chain laid out (DVC reads params.yaml as is)", ()),
+    "hashes": (_hashes, "write the hash files of every step's settings that changed (inputs of the Snakemake rules "
+               "and DVC stages: a run whose settings changed is rebuilt, whichever tool made it)", ()),
     "fetch": (_fetch, "download/verify (or generate) a dataset's raw text", ("dataset",)),
     "prepare": (_prepare, "tokenize, build the vocabulary, encode, build noise distributions", ("dataset",)),
     "train": (_train, "train one method on one dataset at one seed, or one tuning trial (resumes from its checkpoint)",

@@ -390,6 +390,39 @@ def config_hash(cfg: Any) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+# What a run config holds that does not make the trained model: how it is scored afterwards, and how often
+# training checkpoints on the way. A change to these re-evaluates (or changes nothing) but never retrains.
+NOT_TRAINING = {"evaluation": None, "training": ("checkpoint_every_steps",)}
+
+
+def training_part(cfg: dict) -> dict:
+    """A run config without :data:`NOT_TRAINING`: what a trained model, a checkpoint and a trial depend on."""
+    out = {k: v for k, v in cfg.items() if not (k in NOT_TRAINING and NOT_TRAINING[k] is None)}
+    for section, keys in NOT_TRAINING.items():
+        if keys and section in out:
+            out[section] = {k: v for k, v in out[section].items() if k not in keys}
+    return out
+
+
+def train_hash(cfg: dict) -> str:
+    """The hash of :func:`training_part`: equal for two configs that train the same model. (A result's
+    identity is :func:`config_hash` of the whole run config: metrics, summaries and publications use that.)"""
+    return config_hash(training_part(cfg))
+
+
+def first_difference(a, b, where: str = "") -> str | None:
+    """The first key path at which two JSON-like values differ (None when equal)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            if k not in a or k not in b:
+                return f"{where}{k}"
+            d = first_difference(a[k], b[k], f"{where}{k}.")
+            if d is not None:
+                return d
+        return None
+    return None if a == b else where.rstrip(".") or "<top level>"
+
+
 def mirror_dir(params: dict) -> Path | None:
     m = os.environ.get(MIRROR_ENV) or params.get("mirror")
     return Path(m) if m else None

@@ -80,3 +80,14 @@ def matrix_fit_path(params: dict, vocab: int, dim: int, seed: int) -> Path:
 
 def matrix_summary_path(params: dict) -> Path:
     return Path(params["results_dir"]) / "matrix.csv"
+
+
+def hashes_dir(params: dict) -> Path:
+    """Small files holding the config hash of each step's inputs (``provenance.record_hashes``): inputs of the
+    Snakemake rules and the DVC stages, rewritten only when a hash changes."""
+    return Path(params["results_dir"]) / "hashes"
+
+
+def run_hash_path(params: dict, dataset: str, method: str, seed: int, step: str) -> Path:
+    """``step``: ``train`` (what makes the model) or ``evaluate`` (that and how it is scored)."""
+    return hashes_dir(params) / dataset / method / f"seed{seed}.{step}"

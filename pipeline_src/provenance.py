@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .artifacts import read_json
 from . import paths
-from .config import ConfigError, config_hash, data_config
+from .config import ConfigError, config_hash, data_config, train_hash
 
 FETCHED = "fetched.json"
 
@@ -82,8 +82,12 @@ def check_prepared(params: dict, dataset: str) -> Path:
     return prepared
 
 
-def check_model(path: Path, stored_hash: str, cfg: dict, rebuild: str) -> None:
-    _same_config(path, stored_hash, cfg, "trained", f"`{rebuild}` (or `snakemake`)")
+def check_model(path: Path, ckpt: dict, cfg: dict, rebuild: str) -> None:
+    """Refuse a model file that another training config made; evaluation settings may differ
+    (:func:`~pipeline_src.config.train_hash`): a changed evaluation re-evaluates, it does not retrain."""
+    if train_hash(ckpt.get("config") or {}) != train_hash(cfg):
+        raise StaleError(f"{path} was trained under another config (hash {ckpt['config_hash']}; this config: "
+                         f"{config_hash(cfg)}): rerun `{rebuild}` (or `snakemake`)")
 
 
 class UnreadableError(ConfigError):
@@ -104,3 +108,68 @@ def load_torch(path: Path, map_location, what_to_do: str) -> dict:
     if not isinstance(obj, dict) or "config_hash" not in obj:
         raise UnreadableError(f"{path} is not a file this pipeline wrote: {what_to_do}")
     return obj
+
+
+def step_hashes(params: dict) -> dict[Path, str]:
+    """Every hash file's path and content: per final run, the hash of what trains it (``.train``) and of
+    the whole run config (``.evaluate``); the bench's and the matrix experiment's settings, with only the
+    methods each reads. A tuned run's file holds its params-file settings (its selection is an input too)."""
+    from .config import run_config, run_seeds
+
+    out = {}
+    for ds in params["run"]["datasets"]:
+        for method in params["run"]["methods"]:
+            for seed in run_seeds(params):
+                cfg = run_config(params, ds, method, seed)
+                out[paths.run_hash_path(params, ds, method, seed, "train")] = train_hash(cfg)
+                out[paths.run_hash_path(params, ds, method, seed, "evaluate")] = config_hash(cfg)
+    for step in ("bench", "matrix"):
+        used = {m: params["methods"][m] for m in params[step]["methods"]}
+        out[paths.hashes_dir(params) / step] = config_hash({step: params[step], "methods": used, "seed": params["seed"]})
+    return out
+
+
+SUMMARY_SENTINEL = "summary"
+
+
+def record_hashes(params: dict) -> list[Path]:
+    """Write the hash files whose content changed (their time is what Snakemake compares, their content what
+    DVC does), and mark a partial summary made by hand (``summarize --partial``) for a rebuild; return the
+    files written. Snakemake calls this when it reads the DAG, DVC's ``hashes`` stage on every repro."""
+    from .atomic import write_text
+
+    want = {path: f"{h}\n" for path, h in step_hashes(params).items()}
+    sentinel = paths.hashes_dir(params) / SUMMARY_SENTINEL
+    info = paths.summary_path(params).with_suffix(".json")
+    partial = info.is_file() and read_json(info, "partial")["partial"]
+    if partial:  # a newer sentinel than summary.csv: Snakemake resummarises every run
+        want[sentinel] = f"rebuild the partial summary of {info.stat().st_mtime_ns}\n"
+    elif not sentinel.exists():
+        want[sentinel] = "complete\n"
+    written = []
+    for path, text in want.items():
+        if not path.is_file() or path.read_text() != text:
+            write_text(path, text)
+            written.append(path)
+    return written
+
+
+def dvc_record(params_file: str, root: Path = Path(".")) -> str | None:
+    """After Snakemake ran ``params.yaml`` in a DVC repository, ``dvc commit`` records what it made in
+    dvc.lock, so ``dvc status`` lists only what really differs from the current settings (DVC otherwise has no
+    record of outputs it did not make, and calls every stage changed). Another params file is not what
+    dvc.yaml describes: nothing is recorded. Returns a line to print, or None when there is no DVC here."""
+    import shutil
+    import subprocess
+    import sys
+
+    dvc = shutil.which("dvc", path=str(Path(sys.executable).parent)) or shutil.which("dvc")
+    if not (root / ".dvc").is_dir() or dvc is None:
+        return None
+    if Path(params_file).resolve() != (root / "params.yaml").resolve():
+        return f"dvc.lock not updated: this run used {params_file}, and dvc.yaml describes params.yaml"
+    r = subprocess.run([dvc, "commit", "--force", "--quiet"], cwd=root, capture_output=True, text=True)
+    if r.returncode:
+        why = (r.stderr.strip().splitlines() or ["?"])[-1]
+        return f"warning: `dvc commit` failed ({why}); `dvc status` will list stages Snakemake made as changed"
+    return "recorded Snakemake's outputs in dvc.lock (`dvc commit`): `dvc status` lists only what differs"

@@ -27,7 +27,7 @@ import pandas as pd
 from .artifacts import read_json, read_csv
 from . import paths
 from .atomic import write_json, write_text
-from .config import config_hash, run_seeds
+from .config import config_hash, first_difference, run_seeds
 from .errors import ConfigError, OutputError
 from .runtime import cpu_model
 
@@ -146,7 +146,7 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
     if "summary.csv" not in prov["files"]:
         raise ConfigError(f"{out} has no summary.csv (a bench or step-bench publication): no verdicts to restate")
     published = validate(copy.deepcopy(prov["params"]), str(prov_path))
-    key = _first_difference({k: v for k, v in published.items() if k != "statistics"},
+    key = first_difference({k: v for k, v in published.items() if k != "statistics"},
                             {k: v for k, v in params.items() if k != "statistics"})
     if key is not None:
         raise ConfigError(f"{params_file} differs from the params {out} was published with at key '{key}': "
@@ -165,19 +165,6 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
     write_json(prov_path, prov)
     update_docs()
     return out
-
-
-def _first_difference(a, b, where: str = "") -> str | None:
-    """The first key path at which two JSON-like values differ (None when equal)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b), key=str):
-            if k not in a or k not in b:
-                return f"{where}{k}"
-            d = _first_difference(a[k], b[k], f"{where}{k}.")
-            if d is not None:
-                return d
-        return None
-    return None if a == b else where.rstrip(".") or "<top level>"
 
 
 def _earlier_files(out: Path) -> list[str] | None:

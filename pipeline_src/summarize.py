@@ -12,8 +12,10 @@ import pandas as pd
 from .artifacts import read_json, read_csv
 from . import paths
 from .atomic import atomic_path, write_json
-from .config import run_seeds
+from .config import config_hash, first_difference, run_seeds
+from .provenance import StaleError
 from .stats import contrasts, expected_best, headline
+from .tuning import final_config
 
 SUMMARY_COLUMNS = ["dataset", "method", "type", "seed", "split", "nll", "ppl", "true_nll", "gap_nll", "log_z_mean",
                    "log_z_std", "unnormalised_ppl", "tokens",
@@ -51,6 +53,16 @@ def summary_rows(metrics: dict) -> list[dict]:
     return rows
 
 
+def check_current(path, record: dict, cfg: dict) -> None:
+    """Refuse a run's record (metrics.json) that another config made, naming the file and the first key
+    that differs: a summary never presents a number made under other settings as current."""
+    if record["config_hash"] != config_hash(cfg):
+        key = first_difference(record["config"], cfg) or "?"
+        raise StaleError(f"{path} was made under another config (key '{key}' differs; hash "
+                         f"{record['config_hash']}, this config: {config_hash(cfg)}): rerun its run's steps "
+                         f"(`snakemake` does)")
+
+
 def _write(path, frame: pd.DataFrame) -> None:
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False)
@@ -81,7 +93,9 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
                     raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src evaluate "
                                             f"--dataset {dataset} --method {method} --seed {seed}` first "
                                             f"(or `summarize --partial` to summarise the finished runs)")
-                rows.extend(summary_rows(read_json(path, "config_hash")))
+                metrics = read_json(path, "config_hash", "config")
+                check_current(path, metrics, final_config(params, dataset, method, seed))
+                rows.extend(summary_rows(metrics))
                 hist = read_csv(paths.run_dir(params, dataset, method, seed) / "history.csv")
                 curves.append(hist.assign(dataset=dataset, method=method, seed=seed))
     matrix_rows = []

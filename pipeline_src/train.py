@@ -39,7 +39,7 @@ from .artifacts import read_json
 from .atomic import atomic_path, exclusive, write_json, write_text
 from .averaging import ParameterAverage
 from .batching import batchify, num_segments, segments, variable_lengths, variable_segments
-from .config import ModelConfig, TrainConfig, config_hash
+from .config import ModelConfig, TrainConfig, config_hash, train_hash
 from .evaluate import stream_log_probs
 from .model import LanguageModel
 from .optim import build_optimizer, clip_grad_norm
@@ -153,7 +153,7 @@ def finetune_config(run_cfg: dict) -> dict:
     tc = run_cfg["training"]
     lr = tc.get("finetune_lr") or tc["lr"]
     return {**run_cfg, "training": {**tc, "epochs": tc["finetune_epochs"], "lr": lr, "schedule": "nt-asgd",
-                                    "keep": "best"}, "finetune_of": config_hash(run_cfg)}
+                                    "keep": "best"}, "finetune_of": train_hash(run_cfg)}
 
 
 def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
@@ -211,7 +211,7 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
     average = ParameterAverage()  # nt-asgd: the mean of the weights once triggered
     ck = _load_checkpoint(ckpt_path, device)
     if ck is not None:
-        if ck["config_hash"] != chash:
+        if train_hash(ck["config"]) != train_hash(run_cfg):  # how often it checkpoints may change meanwhile
             raise ResumeError(f"{ckpt_path} was written by a different config (hash {ck['config_hash']}, "
                               f"now {chash}); delete it to start this run afresh")
         model.load_state_dict(ck["model"])

@@ -21,7 +21,7 @@ import numpy as np
 from .artifacts import read_json
 from . import paths
 from .atomic import write_json
-from .config import ConfigError, config_hash, run_config, run_seeds, train_config
+from .config import ConfigError, config_hash, run_config, run_seeds, train_config, train_hash
 
 
 def _tuning(params: dict) -> dict:
@@ -122,7 +122,7 @@ def final_config(params: dict, dataset: str, method: str, seed: int) -> dict:
 
 def _selection_key(params: dict, dataset: str, method: str) -> str:
     """What a selection depends on: every trial's config."""
-    return config_hash([config_hash(trial_config(params, dataset, method, i))
+    return config_hash([train_hash(trial_config(params, dataset, method, i))
                         for i in range(_tuning(params)["trials"])])
 
 
@@ -134,9 +134,9 @@ def trial_rows(params: dict, dataset: str, method: str) -> list[dict]:
         if not path.exists():
             raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src train --dataset {dataset} "
                                     f"--method {method} --trial {i}` first")
-        s = read_json(path, "config_hash", "status", "best_valid_nll")
+        s = read_json(path, "config", "config_hash", "status", "best_valid_nll")
         cfg = trial_config(params, dataset, method, i)
-        if s["config_hash"] != config_hash(cfg):
+        if train_hash(s["config"]) != train_hash(cfg):  # evaluation settings do not make a trial
             raise ConfigError(f"{path} was made by another config (hash {s['config_hash']}, now "
                               f"{config_hash(cfg)}); rerun trial {i}")
         pt = cfg["tuning"]["point"]

@@ -8,6 +8,17 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def _torch_threads_restored():
+    """A step that sets torch's thread count (`--threads`, the step bench) sets it for the whole process: put it
+    back, so a test's numbers do not depend on which tests ran before it in the same worker."""
+    import torch
+
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
 @pytest.fixture(scope="session")
 def mirror() -> Path:
     """The offline corpus mirror: $LMBENCH_MIRROR, else ../shared/corpora beside the checkout."""

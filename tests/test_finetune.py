@@ -7,7 +7,7 @@ import torch
 from conftest import write_params
 from pipeline_src import paths
 from pipeline_src.averaging import ParameterAverage
-from pipeline_src.config import config_hash, run_config, validate
+from pipeline_src.config import config_hash, run_config, train_hash, validate
 from pipeline_src.train import finetune_config, train
 
 CPU = torch.device("cpu")
@@ -25,7 +25,7 @@ def trained(tiny_data, tmp_path):
 def test_the_finetuning_config_is_the_trained_ones_with_its_own_budget_and_rate(trained):
     cfg, *_ = trained
     ft = finetune_config(cfg)
-    assert ft["finetune_of"] == config_hash(cfg) and config_hash(ft) != config_hash(cfg)
+    assert ft["finetune_of"] == train_hash(cfg) and config_hash(ft) != config_hash(cfg)
     assert ft["training"]["epochs"] == 3 and ft["training"]["lr"] == 0.005
     assert ft["training"]["schedule"] == "nt-asgd" and ft["training"]["keep"] == "best"
     assert ft["model"] == cfg["model"] and ft["method"] == cfg["method"]
@@ -49,7 +49,7 @@ def test_finetuning_starts_from_the_trained_weights_averages_from_the_first_step
     hist = [float(r.split(",")[3]) for r in (tmp_path / "ft" / "history.csv").read_text().splitlines()[1:]]
     assert ft["best_valid_nll"] == min([ft["start_valid_nll"], *hist])
     got = torch.load(tmp_path / "ft" / "model.pt", weights_only=False)
-    assert got["epoch"] == ft["best_epoch"] and got["config"]["finetune_of"] == config_hash(cfg)
+    assert got["epoch"] == ft["best_epoch"] and got["config"]["finetune_of"] == train_hash(cfg)
     if ft["best_epoch"] == 0:  # no finetuning epoch validated better: the trained weights stay
         assert all(torch.equal(got["model"][k], kept[k]) for k in kept)
     else:

@@ -25,7 +25,12 @@ def test_fit_reports_consistent_measures():
 
 
 def test_bottleneck_softmax_loses_to_mos_and_plif_with_small_d():
-    """d well below M: the softmax fits P* clearly worse than MoS and PLIF (Yang et al.; Ganea et al.)."""
+    """d well below M: the softmax fits P* clearly worse than MoS and PLIF (Yang et al.; Ganea et al.).
+    One thread, as the pipeline's matrix step runs: PLIF's share of matched modes moves between 0.81 and
+    0.91 with the thread count (the order of float sums), its KL by 1%."""
+    import torch
+
+    torch.set_num_threads(1)
     lp = target(200, 200, 0.1, seed=0)
     soft, mos, plif = (fit(spec, lp, dim=16, steps=300, lr=0.05, seed=0) for spec in
                        ({"type": "softmax"}, {"type": "mos", "components": 10}, {"type": "plif"}))

@@ -4,7 +4,8 @@ from pathlib import Path
 sys.path.insert(0, workflow.basedir)
 
 from pipeline_src import paths
-from pipeline_src.config import ConfigError, config_hash, data_config, load, run_config, run_seeds
+from pipeline_src.config import ConfigError, config_hash, data_config, load, run_config, run_seeds, train_hash
+from pipeline_src.provenance import SUMMARY_SENTINEL, dvc_record, record_hashes
 
 
 # One params file for Snakemake, DVC and the CLI. Choose another with `--config params=FILE`;
@@ -19,6 +20,9 @@ if set(config) - {"params"}:
 PARAMS_FILE = config.get("params", "params.yaml")
 try:
     P = load(PARAMS_FILE)
+    # Each run's settings as a hash in a small file, rewritten only when it changes: an input of the run's
+    # rules, so a run is rebuilt after a settings change even when `dvc repro` or a hand made its files.
+    record_hashes(P)
 except ConfigError as e:
     raise WorkflowError(str(e)) from None
 
@@ -69,9 +73,23 @@ def get_data_hash(wildcards):
     return config_hash(data_config(P, wildcards.dataset))
 
 
+def get_train_hash(wildcards):
+    """What trains a final run, from the params file (a tuned run also depends on its selected.json, an input);
+    its evaluation settings are not part of it (``config.train_hash``): they re-evaluate, never retrain."""
+    return train_hash(run_config(P, wildcards.dataset, wildcards.method, int(wildcards.seed)))
+
+
 def get_run_hash(wildcards):
-    """The params file's settings of a final run (a tuned run also depends on its selected.json, an input)."""
+    """The params file's settings of a final run, evaluation included."""
     return config_hash(run_config(P, wildcards.dataset, wildcards.method, int(wildcards.seed)))
+
+
+def get_train_hash_file(wildcards):
+    return str(paths.run_hash_path(P, wildcards.dataset, wildcards.method, int(wildcards.seed), "train"))
+
+
+def get_evaluate_hash_file(wildcards):
+    return str(paths.run_hash_path(P, wildcards.dataset, wildcards.method, int(wildcards.seed), "evaluate"))
 
 
 # Longest jobs first: Snakemake knows no runtimes, and a mixture's run started last leaves a core idle.
@@ -95,7 +113,7 @@ def get_train_priority(wildcards):
 def get_trial_hash(wildcards):
     from pipeline_src.tuning import trial_config
 
-    return config_hash(trial_config(P, wildcards.dataset, wildcards.method, int(wildcards.trial)))
+    return train_hash(trial_config(P, wildcards.dataset, wildcards.method, int(wildcards.trial)))
 
 
 def get_trials(wildcards):
@@ -147,5 +165,6 @@ def get_final_outputs():
 
 
 RESULTS = P["results_dir"]
+HASHES = str(paths.hashes_dir(P))
 DATA = P["data_dir"]
 LOGS = f"{RESULTS}/logs"

@@ -1,4 +1,6 @@
 rule matrix_fit:
+    input:
+        f"{HASHES}/matrix",
     output:
         f"{RESULTS}/matrix/M{{vocab}}-d{{dim}}-seed{{seed}}.json",
     params:
@@ -17,6 +19,7 @@ rule matrix_fit:
 
 rule summarize:
     input:
+        f"{HASHES}/{SUMMARY_SENTINEL}",  # newer than summary.csv after a `summarize --partial` by hand
         get_all_metrics,
         get_all_histories,
         get_matrix_fits,
@@ -63,6 +66,8 @@ rule figures:
 
 
 rule bench:
+    input:
+        f"{HASHES}/bench",
     output:
         table=report(f"{RESULTS}/bench.csv", caption="../report/bench.rst", category="Speed and memory",
                      labels={"table": "bench: heads against the matmul floor"}),

@@ -34,13 +34,14 @@ rule train:
     input:
         get_prepared_dir,
         get_selected,
+        get_train_hash_file,
     output:
         model=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/model.pt",
         history=report(f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/history.csv", caption="../report/run.rst",
                        category="{dataset}", subcategory="{method}", labels={"seed": "{seed}", "file": "history"}),
         summary=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/train.json",
     params:
-        run_hash=get_run_hash,
+        run_hash=get_train_hash,
     priority: get_train_priority
     log:
         f"{LOGS}/train/{{dataset}}/{{method}}/seed{{seed}}.log",
@@ -56,13 +57,14 @@ rule train:
 rule finetune:
     input:
         get_prepared_dir,
+        get_train_hash_file,
         model=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/model.pt",
     output:
         model=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/finetune/model.pt",
         history=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/finetune/history.csv",
         summary=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/finetune/train.json",
     params:
-        run_hash=get_run_hash,
+        run_hash=get_train_hash,
     priority: get_train_priority
     log:
         f"{LOGS}/finetune/{{dataset}}/{{method}}/seed{{seed}}.log",
@@ -79,6 +81,7 @@ rule evaluate:
     input:
         get_prepared_dir,
         get_finetuned,
+        get_evaluate_hash_file,
         model=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/model.pt",
         summary=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/train.json",
     output:

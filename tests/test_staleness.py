@@ -1,0 +1,114 @@
+"""Nothing stale presented as current, and nothing rebuilt that needs no rebuild: a run's hash covers what
+trains it, its evaluation settings re-evaluate it, and every step that reads a run's record checks that
+the current settings made it. (The two engines crossing each other: tests/test_pipeline.py.)"""
+import json
+import os
+
+import pytest
+import torch
+
+from conftest import tiny_params, write_params
+from pipeline_src import paths
+from pipeline_src.cli import main
+from pipeline_src.config import config_hash, load, run_config, train_hash
+from pipeline_src.provenance import SUMMARY_SENTINEL, record_hashes
+from pipeline_src.train import train
+
+CPU = torch.device("cpu")
+RUN = ("--dataset", "tiny", "--method", "softmax", "--seed", "0")
+
+
+@pytest.fixture
+def proj(default_params, tmp_path):
+    p = tiny_params(default_params, tmp_path)
+    return p, write_params(p, tmp_path / "params.yaml")
+
+
+def _cli(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _trained(capsys, cfg):
+    for step in ("fetch", "prepare"):
+        assert _cli(capsys, step, "--config", str(cfg), "--dataset", "tiny")[0] == 0
+    for step in ("train", "evaluate"):
+        assert _cli(capsys, step, "--config", str(cfg), *RUN)[0] == 0, capsys.readouterr()
+
+
+def test_an_evaluation_setting_re_evaluates_without_retraining(capsys, proj, tmp_path):
+    p, cfg = proj
+    _trained(capsys, cfg)
+    run = tmp_path / "results" / "runs" / "tiny" / "softmax" / "seed0"
+    model_time = (run / "model.pt").stat().st_mtime_ns
+    p["evaluation"]["rank_contexts"] = 40
+    write_params(p, cfg)
+    rc, out, err = _cli(capsys, "evaluate", "--config", str(cfg), *RUN)
+    assert rc == 0, err
+    metrics = json.loads((run / "metrics.json").read_text())
+    new = run_config(load(cfg), "tiny", "softmax", 0)
+    assert metrics["config_hash"] == config_hash(new) and metrics["rank"]["contexts"] == 40  # this config's result
+    assert metrics["config"]["evaluation"]["rank_contexts"] == 40 and (run / "model.pt").stat().st_mtime_ns == model_time
+    assert _cli(capsys, "summarize", "--config", str(cfg), "--partial")[0] == 0  # current for summarize too
+    p["datasets"]["tiny"]["training"]["lr"] = 0.02  # a training setting: the model is another config's
+    write_params(p, cfg)
+    rc, _, err = _cli(capsys, "evaluate", "--config", str(cfg), *RUN)
+    assert rc == 2 and "model.pt was trained under another config" in err and "Traceback" not in err
+
+
+def test_checkpoint_every_steps_changes_neither_the_training_hash_nor_a_resume(tiny_data, tmp_path):
+    p, _, prep = tiny_data
+    cfg = run_config(p, "tiny", "softmax")
+    assert train(cfg, prep, tmp_path / "run", CPU, stop_after_steps=5) is None
+    other = json.loads(json.dumps(cfg))
+    other["training"]["checkpoint_every_steps"] = 3
+    other["evaluation"]["rank_contexts"] = 7
+    assert train_hash(other) == train_hash(cfg) and config_hash(other) != config_hash(cfg)
+    summary = train(other, prep, tmp_path / "run", CPU)  # resumes the checkpoint the first config wrote
+    whole = train(cfg, prep, tmp_path / "whole", CPU)
+    assert summary["best_valid_nll"] == whole["best_valid_nll"]  # the same training, bit for bit
+
+
+def test_summarize_refuses_a_run_another_config_made_naming_the_key(capsys, proj):
+    p, cfg = proj
+    _trained(capsys, cfg)
+    p["methods"]["softmax"]["chunk_size"] = 5
+    write_params(p, cfg)
+    rc, _, err = _cli(capsys, "summarize", "--config", str(cfg), "--partial")
+    line = [x for x in err.splitlines() if x.startswith("error: ")]
+    assert rc == 2 and len(line) == 1 and "Traceback" not in err
+    assert "metrics.json was made under another config (key 'method.chunk_size' differs" in line[0]
+
+
+def test_hash_files_change_only_when_their_settings_do(proj):
+    p = load(proj[1])
+    written = record_hashes(p)
+    train_file = paths.run_hash_path(p, "tiny", "softmax", 0, "train")
+    eval_file = paths.run_hash_path(p, "tiny", "softmax", 0, "evaluate")
+    bench, matrix = paths.hashes_dir(p) / "bench", paths.hashes_dir(p) / "matrix"
+    assert {train_file, eval_file, bench, matrix} <= set(written)
+    assert train_file.read_text() == train_hash(run_config(p, "tiny", "softmax", 0)) + "\n"
+    stamps = {f: f.stat().st_mtime_ns for f in written}
+    assert record_hashes(p) == [] and all(f.stat().st_mtime_ns == t for f, t in stamps.items())
+    p["evaluation"]["rank_contexts"] = 9  # re-evaluate, do not retrain
+    assert record_hashes(p) == [eval_file]
+    p["methods"]["mos"]["components"] = 3  # mos is in the matrix experiment, not in the bench or the runs
+    assert record_hashes(p) == [matrix]
+    p["methods"]["softmax"]["chunk_size"] = 5  # in all of them
+    assert set(record_hashes(p)) == {train_file, eval_file, bench, matrix}
+
+
+def test_a_partial_summary_made_by_hand_is_marked_for_a_rebuild(proj):
+    p = load(proj[1])
+    sentinel = paths.hashes_dir(p) / SUMMARY_SENTINEL
+    record_hashes(p)
+    assert sentinel.read_text() == "complete\n"
+    info = paths.summary_path(p).with_suffix(".json")
+    info.parent.mkdir(parents=True, exist_ok=True)
+    info.write_text(json.dumps({"partial": True, "runs": 0, "of": 1, "missing": ["tiny/softmax/seed0"]}))
+    os.utime(info, ns=(10**18, 10**18))
+    assert record_hashes(p) == [sentinel] and "partial summary" in sentinel.read_text()
+    assert record_hashes(p) == []  # once: the same partial file is not marked again
+    info.write_text(json.dumps({"partial": False, "runs": 1, "of": 1, "missing": []}))
+    assert record_hashes(p) == []  # a complete one leaves the sentinel alone (no needless rebuild)
