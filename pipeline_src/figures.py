@@ -122,7 +122,10 @@ def write(params: dict, dataset: str) -> list[Path]:
 
     matplotlib.use("agg")
     plt = _plt()
-    summary = read_csv(paths.summary_path(params))
+    from .summarize import check_summary_current
+
+    summary = read_csv(paths.summary_path(params), "dataset", "method", "seed", "config_hash")
+    check_summary_current(params, summary)
     head = read_csv(paths.headline_path(params))
     history = read_csv(paths.history_path(params))
     if dataset not in set(head.dataset):

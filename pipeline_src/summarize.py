@@ -63,6 +63,26 @@ def check_current(path, record: dict, cfg: dict) -> None:
                          f"(`snakemake` does)")
 
 
+def check_summary_current(params: dict, summary: pd.DataFrame | None = None) -> None:
+    """Refuse a summary (summary.csv, its verdicts) that another config made: every run's row must carry the
+    hash its current config gives, and summary.json the current ``statistics`` (figures, report and publish
+    read the summary, never the runs)."""
+    path = paths.summary_path(params)
+    if summary is None:
+        summary = read_csv(path, "dataset", "method", "seed", "config_hash")
+    for r in summary.drop_duplicates(["dataset", "method", "seed"]).itertuples():
+        want = config_hash(final_config(params, r.dataset, r.method, int(r.seed)))
+        if r.config_hash != want:
+            raise StaleError(f"{path}: run {r.dataset}/{r.method}/seed{r.seed} was made by another config (hash "
+                             f"{r.config_hash}; this config: {want}): rerun the pipeline (`snakemake`)")
+    info = path.with_suffix(".json")
+    made = read_json(info).get("statistics") if info.exists() else None
+    if made is not None and made != params["statistics"]:
+        key = first_difference(made, params["statistics"])
+        raise StaleError(f"{path}: its verdicts were made under other statistics (key 'statistics.{key}' differs): "
+                         f"rerun `python -m pipeline_src summarize` (or `snakemake`)")
+
+
 def _write(path, frame: pd.DataFrame) -> None:
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False)
@@ -125,7 +145,7 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
     total = len(params["run"]["datasets"]) * len(params["run"]["methods"]) * len(run_seeds(params))
     write_json(paths.summary_path(params).with_suffix(".json"),
                {"partial": bool(missing), "runs": total - sum(not m.startswith("matrix/") for m in missing),
-                "of": total, "missing": missing})
+                "of": total, "missing": missing, "statistics": params["statistics"]})
     if (params.get("tuning") or {}).get("enabled"):
         trials, tcurves = tuning_tables(params)
         _write(paths.tuning_summary_path(params), trials)

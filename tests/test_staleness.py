@@ -112,3 +112,20 @@ def test_a_partial_summary_made_by_hand_is_marked_for_a_rebuild(proj):
     assert record_hashes(p) == []  # once: the same partial file is not marked again
     info.write_text(json.dumps({"partial": False, "runs": 1, "of": 1, "missing": []}))
     assert record_hashes(p) == []  # a complete one leaves the sentinel alone (no needless rebuild)
+
+
+def test_figures_and_the_report_refuse_a_summary_another_config_made(capsys, proj):
+    p, cfg = proj
+    _trained(capsys, cfg)
+    assert _cli(capsys, "summarize", "--config", str(cfg), "--partial")[0] == 0
+    assert _cli(capsys, "figures", "--config", str(cfg), "--dataset", "tiny")[0] == 0
+    p["statistics"]["confidence"] = 0.9  # new verdicts are needed, not new runs
+    write_params(p, cfg)
+    for step in (("figures", "--dataset", "tiny"), ("report",)):
+        rc, _, err = _cli(capsys, step[0], "--config", str(cfg), *step[1:])
+        assert rc == 2 and "made under other statistics (key 'statistics.confidence' differs)" in err, err
+    p["statistics"]["confidence"] = 0.95
+    p["methods"]["softmax"]["chunk_size"] = 5  # the run itself is another config's
+    write_params(p, cfg)
+    rc, _, err = _cli(capsys, "figures", "--config", str(cfg), "--dataset", "tiny")
+    assert rc == 2 and "run tiny/softmax/seed0 was made by another config" in err and "Traceback" not in err
