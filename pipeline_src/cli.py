@@ -97,6 +97,9 @@ def _finetune(params: dict, args) -> None:
     run = paths.run_dir(params, args.dataset, args.method, args.seed)
     retrain = f"python -m pipeline_src train --dataset {args.dataset} --method {args.method} --seed {args.seed}"
     check_model(run / "model.pt", load_torch(run / "model.pt", "cpu", f"rerun `{retrain}`"), cfg, retrain)
+    if cfg["training"]["optimizer"] != "sgd":
+        print(f"finetuning with {cfg['training']['optimizer']}: {cfg['training']['optimizer']} steps with the NT-ASGD "
+              f"average of the weights from the first step, not averaged SGD (Merity et al.'s finetuning is SGD)")
     device = _device(params, args)
     s = train(finetune_config(cfg), check_prepared(params, args.dataset),
               paths.finetune_dir(params, args.dataset, args.method, args.seed), device, init=run / "model.pt")

@@ -102,14 +102,16 @@ def _format_error(err: jsonschema.ValidationError, source: str) -> str:
     return f"{source}: key '{where}': {msg}"
 
 
-def validate(params: dict, source: str = DEFAULT_PARAMS) -> dict:
-    """Validate ``params`` and check cross-references; return it with defaults filled in."""
+def validate(params: dict, source: str = DEFAULT_PARAMS, origin=None) -> dict:
+    """Validate ``params`` and check cross-references; return it with defaults filled in. ``origin(keys)``:
+    the file of an ``extends:`` chain that wrote a key path (a schema error names it)."""
     validator = jsonschema.Draft202012Validator(schema())
     errors = sorted(validator.iter_errors(params), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         # The deepest errors are the most specific (a bad method option, not "allOf failed").
         leaves = [e for e in errors if not e.context] or errors
-        raise ConfigError("invalid config:\n  " + "\n  ".join(_format_error(e, source) for e in leaves))
+        raise ConfigError("invalid config:\n  " + "\n  ".join(
+            _format_error(e, origin(list(e.absolute_path)) if origin else source) for e in leaves))
     params["run"].setdefault("seeds", [0])
     params.setdefault("statistics", {})
     for k, v in STATISTICS_DEFAULTS.items():
@@ -207,8 +209,26 @@ def _space_values(dim: dict) -> list[tuple[str, Any]]:
     return [(k, int(v) if dim.get("integer") else v) for k, v in ends]
 
 
+def _check_training(params: dict, name: str, source: str) -> None:
+    """A training key written for a schedule or stage that this dataset does not use is an error, not a
+    setting silently ignored (``lr_decay`` is required by the schema, so it is never reported)."""
+    written = _merged(params, name, "training")
+    tc = TrainConfig(**written)
+    averaging = tc.schedule == "nt-asgd" or bool(tc.finetune_epochs)  # finetuning is nt-asgd
+    unused = {"decay_start": (tc.schedule != "fixed-then-geometric", "schedule fixed-then-geometric"),
+              "nonmono": (not averaging, "schedule nt-asgd or finetuning"),
+              "asgd_start_epoch": (not averaging, "schedule nt-asgd or finetuning"),
+              "bptt_max_delta": (not tc.variable_bptt, "variable_bptt: true"),
+              "finetune_lr": (not tc.finetune_epochs, "finetune_epochs > 0")}
+    for key, (ignored, needs) in unused.items():
+        if ignored and written.get(key) is not None:
+            raise ConfigError(f"{source}: key 'training.{key}' (dataset {name}): set to {written[key]!r}, but it "
+                              f"only acts with {needs} (training.schedule is {tc.schedule!r}); remove it")
+
+
 def _check_dataset(params: dict, name: str, source: str) -> None:
     """A dataset's corpus size and its model's cross-field rules (which encoder takes which option)."""
+    _check_training(params, name, source)
     c = params["datasets"][name]["corpus"]
     if c["type"] == "synthetic":
         rows = c["vocab_size"] ** (c["order"] - 1)
@@ -229,7 +249,8 @@ def _check_dataset(params: dict, name: str, source: str) -> None:
             raise ConfigError(f"{source}: key 'training.bptt' (dataset {name}): {bptt} tokens per segment do not "
                               f"fit the transformer's context of {model.context}")
     elif model.context is not None or model.heads is not None:
-        raise ConfigError(f"{source}: key 'model.context' (dataset {name}): a transformer option, but "
+        key = "context" if model.context is not None else "heads"
+        raise ConfigError(f"{source}: key 'model.{key}' (dataset {name}): a transformer option, but "
                           f"model.encoder is {model.encoder!r}")
     if model.encoder == "awd-lstm" and model.proj_dim is not None:
         raise ConfigError(f"{source}: key 'model.proj_dim' (dataset {name}): not an awd-lstm option; "
@@ -237,6 +258,11 @@ def _check_dataset(params: dict, name: str, source: str) -> None:
     if model.tie_weights and model.proj_dim not in (None, model.emb_dim):
         raise ConfigError(f"{source}: key 'model.proj_dim' (dataset {name}): {model.proj_dim} with tie_weights "
                           f"true; a tied head's input is emb_dim ({model.emb_dim}): drop proj_dim or untie")
+
+
+class Replace(dict):
+    """A mapping written ``key: !replace {...}`` in a params file: it replaces its base's mapping under
+    ``extends:`` instead of merging into it (:func:`overlay`)."""
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -256,6 +282,15 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+def _construct_replace(loader: yaml.SafeLoader, node: yaml.Node) -> Replace:
+    if not isinstance(node, yaml.MappingNode):
+        raise yaml.constructor.ConstructorError(None, None, "!replace takes a mapping", node.start_mark)
+    return Replace(loader.construct_mapping(node, deep=True))
+
+
+_UniqueKeyLoader.add_constructor("!replace", _construct_replace)
+
+
 def _read(path: Path, extended_by: Path | None = None) -> dict:
     by = f" (extended by {extended_by})" if extended_by else ""
     if not path.exists():
@@ -272,12 +307,22 @@ def _read(path: Path, extended_by: Path | None = None) -> dict:
 
 
 def overlay(base: dict, over: dict) -> dict:
-    """``over`` laid over ``base``: mappings merge key by key, at every depth; anything else (a number, a
-    list such as run.methods) replaces the base's value."""
-    out = copy.deepcopy(base)
+    """``over`` laid over ``base``: mappings merge key by key, at every depth; a mapping written
+    ``!replace {...}`` and anything else (a number, a list such as run.methods) replace the base's value."""
+    out = _plain(base)
     for k, v in over.items():
-        out[k] = overlay(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+        merge = isinstance(v, dict) and not isinstance(v, Replace) and isinstance(out.get(k), dict)
+        out[k] = overlay(out[k], v) if merge else _plain(v)
     return out
+
+
+def _plain(v):
+    """A deep copy with every :class:`Replace` turned into a plain dict (what validation and YAML expect)."""
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return copy.deepcopy(v)
 
 
 def resolve(path: str | os.PathLike, _chain: tuple[Path, ...] = ()) -> dict:
@@ -291,7 +336,7 @@ def resolve(path: str | os.PathLike, _chain: tuple[Path, ...] = ()) -> dict:
     params = _read(path, _chain[-1] if _chain else None)
     base = params.pop("extends", None)
     if base is None:
-        return params
+        return _plain(params)
     if not isinstance(base, str):
         raise ConfigError(f"{path}: key 'extends': expected the path of a params file, got {base!r}")
     return overlay(resolve(path.parent / base, (*_chain, path)), params)
@@ -300,13 +345,29 @@ def resolve(path: str | os.PathLike, _chain: tuple[Path, ...] = ()) -> dict:
 def chain(path: str | os.PathLike) -> list[Path]:
     """The files :func:`resolve` reads for ``path``: the file itself, then its ``extends:`` bases in order."""
     files = [Path(path)]
-    while isinstance(base := _read(files[-1]).get("extends"), str) and len(files) < 64:
+    while isinstance(base := _read(files[-1], files[-2] if len(files) > 1 else None).get("extends"), str) \
+            and len(files) < 64:  # a cycle: resolve() names it
         files.append(files[-1].parent / base)
     return files
 
 
 def load(path: str | os.PathLike = DEFAULT_PARAMS) -> dict:
-    return validate(resolve(path), str(path))
+    """The params file ``path`` laid out (``extends:``) and validated; a schema error names the file of the
+    chain that wrote the offending key."""
+    raws = [(f, _read(f)) for f in chain(path)]
+
+    def origin(keys) -> str:
+        for f, raw in raws:  # the file itself first: the last word on a key is its own
+            node = raw
+            for k in keys:
+                if not (isinstance(node, dict) and k in node):
+                    break
+                node = node[k]
+            else:
+                return str(f)
+        return str(path)
+
+    return validate(resolve(path), str(path), origin if len(raws) > 1 else None)
 
 
 def _merged(params: dict, dataset: str, section: str) -> dict:

@@ -185,3 +185,50 @@ def test_a_reference_that_is_not_run_is_an_error(default_params):
         config.validate(p)
     p["run"]["methods"] = ["mos"]  # one method: nothing to compare, nothing to refuse
     config.validate(p)
+
+
+def test_a_schema_error_in_a_base_file_names_the_base(tmp_path):
+    from conftest import ROOT
+
+    base = tmp_path / "base.yaml"
+    base.write_text((ROOT / "params.yaml").read_text().replace("  layers: 2", "  layers: 0", 1))
+    (tmp_path / "child.yaml").write_text("extends: base.yaml\nseed: 3\n")
+    with pytest.raises(ConfigError) as e:
+        config.load(tmp_path / "child.yaml")
+    assert f"{base}: key 'model.layers'" in str(e.value)  # the base wrote it, not the child
+
+
+def test_replace_swaps_a_mapping_of_the_base_instead_of_merging(tmp_path):
+    from conftest import ROOT
+
+    (tmp_path / "small.yaml").write_text(
+        f"extends: {ROOT / 'params.yaml'}\n"
+        "methods: !replace {softmax: {type: softmax}, mos: {type: mos, components: 2}}\n"
+        "run: {methods: [softmax, mos]}\nbench: {methods: [softmax]}\nmatrix: {methods: [softmax]}\n"
+        "statistics: {contrasts: []}\n")
+    got = config.load(tmp_path / "small.yaml")
+    assert got["methods"] == {"softmax": {"type": "softmax"}, "mos": {"type": "mos", "components": 2}}
+    assert type(got["methods"]) is dict  # plain: it dumps as YAML (resolve) and validates
+    (tmp_path / "merged.yaml").write_text(f"extends: {ROOT / 'params.yaml'}\nmethods: {{mos: {{components: 2}}}}\n")
+    assert len(config.load(tmp_path / "merged.yaml")["methods"]) > 2  # without it, mappings merge
+
+
+def test_a_training_key_its_schedule_does_not_use_is_refused(default_params):
+    p = copy.deepcopy(default_params)
+    p["training"]["decay_start"] = 5  # the default run's schedule is plateau
+    with pytest.raises(ConfigError, match=r"key 'training.decay_start' \(dataset synth\): set to 5, but it only acts "
+                                          r"with schedule fixed-then-geometric"):
+        config.validate(p)
+    p = copy.deepcopy(default_params)
+    p["training"]["bptt_max_delta"] = 10
+    with pytest.raises(ConfigError, match=r"'training.bptt_max_delta'.*only acts with variable_bptt: true"):
+        config.validate(p)
+    p["training"]["variable_bptt"] = True
+    config.validate(p)
+
+
+def test_a_transformer_option_on_an_lstm_names_the_key_that_is_set(default_params):
+    p = copy.deepcopy(default_params)
+    p["model"]["heads"] = 2
+    with pytest.raises(ConfigError, match=r"key 'model.heads' \(dataset synth\): a transformer option"):
+        config.validate(p)
