@@ -153,14 +153,52 @@ def breakdown(step, batches, n: int, step_ms: float) -> dict[str, float]:
 
 
 def run_step_bench(params: dict, device: torch.device) -> pd.DataFrame:
+    """Whole training steps of ``bench.step.methods`` against their floor and the PyTorch example's step, at
+    each thread count; writes step-bench.csv, step-breakdown.csv and step-bench.json."""
     from .provenance import check_prepared
+
+    spec, ds, cfgs = _step_configs(params)
+    prepared = check_prepared(params, ds)
+    mc, tc = next(iter(cfgs.values()))["model"], TrainConfig(**next(iter(cfgs.values()))["training"])
+    data = batchify(load_split(prepared, "train"), tc.batch_size, device)  # (steps, B)
+    vocab = read_json(prepared / "meta.json", "vocab_size")["vocab_size"]
+    n_rows, steps, rounds = tc.bptt * tc.batch_size, spec.get("steps", 50), spec.get("rounds", 4)
+    seed = params["run"].get("seeds", [0])[0]
+    rows, parts = [], {}
+    for threads in spec["threads"]:
+        if device.type == "cpu":
+            torch.set_num_threads(threads)
+        floors = _floors(mc, tc, vocab, n_rows, device, rounds)
+        seed_everything(seed)
+        runners = {"peer": _peer_runner(mc, tc, vocab, data, device)}
+        for m, cfg in cfgs.items():
+            seed_everything(seed)
+            runners[m] = _head_runner(cfg, prepared, data, device)
+        times = _timed_rounds(runners, steps, rounds, device)
+        rows += [_row(threads, m, times, floors, n_rows) for m in cfgs]
+        if threads == spec["threads"][0]:
+            for m in cfgs:
+                parts[m] = breakdown(*runners[m], max(5, steps // 4), statistics.median(times[m]))
+    df = pd.DataFrame(rows)
+    bd = pd.DataFrame([{"method": m, "part": k, "ms_per_step": v} for m, p in parts.items() for k, v in p.items()])
+    _write(params, df, bd, {"step": spec, "dataset": ds, "vocab": vocab, "rows_per_step": n_rows,
+                            "device": str(device), "model": mc, "training": dict(next(iter(cfgs.values()))["training"])})
+    print(f"{ds}: V = {vocab}, {tc.batch_size} x {tc.bptt} rows per step, {device}; medians of {rounds} rounds "
+          f"of {steps} steps")
+    print(df.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    print(f"\nwhere a step's time goes ({spec['threads'][0]} thread(s), profiled; ms per step)")
+    print(bd.pivot(index="part", columns="method", values="ms_per_step").to_string(float_format=lambda x: f"{x:.1f}"))
+    return df
+
+
+def _step_configs(params: dict) -> tuple[dict, str, dict]:
+    """``bench.step``, its dataset and each method's final run config; the peer needs a plain LSTM and SGD."""
     from .tuning import final_config
 
     spec = params["bench"].get("step")
     if not spec:
         raise ConfigError("key 'bench.step' is missing: it names the dataset, methods and thread counts to time")
     ds = spec["dataset"]
-    prepared = check_prepared(params, ds)
     seed = params["run"].get("seeds", [0])[0]
     cfgs = {m: final_config(params, ds, m, seed) for m in spec["methods"]}
     mc, tc = next(iter(cfgs.values()))["model"], TrainConfig(**next(iter(cfgs.values()))["training"])
@@ -168,78 +206,75 @@ def run_step_bench(params: dict, device: torch.device) -> pd.DataFrame:
         raise ConfigError(f"key 'bench.step' (dataset {ds}): the peer is the PyTorch example's step, a plain LSTM "
                           f"trained by SGD; give a params file with model.encoder lstm, no model.proj_dim and "
                           f"training.optimizer sgd")
-    data = batchify(load_split(prepared, "train"), tc.batch_size, device)  # (steps, B)
-    vocab = read_json(prepared / "meta.json", "vocab_size")["vocab_size"]
-    n_rows, steps, rounds = tc.bptt * tc.batch_size, spec.get("steps", 50), spec.get("rounds", 4)
+    return spec, ds, cfgs
 
-    rows, parts = [], {}
-    for threads in spec["threads"]:
-        if device.type == "cpu":
-            torch.set_num_threads(threads)
-        g = torch.Generator().manual_seed(1)
-        h = torch.randn(n_rows, mc["emb_dim"] if mc["tie_weights"] else mc["hidden_dim"], generator=g).to(device)
-        w = torch.randn(vocab, h.shape[1], generator=g).to(device)
-        gemm_ms, _ = floor_ms(h, w, device, repeats=rounds * 3, warmup=2)
-        logits = torch.randn(n_rows, vocab, generator=g).to(device)
-        softmax_ms = time_fn(lambda: softmax_(logits), device, repeats=rounds * 3, warmup=2)  # exp + sum, once
-        rnn_ms = lstm_floor_ms(tc.bptt, tc.batch_size, mc["emb_dim"], mc["hidden_dim"], mc["layers"], device,
-                               repeats=rounds * 3)
-        seed_everything(seed)
-        peer = PeerLM(vocab, mc["emb_dim"], mc["hidden_dim"], mc["layers"], mc["dropout"], mc["tie_weights"]).to(device)
-        peer_step = peer_step_fn(peer, tc.lr, tc.clip)
-        peer_state = [tuple(torch.zeros(mc["layers"], tc.batch_size, mc["hidden_dim"], device=device) for _ in "hc")]
-        peer_batches = _cycle(data, tc.bptt)
 
-        def peer_call(xy):
-            peer_state[0], _ = peer_step(*xy, peer_state[0])
+def _floors(mc: dict, tc: TrainConfig, vocab: int, n_rows: int, device: torch.device, rounds: int) -> dict:
+    """The step's floor: the head's three matrix products and the LSTM's cuDNN/MKL step; and one softmax pass."""
+    g = torch.Generator().manual_seed(1)
+    h = torch.randn(n_rows, mc["emb_dim"] if mc["tie_weights"] else mc["hidden_dim"], generator=g).to(device)
+    w = torch.randn(vocab, h.shape[1], generator=g).to(device)
+    gemm_ms, _ = floor_ms(h, w, device, repeats=rounds * 3, warmup=2)
+    logits = torch.randn(n_rows, vocab, generator=g).to(device)
+    softmax_ms = time_fn(lambda: softmax_(logits), device, repeats=rounds * 3, warmup=2)  # exp + sum, once
+    rnn_ms = lstm_floor_ms(tc.bptt, tc.batch_size, mc["emb_dim"], mc["hidden_dim"], mc["layers"], device,
+                           repeats=rounds * 3)
+    return {"gemm": gemm_ms, "softmax": softmax_ms, "rnn": rnn_ms}
 
-        runners = {}
-        for m, cfg in cfgs.items():
-            seed_everything(seed)
-            model = build_model(cfg, prepared).to(device)
-            model.train()
-            opt = build_optimizer(model, TrainConfig(**cfg["training"]))
-            state = [model.init_state(tc.batch_size, device)]
-            mtc = TrainConfig(**cfg["training"])
 
-            def call(xy, model=model, opt=opt, state=state, mtc=mtc):
-                _, state[0] = train_step(model, opt, xy[0], xy[1], state[0], mtc)
-            runners[m] = (call, _cycle(data, tc.bptt))
-        for call, it in [*runners.values(), (peer_call, peer_batches)]:  # warm up: allocator, kernels, caches
-            _timed_steps(call, it, 3, device)
-        times = defaultdict(list)
-        for _ in range(rounds):
-            for m, (call, it) in runners.items():
-                times[m].append(_timed_steps(call, it, steps, device))
-            times["peer"].append(_timed_steps(peer_call, peer_batches, steps, device))
-        peer_ms = statistics.median(times["peer"])
-        floor = gemm_ms + rnn_ms
-        for m in cfgs:
-            ms = statistics.median(times[m])
-            rows.append({"threads": threads, "method": m, "step_ms": ms, "peer_ms": peer_ms, "floor_ms": floor,
-                         "head_gemm_ms": gemm_ms, "lstm_ms": rnn_ms, "softmax_pass_ms": softmax_ms,
-                         "step_vs_floor": ms / floor, "step_vs_floor_and_softmax": ms / (floor + softmax_ms),
-                         "peer_vs_floor": peer_ms / floor, "speedup_vs_peer": peer_ms / ms,
-                         "tokens_per_s": n_rows / ms * 1e3, "peer_tokens_per_s": n_rows / peer_ms * 1e3})
-            print(f"bench-step {threads} thread(s) {m}: {ms:.1f} ms/step, peer {peer_ms:.1f}, floor {floor:.1f}",
-                  file=sys.stderr)
-        if threads == spec["threads"][0]:
-            for m, (call, it) in runners.items():
-                parts[m] = breakdown(call, it, max(5, steps // 4), statistics.median(times[m]))
-    df = pd.DataFrame(rows)
+def _peer_runner(mc: dict, tc: TrainConfig, vocab: int, data: torch.Tensor, device: torch.device):
+    """The PyTorch example's step (built from the current RNG state), and its endless batches."""
+    peer = PeerLM(vocab, mc["emb_dim"], mc["hidden_dim"], mc["layers"], mc["dropout"], mc["tie_weights"]).to(device)
+    step = peer_step_fn(peer, tc.lr, tc.clip)
+    state = [tuple(torch.zeros(mc["layers"], tc.batch_size, mc["hidden_dim"], device=device) for _ in "hc")]
+
+    def call(xy):
+        state[0], _ = step(*xy, state[0])
+    return call, _cycle(data, tc.bptt)
+
+
+def _head_runner(cfg: dict, prepared, data: torch.Tensor, device: torch.device):
+    """The project's step of one method (``train.train_step``, built from the current RNG state)."""
+    model = build_model(cfg, prepared).to(device)
+    model.train()
+    mtc = TrainConfig(**cfg["training"])
+    opt = build_optimizer(model, mtc)
+    state = [model.init_state(mtc.batch_size, device)]
+
+    def call(xy):
+        _, state[0] = train_step(model, opt, xy[0], xy[1], state[0], mtc)
+    return call, _cycle(data, mtc.bptt)
+
+
+def _timed_rounds(runners: dict, steps: int, rounds: int, device: torch.device) -> dict:
+    """Per runner, the time of ``steps`` steps in each of ``rounds`` interleaved rounds, after a warm-up."""
+    order = [m for m in runners if m != "peer"] + ["peer"]
+    for m in order:  # warm up: allocator, kernels, caches
+        _timed_steps(*runners[m], 3, device)
+    times = defaultdict(list)
+    for _ in range(rounds):
+        for m in order:
+            times[m].append(_timed_steps(*runners[m], steps, device))
+    return times
+
+
+def _row(threads: int, m: str, times: dict, floors: dict, n_rows: int) -> dict:
+    ms, peer_ms = statistics.median(times[m]), statistics.median(times["peer"])
+    floor = floors["gemm"] + floors["rnn"]
+    print(f"bench-step {threads} thread(s) {m}: {ms:.1f} ms/step, peer {peer_ms:.1f}, floor {floor:.1f}",
+          file=sys.stderr)
+    return {"threads": threads, "method": m, "step_ms": ms, "peer_ms": peer_ms, "floor_ms": floor,
+            "head_gemm_ms": floors["gemm"], "lstm_ms": floors["rnn"], "softmax_pass_ms": floors["softmax"],
+            "step_vs_floor": ms / floor, "step_vs_floor_and_softmax": ms / (floor + floors["softmax"]),
+            "peer_vs_floor": peer_ms / floor, "speedup_vs_peer": peer_ms / ms,
+            "tokens_per_s": n_rows / ms * 1e3, "peer_tokens_per_s": n_rows / peer_ms * 1e3}
+
+
+def _write(params: dict, df: pd.DataFrame, bd: pd.DataFrame, meta: dict) -> None:
     out = paths.step_bench_path(params)
     with atomic_path(out) as tmp:
         df.to_csv(tmp, index=False)
-    bd = pd.DataFrame([{"method": m, "part": k, "ms_per_step": v} for m, p in parts.items() for k, v in p.items()])
     with atomic_path(out.with_name("step-breakdown.csv")) as tmp:
         bd.to_csv(tmp, index=False)
-    write_json(out.with_suffix(".json"), {
-        "step": spec, "dataset": ds, "vocab": vocab, "rows_per_step": n_rows, "device": str(device),
-        "torch": torch.__version__, "cpu_model": cpu_model(), "load_average": load_average(),
-        "model": mc, "training": {k: v for k, v in next(iter(cfgs.values()))["training"].items()}})
-    print(f"{ds}: V = {vocab}, {tc.batch_size} x {tc.bptt} rows per step, {device}; medians of {rounds} rounds "
-          f"of {steps} steps")
-    print(df.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
-    print(f"\nwhere a step's time goes ({spec['threads'][0]} thread(s), profiled; ms per step)")
-    print(bd.pivot(index="part", columns="method", values="ms_per_step").to_string(float_format=lambda x: f"{x:.1f}"))
-    return df
+    write_json(out.with_suffix(".json"), {**meta, "torch": torch.__version__, "cpu_model": cpu_model(),
+                                          "load_average": load_average()})

@@ -8,6 +8,16 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_configure(config):
+    """Under pytest-xdist, each worker's torch takes its share of the cores: two workers of two threads each
+    on two cores spin against each other (OpenMP's busy wait) and ran tiny trainings 25x slower."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+
 @pytest.fixture(autouse=True)
 def _torch_threads_restored():
     """A step that sets torch's thread count (`--threads`, the step bench) sets it for the whole process: put it

@@ -57,7 +57,7 @@ def test_finetuning_starts_from_the_trained_weights_averages_from_the_first_step
 
 
 def test_finetuning_ends_when_validation_stops_improving(trained, tmp_path, monkeypatch):
-    import pipeline_src.train as T
+    import pipeline_src.training.epoch as T
 
     cfg, prep, out, _ = trained
     seen = []

@@ -182,7 +182,7 @@ def test_et_asgd_averages_from_the_epoch_after_its_switch(data, tmp_path):
 def test_nt_asgd_averages_from_the_trigger_and_keeps_the_mean(data, tmp_path, monkeypatch):
     """Triggered after epoch 1 (the rule forced): model.pt holds the mean of the weights after the steps
     since the switch (the first left out, as torch.optim.ASGD does), and epochs 2.. are validated with it."""
-    import pipeline_src.train as T
+    import pipeline_src.training.epoch as T
 
     p, prep = data
     cfg = run_config(p, "tiny", "softmax")

@@ -1,0 +1,10 @@
+"""The training loop in small named parts; ``pipeline_src/train.py`` holds the loop itself and its API.
+
+  state.py        RunState: the run's mutable state (position, learning rate, history, totals), checkpointed
+  step.py         build_model and train_step: one optimizer step (the bench times this very function)
+  checkpoints.py  save / resume with the previous generation kept; a damaged newest one is set aside
+  guard.py        the divergence guard: the loss summed on the device and read every CHECK_EVERY steps,
+                  validation worse than uniform
+  epoch.py        the run set up (Run), one epoch of steps, the end of an epoch (validation, history,
+                  the schedule, NT-ASGD averaging and finetuning's stop as hooks), the summary
+"""

@@ -1,0 +1,309 @@
+"""A run set up or resumed (:class:`Run`), one epoch of steps, the end of an epoch, the summary.
+
+Hooks at the end of an epoch: the learning-rate schedule (``schedules.py``), NT-ASGD's averaging switch,
+and finetuning's stop (the nonmono rule on the averaged weights' validation)."""
+from __future__ import annotations
+
+import csv
+import io
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from ..atomic import write_text
+from ..averaging import ParameterAverage
+from ..batching import batchify, num_segments, segments, variable_lengths, variable_segments
+from ..config import TrainConfig, config_hash, train_hash
+from ..evaluate import stream_log_probs
+from ..optim import build_optimizer
+from ..prepare import load_split
+from ..runtime import (environment, load_average, peak_memory_mb, reset_peak_memory, rng_state, seed_everything,
+                       set_rng_state)
+from ..schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
+from . import checkpoints
+from .guard import CHECK_EVERY, LossGuard, check_validation, safe_exp
+from .state import RunState
+from .step import build_model, train_step
+
+HISTORY_FIELDS = ["epoch", "lr", "train_loss", "valid_nll", "valid_ppl", "train_tokens_per_s", "epoch_time_s",
+                  "wall_time_s", "best"]
+
+
+@dataclass
+class Run:
+    """Everything one call of ``train`` works on: the config, the model and its optimizer, the data on the
+    device, the mutable state, the weights kept so far, and the clock of this call."""
+    cfg: dict
+    tc: TrainConfig
+    out_dir: Path
+    device: torch.device
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    train_data: torch.Tensor  # (T, batch_size)
+    valid_data: torch.Tensor  # (T, eval_batch_size)
+    st: RunState
+    hidden: tuple
+    average: ParameterAverage  # nt-asgd: the mean of the weights once triggered
+    best_model: dict | None  # best-validation weights so far (CPU copies); model.pt is written from them
+    t_call: float = 0.0  # this call's start (perf_counter) and the wall time before it
+    wall0: float = 0.0
+    env_start: float | None = None
+
+    @property
+    def finetune(self) -> bool:
+        return "finetune_of" in self.cfg
+
+    def wall(self) -> float:
+        return self.wall0 + time.perf_counter() - self.t_call
+
+    def weights(self) -> dict:
+        """CPU copies of the weights to keep: the averaged ones once nt-asgd averages."""
+        with self.average.applied(self.model):
+            return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+
+    def cost(self) -> dict:
+        """What the run cost so far, and the setup that makes its timings comparable."""
+        head = self.model.head
+        return {"params": self.model.num_params(), "train_tokens": self.st.tokens, "train_time_s": self.st.seconds,
+                "tokens_per_s_train": self.st.tokens / max(self.st.seconds, 1e-9), "wall_time_s": self.wall(),
+                "peak_mem_mb_train": peak_memory_mb(self.device),
+                "head_flops_per_token_train": head.flops_per_token(train=True),
+                "head_flops_per_token_eval": head.flops_per_token(train=False),
+                "environment": environment(self.device, self.env_start)}
+
+    def validate(self) -> float:
+        """Exact validation nll (the averaged weights once nt-asgd averages)."""
+        with self.average.applied(self.model):
+            lp, _ = stream_log_probs(self.model, self.valid_data, self.tc.bptt)
+        return float(-lp.double().mean())
+
+    def checkpoint(self) -> None:
+        self.st.wall_time_s = self.wall()
+        checkpoints.save_generation(self.out_dir, {
+            "config": self.cfg, "config_hash": config_hash(self.cfg), "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(), "state": self.st.to_dict(), "hidden": self.hidden,
+            "rng": rng_state(), "best_model": self.best_model,
+            **({"average": self.average.state_dict()} if self.average.active else {})})
+
+
+def setup(cfg: dict, prepared: Path, out_dir: Path, device: torch.device, init: Path | None) -> Run:
+    """The run's model, optimizer and data, from its checkpoint when there is one (else from ``init``'s
+    trained weights for a finetuning run, else from the seed)."""
+    tc = TrainConfig(**cfg["training"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    seed_everything(cfg["seed"])
+    model = build_model(cfg, prepared).to(device)
+    optimizer = build_optimizer(model, tc)
+    # whole splits live on the device: no host-to-device copy, no loader between the GPU and its batches
+    train_data = batchify(load_split(prepared, "train"), tc.batch_size, device)
+    valid_data = batchify(load_split(prepared, "valid"), tc.eval_batch_size, device)
+    first_lr = lr_at(tc, 1) if tc.schedule == "fixed-then-geometric" else tc.lr
+    run = Run(cfg, tc, out_dir, device, model, optimizer, train_data, valid_data, RunState(lr=first_lr),
+              model.init_state(tc.batch_size, device), ParameterAverage(), None)
+    if not _resume(run) and run.finetune:
+        _start_finetuning(run, init)
+    run.env_start = load_average()
+    reset_peak_memory(device)
+    run.t_call, run.wall0 = time.perf_counter(), run.st.wall_time_s
+    return run
+
+
+def _resume(run: Run) -> bool:
+    ck = checkpoints.load_newest(run.out_dir, run.device)
+    if ck is None:
+        return False
+    if train_hash(ck["config"]) != train_hash(run.cfg):  # how often it checkpoints may change meanwhile
+        raise checkpoints.ResumeError(
+            f"{run.out_dir / checkpoints.CHECKPOINT} was written by a different config (hash {ck['config_hash']}, "
+            f"now {config_hash(run.cfg)}); delete it to start this run afresh")
+    run.model.load_state_dict(ck["model"])
+    run.optimizer.load_state_dict(ck["optimizer"])
+    run.st = RunState.from_dict(ck["state"])
+    run.hidden = tuple(h.to(run.device) for h in ck["hidden"])
+    set_rng_state(ck["rng"])
+    run.best_model = ck["best_model"]
+    run.average.load_state_dict(ck.get("average"), run.device)
+    print(f"resumed from {ck['_path']}: epoch {run.st.epoch + 1}, step {run.st.step_in_epoch}", file=sys.stderr)
+    return True
+
+
+def _start_finetuning(run: Run, init: Path) -> None:
+    """From the trained weights, averaging from the first step; they are the best so far (epoch 0)."""
+    from ..provenance import load_torch
+
+    run.model.load_state_dict(load_torch(init, run.device, "rerun its training")["model"])
+    run.average.start(run.model)
+    run.st.best_valid_nll = run.st.start_valid_nll = run.validate()
+    run.best_model = {"model": {k: v.detach().to("cpu", copy=True) for k, v in run.model.state_dict().items()},
+                      "epoch": 0, "valid_nll": run.st.best_valid_nll}
+
+
+def finished(run: Run) -> bool:
+    """The stopping rule: every epoch trained, or finetuning ended by its nonmono rule."""
+    return run.st.epoch >= run.tc.epochs or run.st.finetune_stopped_at is not None
+
+
+def _epoch_batches(run: Run):
+    """This epoch's number of steps and its (k, x, y) segments from the current position on."""
+    tc, st = run.tc, run.st
+    if tc.variable_bptt:  # the epoch's lengths are fixed by (seed, epoch): a resumed run cuts them alike
+        cap = tc.bptt + tc.bptt_max_delta if tc.bptt_max_delta is not None else None
+        lengths = variable_lengths(run.train_data.shape[0], tc.bptt, run.cfg["seed"], st.epoch, cap)
+        return (min(len(lengths), tc.max_steps_per_epoch or len(lengths)),
+                variable_segments(run.train_data, lengths, start=st.step_in_epoch))
+    n_seg = num_segments(run.train_data, tc.bptt)
+    return (min(n_seg, tc.max_steps_per_epoch or n_seg),
+            segments(run.train_data, tc.bptt, start=st.step_in_epoch))
+
+
+def _start_epoch(run: Run) -> None:
+    for g in run.optimizer.param_groups:
+        g["lr"] = run.st.lr * g["lr_mult"]
+    if run.st.step_in_epoch == 0:
+        if not run.tc.carry_state:  # else the state flows on from the previous epoch's last segment
+            run.hidden = run.model.init_state(run.tc.batch_size, run.device)
+        run.st.loss_sum, run.st.loss_count = 0.0, 0
+        run.st.epoch_train_time_s, run.st.epoch_tokens = 0.0, 0
+
+
+def train_epoch(run: Run, stop, should_pause) -> bool:
+    """Steps from the current position to the epoch's end; False when ``should_pause()`` (a test's
+    interruption) or a signal (``stop``) ended it early after a checkpoint (a signal then raises)."""
+    from ..train import Stopped
+
+    run.model.train()
+    _start_epoch(run)
+    st, tc = run.st, run.tc
+    guard = LossGuard(st, run.device)
+    epoch_steps, batches = _epoch_batches(run)
+    bar = tqdm(total=epoch_steps, initial=st.step_in_epoch, desc=f"epoch {st.epoch + 1}/{tc.epochs}",
+               file=sys.stderr, mininterval=1.0 if sys.stderr.isatty() else 30.0, leave=False)
+    for k, x, y in batches:
+        if k >= epoch_steps:
+            break
+        t0 = time.perf_counter()
+        if tc.variable_bptt:  # a shorter segment takes a proportionally smaller step (Merity et al.)
+            for g in run.optimizer.param_groups:
+                g["lr"] = st.lr * g["lr_mult"] * x.shape[0] / tc.bptt
+        loss, run.hidden = train_step(run.model, run.optimizer, x, y, run.hidden, tc)
+        if run.average.active:
+            run.average.update(run.model)
+        st.epoch_train_time_s += time.perf_counter() - t0
+        st.epoch_tokens += y.numel()
+        guard.add(loss, y.numel())
+        st.step_in_epoch = k + 1
+        bar.update(1)
+        if st.step_in_epoch % CHECK_EVERY == 0:
+            _check(guard, bar, run)
+        if tc.checkpoint_every_steps and st.step_in_epoch % tc.checkpoint_every_steps == 0:
+            _check(guard, bar, run)
+            run.checkpoint()
+        if stop or should_pause():
+            _check(guard, bar, run)
+            run.checkpoint()
+            bar.close()
+            if stop:
+                raise Stopped(stop.signum, f"epoch {st.epoch + 1}, step {st.step_in_epoch}",
+                              run.out_dir / checkpoints.CHECKPOINT)
+            return False
+    _check(guard, bar, run)
+    bar.close()
+    return True
+
+
+def _check(guard: LossGuard, bar, run: Run) -> None:
+    guard.check(run.st.step_in_epoch, run.cost)
+    bar.set_postfix(loss=f"{guard.mean:.3f}", lr=run.st.lr, refresh=False)
+
+
+def end_epoch(run: Run, stop) -> None:
+    """Validate, record the epoch, keep the best weights, run the hooks (finetuning's stop, NT-ASGD's
+    switch), set the next learning rate, checkpoint; a signal received meanwhile then raises ``Stopped``."""
+    from ..train import Stopped
+
+    st, tc = run.st, run.tc
+    valid_nll = run.validate()
+    check_validation(st, valid_nll, run.model.head.vocab_size, run.model.head.trains_exact_likelihood, run.cost)
+    improved = valid_nll < st.best_valid_nll
+    _record(run, valid_nll, improved)
+    if improved:
+        st.best_valid_nll = valid_nll
+        run.best_model = {"model": run.weights(), "epoch": st.epoch + 1, "valid_nll": valid_nll}
+    previous = [r["valid_nll"] for r in st.history[:-1]]
+    if run.finetune and nt_asgd_trigger(previous, valid_nll, tc.nonmono):
+        st.finetune_stopped_at = st.epoch + 1  # finetune.py's "Done!": validation stopped improving
+    if tc.schedule == "nt-asgd" and not run.average.active and asgd_switch(tc, st.epoch + 1, previous, valid_nll):
+        _start_averaging(run)
+    st.lr = next_lr(tc, st.epoch + 1, st.lr, improved)
+    st.epoch += 1
+    st.step_in_epoch = 0
+    write_text(run.out_dir / "history.csv", _history_csv(st.history))
+    run.checkpoint()
+    if stop:
+        raise Stopped(stop.signum, f"the end of epoch {st.epoch}", run.out_dir / checkpoints.CHECKPOINT)
+
+
+def _record(run: Run, valid_nll: float, improved: bool) -> None:
+    """The epoch's row of history.csv and its line in the log; its time and tokens join the totals."""
+    st = run.st
+    st.train_time_s += st.epoch_train_time_s
+    st.train_tokens += st.epoch_tokens
+    st.history.append({
+        "epoch": st.epoch + 1, "lr": st.lr, "train_loss": st.loss_sum / max(st.loss_count, 1),
+        "valid_nll": valid_nll, "valid_ppl": safe_exp(valid_nll),
+        "train_tokens_per_s": st.epoch_tokens / max(st.epoch_train_time_s, 1e-9),
+        "epoch_time_s": st.epoch_train_time_s, "wall_time_s": run.wall(), "best": improved})
+    row = st.history[-1]
+    print(f"epoch {row['epoch']:3d} | lr {row['lr']:.4g} | train loss {row['train_loss']:.4f} | "
+          f"valid ppl {row['valid_ppl']:.2f} | {row['train_tokens_per_s']:.0f} tok/s", file=sys.stderr)
+    st.epoch_train_time_s, st.epoch_tokens = 0.0, 0  # now counted in the totals
+
+
+def _start_averaging(run: Run) -> None:
+    run.average.start(run.model)
+    run.st.averaging_from_epoch = run.st.epoch + 2
+    why = (f"epoch {run.tc.asgd_start_epoch} reached" if run.tc.asgd_start_epoch is not None
+           else "validation stopped improving")
+    print(f"nt-asgd: {why}; averaging the weights from epoch {run.st.averaging_from_epoch} on", file=sys.stderr)
+
+
+def _history_csv(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=HISTORY_FIELDS, lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def finish(run: Run, trial: bool) -> dict:
+    """The summary (train.json) and, unless a tuning trial, model.pt (and model-best.pt under keep: last);
+    the checkpoints go."""
+    st, tc, cfg = run.st, run.tc, run.cfg
+    chash = config_hash(cfg)
+    summary = {
+        "status": "ok", "config": cfg, "config_hash": chash, "seed": cfg["seed"], "device": str(run.device),
+        "torch": torch.__version__, "threads": torch.get_num_threads(), **run.cost(), "wall_time_s": st.wall_time_s,
+        "epochs": tc.epochs, "best_epoch": int(np.argmin([r["valid_nll"] for r in st.history]) + 1),
+        "best_valid_nll": st.best_valid_nll, "last_valid_nll": st.history[-1]["valid_nll"], "kept": tc.keep,
+        **({"averaging_from_epoch": st.averaging_from_epoch} if st.averaging_from_epoch is not None else {}),
+    }
+    if run.finetune:  # epoch 0 = no finetuning epoch validated better than the trained weights
+        summary.update(best_epoch=run.best_model["epoch"], start_valid_nll=st.start_valid_nll,
+                       finetune_stopped_at=st.finetune_stopped_at)
+    if not trial:
+        best = run.best_model
+        if tc.keep == "last":  # the paper's protocol tests the last epoch; the best one is kept beside it
+            last = st.history[-1]
+            checkpoints.save(run.out_dir / "model-best.pt", {"config": cfg, "config_hash": chash, **best})
+            best = {"model": run.weights(), "epoch": last["epoch"], "valid_nll": last["valid_nll"]}
+        checkpoints.save(run.out_dir / "model.pt", {"config": cfg, "config_hash": chash, **best})
+    from ..atomic import write_json
+
+    write_json(run.out_dir / "train.json", summary)
+    checkpoints.remove(run.out_dir)
+    return summary

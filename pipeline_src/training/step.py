@@ -1,0 +1,40 @@
+"""The model a run trains and one optimizer step of it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.profiler import record_function
+
+from ..artifacts import read_json
+from ..config import ModelConfig, TrainConfig
+from ..model import LanguageModel
+from ..optim import clip_grad_norm
+
+
+def build_model(run_cfg: dict, prepared: Path) -> LanguageModel:
+    meta = read_json(prepared / "meta.json", "vocab_size")
+    counts = torch.from_numpy(np.load(prepared / "noise.npz")["counts"])
+    return LanguageModel(meta["vocab_size"], ModelConfig(**run_cfg["model"]), run_cfg["method"], counts)
+
+
+def train_step(model: LanguageModel, optimizer, x: torch.Tensor, y: torch.Tensor, hidden: tuple,
+               tc: TrainConfig) -> tuple[torch.Tensor, tuple]:
+    """One optimizer step on the segment x -> y (T, B), at the learning rates set in ``optimizer``:
+    the loss (a detached fp32 scalar, left on the device) and the state to carry. The bench times this
+    very function (pipeline_src/stepbench.py); the ``record_function`` labels name its parts there and
+    cost nothing without a profiler."""
+    hidden = tuple(h.detach() for h in hidden)
+    with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=tc.precision == "bf16"):
+        loss, hidden = model.loss(x, y, hidden)
+    loss = loss.float()
+    optimizer.zero_grad(set_to_none=True)
+    with record_function("backward"):
+        loss.backward()
+    if tc.clip:
+        with record_function("clip"):
+            clip_grad_norm(model.parameters(), tc.clip)
+    with record_function("optimizer"):
+        optimizer.step()
+    return loss.detach(), hidden
