@@ -211,3 +211,58 @@ def test_nce_without_replacement_uses_the_expected_counts_of_the_draw():
         total += -logsig(s_of(hd, h, i, t[i]) - 0.5 - math.log(expected(t[i])))
         total += -sum(logsig(-(s_of(hd, h, i, w) - 0.5 - math.log(expected(w)))) for w in neg.ids.tolist())
     assert hd.loss_given(h, t, neg).item() == pytest.approx(total / N, abs=1e-6)
+
+
+def test_initial_bias_options_against_their_formulas():
+    q = unigram_probs(COUNTS, 0.75)
+    for kind, default in (("nce", -math.log(V)), ("neglm-b", 0.0), ("sampled-softmax", 0.0)):
+        torch.manual_seed(0)
+        hd = build_head({"type": kind, "negatives": K}, HeadContext(vocab_size=V, in_dim=D, unigram_counts=COUNTS))
+        assert torch.allclose(hd.bias, torch.full((V,), default))  # each head's default is what it was
+    torch.manual_seed(0)
+    hd = build_head({"type": "neglm-b", "negatives": K, "bias_init": "nce"},
+                    HeadContext(vocab_size=V, in_dim=D, unigram_counts=COUNTS))
+    want = -math.log(V) - torch.log(K * q)  # NCE's initial logit -log|V| - log(k Q(w)), by hand
+    assert torch.allclose(hd.bias.double(), want, atol=1e-6)
+    unseen = COUNTS.clone()
+    unseen[-1] = 0  # a word Q never draws starts like the rarest one it does: finite
+    hd = build_head({"type": "neglm-b", "negatives": K, "bias_init": "nce"},
+                    HeadContext(vocab_size=V, in_dim=D, unigram_counts=unseen))
+    assert torch.isfinite(hd.bias).all() and hd.bias[-1] == hd.bias[-2]
+
+
+def test_neglm_b_with_nces_initial_logit_is_nce_in_another_parametrisation():
+    """NCE's training logit is h.w + b - log(k Q(w)); NEGLM-B's is h.w + b'. Started at b' = b - log(k Q(w))
+    from one seed, the two draw the same negatives, take the same losses and the same steps (to float
+    rounding), and end with the same test distribution: NEGLM-B's exp(h.w + b') Q(w) is NCE's exp(h.w + b)
+    times the constant 1/k."""
+    heads = []
+    for kind, init in (("nce", "neg-log-v"), ("neglm-b", "nce")):
+        torch.manual_seed(0)
+        heads.append(build_head({"type": kind, "negatives": K, "bias_init": init, "sparse": False},
+                                HeadContext(vocab_size=V, in_dim=D, unigram_counts=COUNTS)).double())
+    nce, neglm_b = heads
+    shift = math.log(K) + unigram_probs(COUNTS, 0.75).log()  # log(k Q(w))
+    assert torch.allclose(neglm_b.bias, nce.bias - shift, atol=1e-6)  # the option, built in float32
+    with torch.no_grad():  # the same start to the last bit of float64, to follow the steps exactly
+        neglm_b.bias.copy_(nce.bias - shift)
+    opts = [torch.optim.SGD(hd.parameters(), lr=0.5) for hd in heads]
+    g = torch.Generator().manual_seed(7)
+    for step in range(30):
+        h, t = torch.randn(N, D, generator=g, dtype=torch.float64), torch.randint(0, V, (N,), generator=g)
+        losses = []
+        for hd, opt in zip(heads, opts):
+            torch.manual_seed(100 + step)  # the same draw of negatives for both
+            opt.zero_grad()
+            loss = hd.loss(h, t)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        assert losses[0] == pytest.approx(losses[1], rel=1e-12, abs=1e-12)
+    assert torch.allclose(nce.weight, neglm_b.weight, atol=1e-12)
+    assert torch.allclose(neglm_b.bias, nce.bias - shift, atol=1e-12)
+    h, _ = data()
+    assert torch.allclose(nce.log_prob(h), neglm_b.log_prob(h), atol=1e-10)  # the same test distribution
+    torch.manual_seed(0)  # and from today's zero start, NEGLM-B is another model
+    zero = build_head({"type": "neglm-b", "negatives": K}, HeadContext(vocab_size=V, in_dim=D, unigram_counts=COUNTS))
+    assert not torch.allclose(zero.double().log_prob(h), nce.log_prob(h), atol=1e-2)

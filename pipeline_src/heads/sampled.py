@@ -47,11 +47,32 @@ class SamplerOptions:
     init_range: float = init_range_field()
 
 
+BIAS_INITS = ("zero", "neg-log-v", "nce")
+
+
+def bias_init_field(default: str):
+    return field(default=default, metadata={"enum": list(BIAS_INITS), "description": (
+        "initial output bias: zero; neg-log-v, -log |V| (NCE's usual start); nce, -log |V| - log(k Q(w)): "
+        "NCE's initial logit in this head's parametrisation (log Q floored at its smallest finite value, "
+        "so a word Q never draws starts like the rarest it does)")})
+
+
+def initial_bias(how: str, log_q: Tensor, k: int) -> Tensor:
+    """(V,) initial output bias. ``nce``: NCE starts at logit s - log(k Q(w)) with s's bias -log |V|; a head
+    whose logit is s itself (NEGLM-B, sampled softmax's score) starts at the same logit with this bias."""
+    v = log_q.numel()
+    if how == "zero":
+        return torch.zeros(v)
+    if how == "neg-log-v":
+        return torch.full((v,), -math.log(v))
+    floor = log_q[torch.isfinite(log_q)].min()
+    return (-math.log(v) - math.log(k) - torch.where(torch.isfinite(log_q), log_q, floor)).float()
+
+
 class _Sampled(OutputLayer):
     """Shared machinery: output embedding, noise distribution Q, sampler, exact chunked evaluation."""
 
     has_bias = True
-    bias_init = 0.0
     trains_exact_likelihood = False
 
     def forward_macs(self, exact: bool) -> float:
@@ -63,11 +84,8 @@ class _Sampled(OutputLayer):
         self.weight, _ = output_embedding(ctx, opts.init_range)  # (V, d)
         # The bias is stored as a (V, 1) column so rows can be gathered with a sparse gradient
         # (a sparse gradient cannot flow back through a view of a (V,) vector).
-        if self.has_bias:
-            init = self.bias_init(ctx.vocab_size) if callable(self.bias_init) else self.bias_init
-            self.bias_col = nn.Parameter(torch.full((ctx.vocab_size, 1), float(init)))
-        else:
-            self.bias_col = None
+        # (created before Q, filled after it: the parameters' order is what it was before the option)
+        self.bias_col = nn.Parameter(torch.zeros(ctx.vocab_size, 1)) if self.has_bias else None
         v = ctx.vocab_size
         if opts.sampler == "unigram":
             if ctx.unigram_counts is None:
@@ -82,6 +100,9 @@ class _Sampled(OutputLayer):
             raise ConfigError(f"{self.name} option 'negatives': cannot draw {opts.negatives} distinct negatives from "
                               f"a vocabulary of {v} (fewer negatives, or replacement: true)")
         self.sampler = Sampler(q, opts.negatives, opts.replacement, opts.shared)
+        if self.bias_col is not None:
+            with torch.no_grad():
+                self.bias_col.copy_(initial_bias(opts.bias_init, self.log_q.double(), opts.negatives)[:, None])
 
     def _apply(self, fn, *args, **kwargs):  # keep the sampler's tables on the module's device
         out = super()._apply(fn, *args, **kwargs)
@@ -144,6 +165,7 @@ class SampledSoftmax(_Sampled):
     class Options(SamplerOptions):
         replacement: bool = field(default=False, metadata={"description": "draw negatives with replacement"})
         remove_accidental_hits: bool = field(default=True, metadata={"description": "mask negatives equal to the target"})
+        bias_init: str = bias_init_field("zero")
 
     def loss_given(self, hidden: Tensor, target: Tensor, neg: Negatives) -> Tensor:
         ids = neg.ids
@@ -179,12 +201,11 @@ class NCE(_Logistic):
     replacement and 1 - (1 - Q(w))^T without (T raw draws), the same correction sampled softmax uses
     for the same draw (TensorFlow's convention for both)."""
 
-    bias_init = staticmethod(lambda v: -math.log(v))
-
     @dataclass(frozen=True)
     class Options(SamplerOptions):
         log_z: float = field(default=0.0, metadata={"description": "fixed log normaliser (initial value if learned)"})
         learn_log_z: bool = field(default=False, metadata={"description": "learn log Z as a parameter"})
+        bias_init: str = bias_init_field("neg-log-v")
 
     def __init__(self, ctx: HeadContext, opts: Options):
         super().__init__(ctx, opts)
@@ -220,7 +241,13 @@ class NEGLM(_Logistic):
 
 @register("neglm-b")
 class NEGLMBias(NEGLM):
-    """NEGLM with a learned output bias, in training and at test time."""
+    """NEGLM with a learned output bias, in training and at test time. With ``bias_init: nce`` it is NCE
+    (log Z = 0, negatives with replacement) in another parametrisation: its logit b' + h.w equals NCE's
+    b + h.w - log(k Q(w)) when b' = b - log(k Q(w)), so it trains alike, and its test distribution
+    exp(h.w + b') Q(w) is NCE's exp(h.w + b) up to the constant k."""
 
     has_bias = True
-    Options = SamplerOptions
+
+    @dataclass(frozen=True)
+    class Options(SamplerOptions):
+        bias_init: str = bias_init_field("zero")
