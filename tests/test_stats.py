@@ -131,3 +131,25 @@ def test_expected_best_matches_brute_force_over_all_draws():
     assert got[0] == pytest.approx(np.mean(scores)) and np.all(np.diff(got) <= 0) and len(got) == n
     # a diverged trial (inf) is a bad draw, not a NaN
     assert not np.isnan(expected_best([1.0, math.inf, 2.0])).any()
+
+
+def test_the_report_says_whether_a_sampled_row_is_the_objective_or_a_setting():
+    from pipeline_src.findings import sampled_findings
+
+    summary = pd.DataFrame({"method": ["nce", "nce-zero", "neglm-b", "neglm-b-nce", "mos", "moc"],
+                            "type": ["nce", "nce", "neglm-b", "neglm-b", "mos", "moc"]})
+    con = pd.DataFrame([
+        {"dataset": "d", "method": "nce-zero", "control": "nce", "ppl": 973.0, "control_ppl": 154.1, "pairs": 3,
+         "delta_nll": 1.843, "delta_low": 1.496, "delta_high": 2.190, "verdict": "worse"},
+        {"dataset": "d", "method": "neglm-b-nce", "control": "nce", "ppl": 153.8, "control_ppl": 154.1, "pairs": 3,
+         "delta_nll": -0.002, "delta_low": -0.01, "delta_high": 0.006, "verdict": "no clear difference"},
+        {"dataset": "d", "method": "mos", "control": "moc", "ppl": 111.2, "control_ppl": 138.1, "pairs": 3,
+         "delta_nll": -0.216, "delta_low": -0.266, "delta_high": -0.167, "verdict": "better"}])
+    got = sampled_findings(con, summary)
+    assert got == [
+        "**nce-zero** against **nce**: test ppl 973.0 against 154.1, Δ nll +1.843 [+1.496, +2.190] over 3 seeds "
+        "(worse); both are nce, so this part of the row is a setting, not the objective.",
+        "**neglm-b-nce** against **nce**: test ppl 153.8 against 154.1, Δ nll -0.002 [-0.010, +0.006] over 3 "
+        "seeds (no clear difference); NCE and NEGLM-B are one objective in two parametrisations: a difference "
+        "between them comes from where their output bias starts."]  # MoS against MoC is not a sampled pair
+    assert sampled_findings(con.iloc[:0], summary) == [] and sampled_findings(None, summary) == []
