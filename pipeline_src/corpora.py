@@ -289,6 +289,11 @@ def copy_local(paths: dict[str, str], out_dir: Path) -> dict:
             raise CorpusError(f"corpus.{split}: {f} is a directory; give the path of the {split} text file")
         if not f.is_file():
             raise CorpusError(f"corpus.{split}: file {f} does not exist")
+    from .prepare import read_lines
+
+    for split in SPLITS:  # the user's own file named (line, byte), before anything is copied
+        for _ in read_lines(Path(paths[split])):
+            pass
     prov = {"corpus": "local", "files": {}}
     with atomic_path(out_dir, marker="source.json") as tmp:
         tmp.mkdir()

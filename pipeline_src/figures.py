@@ -55,30 +55,42 @@ def forest(head: pd.DataFrame, dataset: str, level: int, style: dict):
 def pareto(head: pd.DataFrame, dataset: str, style: dict):
     """Mean test perplexity against training time and against peak memory; the Pareto front joined."""
     plt = _plt()
-    from matplotlib.ticker import FuncFormatter
-
     h = head[head.dataset == dataset]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, col, label in ((axes[0], "train_time_s", "training time per run (s)"),
-                           (axes[1], "peak_mem_mb", "peak memory (MB)")):
+                           (axes[1], "peak_mem_mb", "peak memory (MB): the process's RSS on a CPU, tensors on a GPU")):
         for r in h.itertuples():
             st = style[r.method]
             ax.plot(getattr(r, col), r.ppl, marker=st["marker"], color=st["color"], ms=9, mec="k", mew=0.5, ls="",
                     label=r.method)
         f = h[pareto_front(h[col], h.ppl)].sort_values(col)
         ax.plot(f[col], f.ppl, "k--", lw=1, label="Pareto front")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
+        _readable_axis(ax.xaxis, ax.set_xscale, h[col])
+        _readable_axis(ax.yaxis, ax.set_yscale, h.ppl)
         ax.set_xlabel(label)
         ax.set_ylabel("test perplexity")
-        for axis in (ax.xaxis, ax.yaxis):  # plain numbers, not 3.4 x 10^2
-            axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
-            axis.set_minor_formatter(FuncFormatter(lambda x, _: ""))
     axes[0].set_title(dataset)
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def _readable_axis(axis, set_scale, values: pd.Series) -> None:
+    """A log axis with labelled ticks at 1, 2 and 5 times powers of ten, in plain numbers (not 3.4 x 10^2);
+    a linear one when the values span less than a factor of 4 (a log axis would show one tick, or none)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+    v = values.dropna()
+    v = v[v > 0]
+    if len(v) and v.max() / v.min() < 4:
+        set_scale("linear")
+        axis.set_major_locator(MaxNLocator(5))
+    else:
+        set_scale("log")
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_minor_formatter(NullFormatter())
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
 
 
 def curves(history: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: dict):

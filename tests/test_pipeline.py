@@ -83,8 +83,8 @@ def test_snakemake_dag_and_dvc_stages_do_not_drift(tmp_path, default_params):
                                                             "data/raw/ptb", "data/prepared/ptb"}
 
 
-def _planned(proj: Path) -> set[str]:
-    dry = _sh([str(BIN / "snakemake"), "-n", "--cores", "1"], proj).stdout
+def _planned(proj: Path, *args: str) -> set[str]:
+    dry = _sh([str(BIN / "snakemake"), "-n", "--cores", "1", *args], proj).stdout
     return set(re.findall(r"^rule (\w+):", dry, flags=re.M)) if "Nothing to be done" not in dry else set()
 
 
@@ -114,6 +114,9 @@ def test_end_to_end_snakemake_then_dvc(tmp_path, default_params):
     assert "Gap to the truth" in html and "data:image/png;base64" in html and "Traceback" not in html
     # nothing left to do for either engine
     assert _planned(proj) == set() and _dvc_changed(proj) == set()
+    # another params file that differs only in its statistics: new verdicts, no run retrained
+    (proj / "stats.yaml").write_text("extends: params.yaml\nstatistics: {confidence: 0.9}\n")
+    assert _planned(proj, "--config", "params=stats.yaml") == {"summarize", "figures", "report", "all"}
     # a changed method option reruns exactly that method's jobs downstream, in both engines
     p["methods"]["softmax"]["chunk_size"] = 7
     write_params(dict(p, data_dir="data", results_dir="results"), proj / "params.yaml")

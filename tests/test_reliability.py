@@ -202,11 +202,10 @@ def test_corpus_content_errors_name_file_line_and_byte(capsys, default_params, t
     good = "the cat sat on the mat\n" * 50
     _local(p, tmp_path, {"train": good.encode() + b"caf\xe9 au lait\n", "valid": good, "test": good})
     cfg = write_params(p, tmp_path / "params.yaml")
-    assert _cli(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")[0] == 0
-    rc, _, err = _cli(capsys, "prepare", "--config", str(cfg), "--dataset", "tiny")
-    line = _one_line_error(err)
-    assert rc == 2 and "train.txt: line 51, byte 4" in line and "0xe9" in line and "not UTF-8" in line
-    assert not list((tmp_path / "data" / "prepared").glob("*"))  # nothing half-written
+    rc, _, err = _cli(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")
+    line = _one_line_error(err)  # the user's own file, not the copy fetch would have made of it
+    assert rc == 2 and f"{tmp_path / 'train.txt'}: line 51, byte 4" in line and "0xe9" in line and "not UTF-8" in line
+    assert not (tmp_path / "data").exists()  # nothing copied, nothing half-written
 
 
 def test_empty_split_is_an_error_and_a_high_oov_rate_a_warning(capsys, default_params, tmp_path):

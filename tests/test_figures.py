@@ -1,0 +1,26 @@
+"""The headline figures read as a person reads them: labelled ticks on every axis."""
+import pandas as pd
+
+from pipeline_src import figures
+
+
+def _labels(axis) -> list[str]:
+    lo, hi = axis.get_view_interval()
+    return [t.get_text() for t in axis.get_majorticklabels() if t.get_text() and lo <= t.get_position()[
+        0 if axis.axis_name == "x" else 1] <= hi]
+
+
+def test_pareto_axes_have_readable_tick_labels():
+    """The default run's ranges: perplexity 94-596 (within one decade of 100 the log axis labelled only "100"),
+    memory 340-350 MB (no power of ten in range: no label at all), time 4-43 s."""
+    head = pd.DataFrame({"dataset": "d", "method": ["a", "b", "c", "d"], "ppl": [93.9, 125.7, 302.2, 596.2],
+                         "train_time_s": [16, 5, 4, 43], "peak_mem_mb": [344.1, 345.0, 347.9, 349.2]})
+    fig = figures.pareto(head, "d", figures.styles(head.assign(type=head.method)))
+    fig.canvas.draw()
+    time_ax, mem_ax = fig.axes[:2]
+    for ax in (time_ax, mem_ax):
+        assert len(_labels(ax.yaxis)) >= 3, _labels(ax.yaxis)  # e.g. 100, 200, 500
+        assert len(_labels(ax.xaxis)) >= 2, _labels(ax.xaxis)
+    assert all("10^" not in s and "times" not in s for s in _labels(time_ax.yaxis))  # plain numbers
+    assert mem_ax.get_xscale() == "linear" and time_ax.get_xscale() == "log"
+    assert "RSS on a CPU" in mem_ax.get_xlabel()  # what the number is: PyTorch's process, not the head
