@@ -192,14 +192,20 @@ def test_json_written_is_strict_nan_and_infinity_become_null(tmp_path):
         {"a": None, "b": [None, 1.5], "c": None, "d": {"e": 2.0}}
 
 
-@pytest.mark.parametrize("damage", ["truncate", "key", "empty"])
-def test_a_damaged_run_record_is_one_line_naming_the_file(capsys, proj, tmp_path, damage):
-    p, cfg = proj
+def _one_run(capsys, proj):
+    """The tiny config's one run trained and evaluated; its params file."""
+    _, cfg = proj
     for step in ("fetch", "prepare"):
         assert _cli(capsys, step, "--config", str(cfg), "--dataset", "tiny")[0] == 0
     args = ("--dataset", "tiny", "--method", "softmax", "--seed", "0")
     assert _cli(capsys, "train", "--config", str(cfg), *args)[0] == 0
     assert _cli(capsys, "evaluate", "--config", str(cfg), *args)[0] == 0
+    return cfg
+
+
+@pytest.mark.parametrize("damage", ["truncate", "key", "empty"])
+def test_a_damaged_run_record_is_one_line_naming_the_file(capsys, proj, tmp_path, damage):
+    cfg = _one_run(capsys, proj)
     metrics = tmp_path / "results" / "runs" / "tiny" / "softmax" / "seed0" / "metrics.json"
     text = metrics.read_text()
     if damage == "truncate":
@@ -216,12 +222,7 @@ def test_a_damaged_run_record_is_one_line_naming_the_file(capsys, proj, tmp_path
 
 
 def test_a_damaged_table_is_one_line_naming_the_file(capsys, proj, tmp_path):
-    p, cfg = proj
-    for step in ("fetch", "prepare"):
-        assert _cli(capsys, step, "--config", str(cfg), "--dataset", "tiny")[0] == 0
-    args = ("--dataset", "tiny", "--method", "softmax", "--seed", "0")
-    assert _cli(capsys, "train", "--config", str(cfg), *args)[0] == 0
-    assert _cli(capsys, "evaluate", "--config", str(cfg), *args)[0] == 0
+    cfg = _one_run(capsys, proj)
     assert _cli(capsys, "summarize", "--config", str(cfg), "--partial")[0] == 0  # no matrix fits here
     headline = tmp_path / "results" / "headline.csv"
     headline.write_text("")
