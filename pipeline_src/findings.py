@@ -26,8 +26,9 @@ def sampled_findings(contrasts: pd.DataFrame | None, summary: pd.DataFrame) -> l
         if a == b:
             why = f"; both are {a}, so this part of the row is a setting, not the objective."
         elif {a, b} == ONE_OBJECTIVE:
-            why = ("; NCE and NEGLM-B are one objective in two parametrisations: a difference between them comes "
-                   "from where their output bias starts.")
+            why = ("; NCE and NEGLM-B are one objective in two parametrisations: they differ by where their output "
+                   "bias starts and, at test time, by NEGLM-B's factor Q(w), which gives a word Q never draws "
+                   "probability 0.")
         else:
             why = f" ({a} against {b}: two objectives)."
         out.append(head + why)

@@ -150,6 +150,7 @@ def test_the_report_says_whether_a_sampled_row_is_the_objective_or_a_setting():
         "**nce-zero** against **nce**: test ppl 973.0 against 154.1, Δ nll +1.843 [+1.496, +2.190] over 3 seeds "
         "(worse); both are nce, so this part of the row is a setting, not the objective.",
         "**neglm-b-nce** against **nce**: test ppl 153.8 against 154.1, Δ nll -0.002 [-0.010, +0.006] over 3 "
-        "seeds (no clear difference); NCE and NEGLM-B are one objective in two parametrisations: a difference "
-        "between them comes from where their output bias starts."]  # MoS against MoC is not a sampled pair
+        "seeds (no clear difference); NCE and NEGLM-B are one objective in two parametrisations: they differ by "
+        "where their output bias starts and, at test time, by NEGLM-B's factor Q(w), which gives a word Q never "
+        "draws probability 0."]  # MoS against MoC is not a sampled pair
     assert sampled_findings(con.iloc[:0], summary) == [] and sampled_findings(None, summary) == []
