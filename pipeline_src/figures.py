@@ -105,9 +105,11 @@ def curves(history: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: di
         ax.fill_between(agg.index, agg["min"], agg["max"], color=st["color"], alpha=0.2, lw=0)
     truth = summary[(summary.dataset == dataset) & (summary.split == "valid")]
     truth = truth.true_nll.dropna() if "true_nll" in truth else pd.Series(dtype=float)
+    shown = history[history.dataset == dataset].valid_ppl
     if len(truth):
         ax.axhline(math.exp(float(truth.iloc[0])), color="k", ls="--", label="truth")
-    ax.set_yscale("log")
+        shown = pd.concat([shown, pd.Series([math.exp(float(truth.iloc[0]))])])
+    _readable_axis(ax.yaxis, ax.set_yscale, shown)
     ax.set_xlabel("epoch")
     ax.set_ylabel("valid perplexity")
     ax.set_title(dataset)

@@ -35,6 +35,11 @@ def method_styles(methods: dict[str, str]) -> dict[str, dict]:
         by_family.setdefault(family(t), []).append(m)
     styles = {}
     extra = matplotlib.colormaps["tab10"]
+    if len(by_family) == 1 and len(methods) > 1:  # one family only (variants of one head): hues say nothing,
+        markers = ["o", "s", "^", "D", "P", "v", "X", "*"]  # so each method its own colour and marker
+        f = next(iter(by_family))
+        return {m: {"color": matplotlib.colors.to_hex(extra(i % 10)), "marker": markers[i % len(markers)],
+                    "family": f} for i, m in enumerate(sorted(methods))}
     for f, ms in by_family.items():
         order = sorted(ms, key=lambda m: (FAMILIES.get(f, []).index(methods[m]) if methods[m] in FAMILIES.get(f, [])
                                           else 99, m))

@@ -24,3 +24,15 @@ def test_pareto_axes_have_readable_tick_labels():
     assert all("10^" not in s and "times" not in s for s in _labels(time_ax.yaxis))  # plain numbers
     assert mem_ax.get_xscale() == "linear" and time_ax.get_xscale() == "log"
     assert "RSS on a CPU" in mem_ax.get_xlabel()  # what the number is: PyTorch's process, not the head
+
+
+def test_every_method_has_its_own_colour_and_marker():
+    from pipeline_src.report_style import method_styles
+
+    mixed = method_styles({"softmax": "softmax", "moc": "moc", "mos": "mos", "nce": "nce", "neglm": "neglm"})
+    assert len({(s["color"], s["marker"]) for s in mixed.values()}) == 5
+    assert mixed["nce"]["marker"] == mixed["neglm"]["marker"] != mixed["mos"]["marker"]  # a family shares one
+    # variants of one family only (config/sampled-init.yaml): shades of one hue with one marker were hard to
+    # tell apart, so each takes its own colour and its own marker
+    one = method_styles({"nce": "nce", "nce-zero-init": "nce", "neglm-b": "neglm-b", "neglm-b-nce-init": "neglm-b"})
+    assert len({s["color"] for s in one.values()}) == 4 and len({s["marker"] for s in one.values()}) == 4
