@@ -110,13 +110,15 @@ LOCK = ".lock"
 
 @contextlib.contextmanager
 def exclusive(directory: str | os.PathLike, what: str) -> Iterator[None]:
-    """Hold ``directory/.lock`` (host and process id) while a step writes into ``directory``: a second
-    process is refused with one line; a lock whose process is gone (same host) is stale and taken over."""
+    """Hold ``directory/.lock`` (host, process id, SLURM job id) while a step writes into ``directory``: a
+    second process is refused with one line; a lock whose process is gone (same host), or that the same SLURM
+    job left before it was requeued (on any node), is stale and taken over."""
     import socket
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    lock, me = directory / LOCK, {"host": socket.gethostname(), "pid": os.getpid()}
+    lock = directory / LOCK
+    me = {"host": socket.gethostname(), "pid": os.getpid(), "slurm_job": os.environ.get("SLURM_JOB_ID")}
     for _ in range(2):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
@@ -125,7 +127,8 @@ def exclusive(directory: str | os.PathLike, what: str) -> Iterator[None]:
                 owner = json.loads(lock.read_text())
             except (OSError, ValueError):
                 owner = {}
-            if owner.get("host") == me["host"] and not _alive(owner.get("pid")):
+            requeued = me["slurm_job"] is not None and owner.get("slurm_job") == me["slurm_job"]
+            if requeued or (owner.get("host") == me["host"] and not _alive(owner.get("pid"))):
                 lock.unlink(missing_ok=True)  # stale: its process is gone
                 continue
             raise OutputError(f"{directory} is being written by another {what} (process {owner.get('pid', '?')} "

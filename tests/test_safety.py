@@ -230,7 +230,7 @@ def test_a_damaged_table_is_one_line_naming_the_file(capsys, proj, tmp_path):
     assert str(headline) in line and "empty file" in line
 
 
-def test_two_trainers_cannot_write_one_run_and_a_stale_lock_is_taken_over(tmp_path):
+def test_two_trainers_cannot_write_one_run_and_a_stale_lock_is_taken_over(tmp_path, monkeypatch):
     import socket
 
     run = tmp_path / "run"
@@ -246,3 +246,12 @@ def test_two_trainers_cannot_write_one_run_and_a_stale_lock_is_taken_over(tmp_pa
     (run / ".lock").write_text(json.dumps({"host": socket.gethostname(), "pid": int(dead)}))
     with atomic.exclusive(run, "train"):  # its process is gone: stale, taken over
         assert json.loads((run / ".lock").read_text())["pid"] == os.getpid()
+    # a SLURM job killed outright and requeued on another node finds its own lock: taken over
+    (run / ".lock").write_text(json.dumps({"host": "node-17", "pid": 4242, "slurm_job": "991"}))
+    monkeypatch.setenv("SLURM_JOB_ID", "991")
+    with atomic.exclusive(run, "train"):
+        assert json.loads((run / ".lock").read_text())["host"] == socket.gethostname()
+    (run / ".lock").write_text(json.dumps({"host": "node-17", "pid": 4242, "slurm_job": "990"}))
+    with pytest.raises(OutputError, match="on node-17"):  # another job's, on another node: refused
+        with atomic.exclusive(run, "train"):
+            pass
