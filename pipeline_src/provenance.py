@@ -135,7 +135,7 @@ SUMMARY_SENTINEL = "summary"
 def record_hashes(params: dict) -> list[Path]:
     """Write the hash files whose content changed (their time is what Snakemake compares, their content what
     DVC does), and mark a partial summary made by hand (``summarize --partial``) for a rebuild; return the
-    files written. Snakemake calls this when it reads the DAG, DVC's ``hashes`` stage on every repro."""
+    files written. Snakemake calls this when it reads the DAG; DVC's ``hashes`` stage when params.yaml changed."""
     from .atomic import write_text
 
     want = {path: f"{h}\n" for path, h in step_hashes(params).items()}
