@@ -45,6 +45,11 @@ def _git(*args: str) -> str:
         return ""
 
 
+def _dirty_files() -> list[str]:
+    """Tracked files with uncommitted changes (what provenance.json records beside the commit)."""
+    return [line[3:] for line in _git("status", "--porcelain", "--untracked-files=no").splitlines()]
+
+
 NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
@@ -108,7 +113,7 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     if earlier is not None:
         say(f"replacing the earlier publication {out}" + (f"; removed its files this run does not make: "
                                                             f"{', '.join(stale)}" if stale else ""))
-    dirty = [line[3:] for line in _git("status", "--porcelain", "--untracked-files=no").splitlines()]
+    dirty = _dirty_files()
     if dirty:
         say(f"warning: publishing from a tree with uncommitted changes ({len(dirty)} files: "
             f"{', '.join(dirty[:5])}{' ...' if len(dirty) > 5 else ''}); provenance.json records the commit "
@@ -151,7 +156,7 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
     tables = {"headline.csv": head, "contrasts.csv": con}
     for file, frame in tables.items():
         write_text(out / file, frame.to_csv(index=False))
-    dirty = [line[3:] for line in _git("status", "--porcelain", "--untracked-files=no").splitlines()]
+    dirty = _dirty_files()
     if dirty:
         say(f"warning: restating from a tree with uncommitted changes ({', '.join(dirty[:5])})")
     prov.update(params=params, files=prov["files"] + [f for f in tables if f not in prov["files"]])

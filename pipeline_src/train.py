@@ -31,18 +31,10 @@ from .atomic import exclusive, write_json
 from .config import config_hash, train_hash
 from .runtime import StopRequest
 from .training import checkpoints
-from .training.checkpoints import ResumeError  # noqa: F401  (the CLI's and the tests' name for it)
+from .training.checkpoints import ResumeError, Stopped  # noqa: F401  (the CLI's and the tests' names)
 from .training.epoch import end_epoch, finished, finish, setup, train_epoch
 from .training.guard import Diverged, safe_exp  # noqa: F401
 from .training.step import build_model, train_step  # noqa: F401  (the bench and evaluate build and step so)
-
-
-class Stopped(RuntimeError):
-    """Training stopped by a signal after writing its checkpoint; rerun to resume."""
-
-    def __init__(self, signum: int, where: str, ckpt: Path) -> None:
-        super().__init__(f"stopped by signal {signum} at {where}; checkpoint saved to {ckpt}; rerun to resume")
-        self.signum = signum
 
 
 def finetune_config(run_cfg: dict) -> dict:

@@ -18,6 +18,14 @@ class ResumeError(RuntimeError):
     pass
 
 
+class Stopped(RuntimeError):
+    """Training stopped by a signal after writing its checkpoint; rerun to resume."""
+
+    def __init__(self, signum: int, where: str, ckpt: Path) -> None:
+        super().__init__(f"stopped by signal {signum} at {where}; checkpoint saved to {ckpt}; rerun to resume")
+        self.signum = signum
+
+
 def save(path: Path, obj: dict) -> None:
     with atomic_path(path) as tmp:
         torch.save(obj, tmp)

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..atomic import write_text
+from ..atomic import write_json, write_text
 from ..averaging import ParameterAverage
 from ..batching import batchify, num_segments, segments, variable_lengths, variable_segments
 from ..config import TrainConfig, config_hash, train_hash
@@ -26,6 +26,7 @@ from ..runtime import (environment, load_average, peak_memory_mb, reset_peak_mem
                        set_rng_state)
 from ..schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
 from . import checkpoints
+from .checkpoints import Stopped
 from .guard import CHECK_EVERY, LossGuard, check_validation, safe_exp
 from .state import RunState
 from .step import build_model, train_step
@@ -174,8 +175,6 @@ def _start_epoch(run: Run) -> None:
 def train_epoch(run: Run, stop, should_pause) -> bool:
     """Steps from the current position to the epoch's end; False when ``should_pause()`` (a test's
     interruption) or a signal (``stop``) ended it early after a checkpoint (a signal then raises)."""
-    from ..train import Stopped
-
     run.model.train()
     _start_epoch(run)
     st, tc = run.st, run.tc
@@ -224,8 +223,6 @@ def _check(guard: LossGuard, bar, run: Run) -> None:
 def end_epoch(run: Run, stop) -> None:
     """Validate, record the epoch, keep the best weights, run the hooks (finetuning's stop, NT-ASGD's
     switch), set the next learning rate, checkpoint; a signal received meanwhile then raises ``Stopped``."""
-    from ..train import Stopped
-
     st, tc = run.st, run.tc
     valid_nll = run.validate()
     check_validation(st, valid_nll, run.model.head.vocab_size, run.model.head.trains_exact_likelihood, run.cost)
@@ -302,8 +299,6 @@ def finish(run: Run, trial: bool) -> dict:
             checkpoints.save(run.out_dir / "model-best.pt", {"config": cfg, "config_hash": chash, **best})
             best = {"model": run.weights(), "epoch": last["epoch"], "valid_nll": last["valid_nll"]}
         checkpoints.save(run.out_dir / "model.pt", {"config": cfg, "config_hash": chash, **best})
-    from ..atomic import write_json
-
     write_json(run.out_dir / "train.json", summary)
     checkpoints.remove(run.out_dir)
     return summary
