@@ -115,7 +115,7 @@ def _select(params: dict, args) -> None:
 
 
 def _evaluate(params: dict, args) -> None:
-    from .config import config_hash
+    from .config import run_hash
     from .evaluate import evaluate, write_metrics
     from .provenance import check_model, check_prepared, load_torch
     from .runtime import peak_memory_mb, reset_peak_memory
@@ -157,7 +157,7 @@ def _evaluate(params: dict, args) -> None:
         summary["best_valid_model"] = {"epoch": best["epoch"], **evaluate(
             model, {**ckpt["config"], "evaluation": no_rank}, prepared, raw, device)}
     # the result is this config's: its evaluation settings (which need no retraining) are the current ones
-    summary.update(config=final, config_hash=config_hash(final))
+    summary.update(config=final, config_hash=run_hash(final))
     write_metrics(paths.metrics_path(params, args.dataset, args.method, args.seed), summary, splits, args.dataset,
                   args.method, peak_memory_mb(device))
     if "rank" in splits:

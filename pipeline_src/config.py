@@ -26,6 +26,11 @@ STATISTICS_DEFAULTS = {"reference": "softmax", "confidence": 0.95, "interval": "
                        "contrasts": []}
 
 
+def _only(encoder: str, default):
+    """A model field that only one encoder reads (set to anything but its default under another: an error)."""
+    return dataclasses.field(default=default, metadata={"encoder": encoder})
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     emb_dim: int
@@ -36,16 +41,16 @@ class ModelConfig:
     proj_dim: int | None = None  # untied: a linear projection of the encoder's output to this width (the head's d)
     encoder: str = "lstm"  # pipeline_src/encoders/: lstm (the PyTorch example's) or awd-lstm
     # awd-lstm only (Merity et al. 2018; `dropout` is then the output's locked dropout):
-    last_dim: int | None = None  # size of the last LSTM layer (default: emb_dim when tied, else hidden_dim)
-    dropout_input: float = 0.0  # locked dropout on the embedding output (their dropouti)
-    dropout_hidden: float = 0.0  # locked dropout between LSTM layers (dropouth)
-    dropout_embedding: float = 0.0  # whole-word embedding dropout (dropoute)
-    weight_drop: float = 0.0  # DropConnect on hidden-to-hidden weights (wdrop)
-    ar: float = 0.0  # activation regularisation alpha
-    tar: float = 0.0  # temporal activation regularisation beta
+    last_dim: int | None = _only("awd-lstm", None)  # size of the last LSTM layer (default: emb_dim when tied, else hidden_dim)
+    dropout_input: float = _only("awd-lstm", 0.0)  # locked dropout on the embedding output (their dropouti)
+    dropout_hidden: float = _only("awd-lstm", 0.0)  # locked dropout between LSTM layers (dropouth)
+    dropout_embedding: float = _only("awd-lstm", 0.0)  # whole-word embedding dropout (dropoute)
+    weight_drop: float = _only("awd-lstm", 0.0)  # DropConnect on hidden-to-hidden weights (wdrop)
+    ar: float = _only("awd-lstm", 0.0)  # activation regularisation alpha
+    tar: float = _only("awd-lstm", 0.0)  # temporal activation regularisation beta
     # transformer only (`layers`, `emb_dim`, `dropout` as above; `hidden_dim` unused):
-    context: int | None = None  # the attention window in tokens (evaluation: a sliding window, stride bptt)
-    heads: int | None = None  # attention heads (divide emb_dim)
+    context: int | None = _only("transformer", None)  # the attention window in tokens (evaluation: a sliding window, stride bptt)
+    heads: int | None = _only("transformer", None)  # attention heads (divide emb_dim)
 
 
 @dataclass(frozen=True)
@@ -236,10 +241,11 @@ def _check_dataset(params: dict, name: str, source: str) -> None:
             raise ConfigError(f"{source}: key 'datasets.{name}.corpus': vocab_size**order = "
                               f"{rows * c['vocab_size']:,} table entries; at most 50,000,000 are supported")
     model = model_config(params, name)
-    awd_only = [k for k in AWD_KEYS if getattr(model, k) != LATER_DEFAULTS["model"][k]]
-    if model.encoder != "awd-lstm" and awd_only:
-        raise ConfigError(f"{source}: key 'model.{awd_only[0]}' (dataset {name}): an awd-lstm option, but "
-                          f"model.encoder is {model.encoder!r}")
+    for f in dataclasses.fields(ModelConfig):
+        owner = f.metadata.get("encoder")
+        if owner and owner != model.encoder and not _same(getattr(model, f.name), f.default):
+            raise ConfigError(f"{source}: key 'model.{f.name}' (dataset {name}): a{'n' * (owner[0] in 'aeiou')} "
+                              f"{owner} option, but model.encoder is {model.encoder!r}")
     if model.encoder == "transformer":
         bptt = train_config(params, name).bptt
         if not model.context or not model.heads or model.emb_dim % model.heads:
@@ -248,10 +254,6 @@ def _check_dataset(params: dict, name: str, source: str) -> None:
         if bptt > model.context:
             raise ConfigError(f"{source}: key 'training.bptt' (dataset {name}): {bptt} tokens per segment do not "
                               f"fit the transformer's context of {model.context}")
-    elif model.context is not None or model.heads is not None:
-        key = "context" if model.context is not None else "heads"
-        raise ConfigError(f"{source}: key 'model.{key}' (dataset {name}): a transformer option, but "
-                          f"model.encoder is {model.encoder!r}")
     if model.encoder == "awd-lstm" and model.proj_dim is not None:
         raise ConfigError(f"{source}: key 'model.proj_dim' (dataset {name}): not an awd-lstm option; "
                           f"size its last layer with model.last_dim")
@@ -415,34 +417,60 @@ def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
         "data": data_config(params, dataset),
         "method_name": method,
         "method": {**params["methods"][method], **overrides.get("method", {})},
-        "model": _without_later_defaults("model", dataclasses.asdict(model_config(params, dataset))),
-        "training": _without_later_defaults("training", dataclasses.asdict(TrainConfig(**training))),
+        "model": dataclasses.asdict(model_config(params, dataset)),
+        "training": dataclasses.asdict(TrainConfig(**training)),
         "evaluation": params["evaluation"],
         "seed": run_seeds(params)[0] if seed is None else int(seed),
     }
     if overrides.get("tuning"):
         cfg["tuning"] = overrides["tuning"]
-    return cfg
+    return canonical(cfg)
 
 
-# Keys added to a section after results were published, with the value that keeps the behaviour from
-# before them. A run config leaves such a key out while it holds that value, so every run made before the
-# key existed keeps its config hash and stays valid (tests/test_published.py retrains one and compares).
-LATER_DEFAULTS = {
-    "training": {"schedule": "plateau", "decay_start": 1, "carry_state": False, "keep": "best", "nonmono": 5,
-                 "variable_bptt": False, "bptt_max_delta": None, "finetune_epochs": 0,
-                 "finetune_lr": None, "asgd_start_epoch": None},
-    "model": {"proj_dim": None, "encoder": "lstm", "last_dim": None, "dropout_input": 0.0, "dropout_hidden": 0.0,
-              "dropout_embedding": 0.0, "weight_drop": 0.0, "ar": 0.0, "tar": 0.0, "context": None, "heads": None},
-}
+def field_defaults(cls) -> dict:
+    """The default of every field of a dataclass that has one (tuples as lists, as YAML and JSON write them)."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = list(f.default) if isinstance(f.default, tuple) else f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
 
 
-AWD_KEYS = ("last_dim", "dropout_input", "dropout_hidden", "dropout_embedding", "weight_drop", "ar", "tar")
+def without_defaults(cls, values: dict) -> dict:
+    """``values`` without the keys that hold their field's default in ``cls``: the one rule that keeps a run's
+    hash (and so every published result) unchanged when an option with a default is added later."""
+    defaults = field_defaults(cls)
+    return {k: v for k, v in values.items() if not (k in defaults and _same(v, defaults[k]))}
 
 
-def _without_later_defaults(section: str, values: dict) -> dict:
-    later = LATER_DEFAULTS[section]
-    return {k: v for k, v in values.items() if not (k in later and v == later[k])}
+def _same(a, b) -> bool:
+    """Equal as a config value: 0 and 0.0 are, False and 0 are not."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return a == b
+
+
+def canonical(cfg: dict) -> dict:
+    """A run config in the form its hash is taken of: its model, training and method sections without the
+    keys that hold their defaults (:func:`without_defaults`). Idempotent, and accepts a config written
+    by any earlier version (one that spelled some defaults out), so a stored run is compared by what made it."""
+    from .heads import registry
+
+    out = dict(cfg)
+    for section, cls in (("model", ModelConfig), ("training", TrainConfig)):
+        if isinstance(out.get(section), dict):
+            out[section] = without_defaults(cls, out[section])
+    method = out.get("method")
+    if isinstance(method, dict) and method.get("type") in registry():
+        out["method"] = without_defaults(registry()[method["type"]].Options, method)
+    return out
+
+
+def run_hash(cfg: dict) -> str:
+    """A run's identity: the hash of its :func:`canonical` config (metrics, summaries, publications)."""
+    return config_hash(canonical(cfg))
 
 
 def config_hash(cfg: Any) -> str:
@@ -467,8 +495,8 @@ def training_part(cfg: dict) -> dict:
 
 def train_hash(cfg: dict) -> str:
     """The hash of :func:`training_part`: equal for two configs that train the same model. (A result's
-    identity is :func:`config_hash` of the whole run config: metrics, summaries and publications use that.)"""
-    return config_hash(training_part(cfg))
+    identity is :func:`run_hash` of the whole run config: metrics, summaries and publications use that.)"""
+    return config_hash(training_part(canonical(cfg)))
 
 
 def first_difference(a, b, where: str = "") -> str | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .artifacts import read_json
 from . import paths
-from .config import ConfigError, config_hash, data_config, train_hash
+from .config import ConfigError, config_hash, data_config, run_hash, train_hash
 
 FETCHED = "fetched.json"
 
@@ -122,7 +122,7 @@ def step_hashes(params: dict) -> dict[Path, str]:
             for seed in run_seeds(params):
                 cfg = run_config(params, ds, method, seed)
                 out[paths.run_hash_path(params, ds, method, seed, "train")] = train_hash(cfg)
-                out[paths.run_hash_path(params, ds, method, seed, "evaluate")] = config_hash(cfg)
+                out[paths.run_hash_path(params, ds, method, seed, "evaluate")] = run_hash(cfg)
     for step in ("bench", "matrix"):
         used = {m: params["methods"][m] for m in params[step]["methods"]}
         out[paths.hashes_dir(params) / step] = config_hash({step: params[step], "methods": used, "seed": params["seed"]})

@@ -12,7 +12,7 @@ import pandas as pd
 from .artifacts import read_json, read_csv
 from . import paths
 from .atomic import atomic_path, write_json
-from .config import config_hash, first_difference, run_seeds
+from .config import canonical, first_difference, run_hash, run_seeds
 from .provenance import StaleError
 from .stats import contrasts, expected_best, headline
 from .tuning import final_config
@@ -49,17 +49,18 @@ def summary_rows(metrics: dict) -> list[dict]:
                      "threads": env.get("threads", metrics.get("threads")), "cpu_model": env.get("cpu_model"),
                      "load_avg": env.get("load_avg_start"), "torch": env.get("torch", metrics.get("torch")),
                      "kept_epoch": metrics.get("kept_epoch"), "best_model_nll": (best.get(split) or {}).get("nll"),
-                     "config_hash": metrics["config_hash"]})
+                     "config_hash": run_hash(metrics["config"])})
     return rows
 
 
 def check_current(path, record: dict, cfg: dict) -> None:
     """Refuse a run's record (metrics.json) that another config made, naming the file and the first key
     that differs: a summary never presents a number made under other settings as current."""
-    if record["config_hash"] != config_hash(cfg):
-        key = first_difference(record["config"], cfg) or "?"
+    made, want = run_hash(record["config"]), run_hash(cfg)  # a record of an earlier version: by what made it
+    if made != want:
+        key = first_difference(canonical(record["config"]), canonical(cfg)) or "?"
         raise StaleError(f"{path} was made under another config (key '{key}' differs; hash "
-                         f"{record['config_hash']}, this config: {config_hash(cfg)}): rerun its run's steps "
+                         f"{made}, this config: {want}): rerun its run's steps "
                          f"(`snakemake` does)")
 
 
@@ -71,7 +72,7 @@ def check_summary_current(params: dict, summary: pd.DataFrame | None = None) -> 
     if summary is None:
         summary = read_csv(path, "dataset", "method", "seed", "config_hash")
     for r in summary.drop_duplicates(["dataset", "method", "seed"]).itertuples():
-        want = config_hash(final_config(params, r.dataset, r.method, int(r.seed)))
+        want = run_hash(final_config(params, r.dataset, r.method, int(r.seed)))
         if r.config_hash != want:
             raise StaleError(f"{path}: run {r.dataset}/{r.method}/seed{r.seed} was made by another config (hash "
                              f"{r.config_hash}; this config: {want}): rerun the pipeline (`snakemake`)")

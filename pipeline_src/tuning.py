@@ -21,7 +21,7 @@ import numpy as np
 from .artifacts import read_json
 from . import paths
 from .atomic import write_json
-from .config import ConfigError, config_hash, run_config, run_seeds, train_config, train_hash
+from .config import ConfigError, config_hash, run_config, run_hash, run_seeds, train_config, train_hash
 
 
 def _tuning(params: dict) -> dict:
@@ -138,12 +138,12 @@ def trial_rows(params: dict, dataset: str, method: str) -> list[dict]:
         cfg = trial_config(params, dataset, method, i)
         if train_hash(s["config"]) != train_hash(cfg):  # evaluation settings do not make a trial
             raise ConfigError(f"{path} was made by another config (hash {s['config_hash']}, now "
-                              f"{config_hash(cfg)}); rerun trial {i}")
+                              f"{run_hash(cfg)}); rerun trial {i}")
         pt = cfg["tuning"]["point"]
         nll = math.inf if s["best_valid_nll"] is None else s["best_valid_nll"]  # null: diverged (JSON has no inf)
         rows.append({"dataset": dataset, "method": method, "trial": i, "status": s["status"],
                      "valid_nll": nll, "valid_ppl": math.exp(nll) if math.isfinite(nll) else math.inf,
-                     **{f"lr": pt["training"]["lr"]}, **{f"opt_{k}": v for k, v in pt["method"].items()},
+                     "lr": pt["training"]["lr"], **{f"opt_{k}": v for k, v in pt["method"].items()},
                      "train_time_s": s.get("train_time_s"), "wall_time_s": s.get("wall_time_s"),
                      "tokens_per_s_train": s.get("tokens_per_s_train"),
                      "diverged_reason": (s.get("diverged") or {}).get("reason")})

@@ -22,9 +22,9 @@ data_dir: data
 results_dir: results/{name}
 run: {{methods: [{method}]}}
 model: {{emb_dim: 16, hidden_dim: 24{last}}}
-training: {{epochs: 2, max_steps_per_epoch: 4, batch_size: 4, bptt: 12, nonmono: 0, eval_batch_size: 10,
+training: {{epochs: 2, max_steps_per_epoch: 4, batch_size: 4, bptt: 12, nonmono: 0, eval_batch_size: 200,
            checkpoint_every_steps: null{finetune}}}
-evaluation: {{batch_size: 10, rank_contexts: 40}}
+evaluation: {{batch_size: 200, rank_contexts: 40}}
 datasets: {{{dataset}: {{tokenizer: {{max_vocab: 2000}}}}}}
 bench: {{vocab_sizes: [100], tokens: 16, dim: 8, repeats: 1, warmup: 0}}
 {methods}

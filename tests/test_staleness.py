@@ -129,3 +129,51 @@ def test_figures_and_the_report_refuse_a_summary_another_config_made(capsys, pro
     write_params(p, cfg)
     rc, _, err = _cli(capsys, "figures", "--config", str(cfg), "--dataset", "tiny")
     assert rc == 2 and "run tiny/softmax/seed0 was made by another config" in err and "Traceback" not in err
+
+
+def test_a_key_written_at_its_default_is_the_same_run_and_an_old_record_is_judged_by_what_made_it(proj):
+    """The one hash rule (config.canonical): a model, training or method key that holds its default is left
+    out, whether written or not, so a new option with a default never changes an old run's hash; a record
+    written by an earlier version (defaults spelled out) hashes as the run it is."""
+    from pipeline_src.config import canonical, run_hash
+
+    p, _ = proj
+    cfg = run_config(p, "tiny", "nce", 0)
+    spelled = json.loads(json.dumps(p))
+    spelled["training"].update(weight_decay=0.0, precision="fp32", keep="best")
+    spelled["model"]["encoder"] = "lstm"
+    spelled["methods"]["nce"].update(shared=True, bias_init="neg-log-v")  # NCE's default
+    assert run_config(spelled, "tiny", "nce", 0) == cfg and run_hash(run_config(spelled, "tiny", "nce", 0)) == run_hash(cfg)
+    old = json.loads(json.dumps(cfg))  # as an earlier version stored it: every training key spelled out
+    old["training"].update(weight_decay=0.0, max_steps_per_epoch=None, checkpoint_every_steps=None, schedule="plateau")
+    assert canonical(old) == cfg and canonical(canonical(old)) == canonical(old) and run_hash(old) == run_hash(cfg)
+    assert train_hash(old) == train_hash(cfg)
+    spelled["training"]["weight_decay"] = 1e-6  # a value that is not the default is the run's
+    assert run_hash(run_config(spelled, "tiny", "nce", 0)) != run_hash(cfg)
+    spelled["training"]["weight_decay"] = 0  # 0 and 0.0 are one value; False and 0 are not
+    assert run_hash(run_config(spelled, "tiny", "nce", 0)) == run_hash(cfg)
+    spelled["methods"]["nce"]["shared"] = 1
+    assert canonical({"method": spelled["methods"]["nce"]})["method"].get("shared") == 1
+
+
+def test_every_published_run_carries_the_hash_the_code_gives_its_config_now():
+    """The hash rule's migration (benchmarks/hash-migration.json) and every publication agree with the code:
+    each run of a publication made without tuning is rebuilt from its params and hashed."""
+    import copy
+
+    import pandas as pd
+    from conftest import ROOT
+    from pipeline_src.config import run_hash, validate
+
+    migration = json.loads((ROOT / "benchmarks/hash-migration.json").read_text())["map"]
+    checked = 0
+    for pub in sorted((ROOT / "benchmarks").glob("*/summary.csv")):
+        prov = json.loads((pub.parent / "provenance.json").read_text())
+        assert set(prov["run_config_hashes"]) <= set(migration.values()), pub
+        if (pub.parent / "tuning.csv").exists():
+            continue
+        params = validate(copy.deepcopy(prov["params"]))
+        for r in pd.read_csv(pub).drop_duplicates(["dataset", "method", "seed"]).itertuples():
+            assert r.config_hash == run_hash(run_config(params, r.dataset, r.method, int(r.seed))), (pub, r)
+            checked += 1
+    assert checked >= 90

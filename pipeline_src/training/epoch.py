@@ -18,7 +18,7 @@ from tqdm import tqdm
 from ..atomic import write_json, write_text
 from ..averaging import ParameterAverage
 from ..batching import batchify, num_segments, segments, variable_lengths, variable_segments
-from ..config import TrainConfig, config_hash, train_hash
+from ..config import TrainConfig, run_hash, train_hash
 from ..evaluate import stream_log_probs
 from ..optim import build_optimizer
 from ..prepare import load_split
@@ -86,7 +86,7 @@ class Run:
     def checkpoint(self) -> None:
         self.st.wall_time_s = self.wall()
         checkpoints.save_generation(self.out_dir, {
-            "config": self.cfg, "config_hash": config_hash(self.cfg), "model": self.model.state_dict(),
+            "config": self.cfg, "config_hash": run_hash(self.cfg), "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(), "state": self.st.to_dict(), "hidden": self.hidden,
             "rng": rng_state(), "best_model": self.best_model,
             **({"average": self.average.state_dict()} if self.average.active else {})})
@@ -121,7 +121,7 @@ def _resume(run: Run) -> bool:
     if train_hash(ck["config"]) != train_hash(run.cfg):  # how often it checkpoints may change meanwhile
         raise checkpoints.ResumeError(
             f"{run.out_dir / checkpoints.CHECKPOINT} was written by a different config (hash {ck['config_hash']}, "
-            f"now {config_hash(run.cfg)}); delete it to start this run afresh")
+            f"now {run_hash(run.cfg)}); delete it to start this run afresh")
     run.model.load_state_dict(ck["model"])
     run.optimizer.load_state_dict(ck["optimizer"])
     run.st = RunState.from_dict(ck["state"])
@@ -281,7 +281,7 @@ def finish(run: Run, trial: bool) -> dict:
     """The summary (train.json) and, unless a tuning trial, model.pt (and model-best.pt under keep: last);
     the checkpoints go."""
     st, tc, cfg = run.st, run.tc, run.cfg
-    chash = config_hash(cfg)
+    chash = run_hash(cfg)
     summary = {
         "status": "ok", "config": cfg, "config_hash": chash, "seed": cfg["seed"], "device": str(run.device),
         "torch": torch.__version__, "threads": torch.get_num_threads(), **run.cost(), "wall_time_s": st.wall_time_s,
