@@ -33,3 +33,29 @@ def sampled_findings(contrasts: pd.DataFrame | None, summary: pd.DataFrame) -> l
             why = f" ({a} against {b}: two objectives)."
         out.append(head + why)
     return out
+
+
+def collapse_findings(summary: pd.DataFrame) -> list[str]:
+    """One sentence per method with runs whose validation after the first epoch was no better than the
+    unigram model's (``collapsed`` in summary.csv): their numbers are a context-free solution, not the method's."""
+    if "collapsed" not in summary or not summary.collapsed.fillna(False).astype(bool).any():
+        return []
+    runs = summary[summary.collapsed.fillna(False).astype(bool)].drop_duplicates(["dataset", "method", "seed"])
+    out = []
+    for (dataset, method), g in runs.groupby(["dataset", "method"], sort=True):
+        total = summary[(summary.dataset == dataset) & (summary.method == method)].seed.nunique()
+        out.append(f"**{method}** on {dataset}: {len(g)} of {total} runs collapsed (validation after the first "
+                   f"epoch no better than the unigram model's); read its row as a failure to train, not as the "
+                   f"method's quality.")
+    return out
+
+
+def zero_probability_findings(summary: pd.DataFrame) -> list[str]:
+    """One sentence per method whose test distribution gives some words probability 0 (NEGLM's factor Q(w)
+    for a word with no training count): a test set holding one of them would score infinite perplexity."""
+    if "zero_prob_words" not in summary:
+        return []
+    rows = summary[summary.zero_prob_words.fillna(0) > 0].drop_duplicates(["dataset", "method"])
+    return [f"**{r.method}** on {r.dataset} gives {int(r.zero_prob_words)} words probability 0 (no training count, "
+            f"so Q(w) = 0): it cannot score a text that contains them (`smooth_q: true` floors Q)."
+            for r in rows.itertuples()]

@@ -164,6 +164,13 @@ def noise_probs(counts: np.ndarray, alpha: float) -> np.ndarray:
     return w / w.sum()
 
 
+def unigram_nll(counts: np.ndarray, ids: np.ndarray) -> float:
+    """Mean nll of ``ids`` under the add-one unigram model of the train ``counts``: the context-free line a
+    trained model must beat (a word unseen in train keeps a non-zero probability)."""
+    p = (counts.astype(np.float64) + 1.0) / (counts.sum() + counts.size)
+    return float(-np.log(p[np.asarray(ids, dtype=np.int64).ravel()]).mean())
+
+
 def _check_splits(raw: Path, stats: dict, vocab: list[str]) -> list[str]:
     """Errors for unusable splits; warnings (returned) for high out-of-vocabulary rates."""
     for split in SPLITS:
@@ -202,6 +209,8 @@ def prepare(raw: Path, out: Path, data_cfg: dict) -> dict:
                  probs=np.stack([noise_probs(counts, a) for a in alphas]))
         meta = {"vocab_size": len(vocab), "dtype": str(np.load(tmp / "train.npy", mmap_mode="r").dtype),
                 "splits": stats, "warnings": warnings, "config": data_cfg, "config_hash": config_hash(data_cfg),
+                "unigram_ppl": {split: float(np.exp(unigram_nll(counts, np.load(tmp / f"{split}.npy"))))
+                                for split in ("valid", "test")},
                 "source": read_json(raw / "source.json") if (raw / "source.json").exists() else None}
         write_json(tmp / "meta.json", meta)
     return meta

@@ -22,7 +22,7 @@ SUMMARY_COLUMNS = ["dataset", "method", "type", "seed", "split", "nll", "ppl", "
                    "tokens_per_s_train", "tokens_per_s_eval", "train_time_s", "wall_time_s", "peak_mem_mb", "params",
                    "head_flops_per_token_train", "head_flops_per_token_eval", "epochs", "best_epoch", "lr",
                    "logprob_rank", "rank_contexts", "head_dim", "device", "threads", "cpu_model", "load_avg",
-                   "torch", "kept_epoch", "best_model_nll", "config_hash"]
+                   "torch", "kept_epoch", "best_model_nll", "collapsed", "zero_prob_words", "config_hash"]
 
 
 def summary_rows(metrics: dict) -> list[dict]:
@@ -49,7 +49,8 @@ def summary_rows(metrics: dict) -> list[dict]:
                      "threads": env.get("threads", metrics.get("threads")), "cpu_model": env.get("cpu_model"),
                      "load_avg": env.get("load_avg_start"), "torch": env.get("torch", metrics.get("torch")),
                      "kept_epoch": metrics.get("kept_epoch"), "best_model_nll": (best.get(split) or {}).get("nll"),
-                     "config_hash": run_hash(metrics["config"])})
+                     "collapsed": bool(metrics.get("collapsed")),
+                     "zero_prob_words": rank.get("zero_probability_words"), "config_hash": run_hash(metrics["config"])})
     return rows
 
 

@@ -6,6 +6,7 @@ shrunk by ``div_value``. Exact and normalised by construction; no weight tying.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -20,6 +21,18 @@ def default_cutoffs(v: int) -> list[int]:
     return sorted({c for c in (v // 20, v // 4) if 0 < c < v})
 
 
+def tail_div_value(d: int, clusters: int, div_value: float, min_tail_dim: int) -> float:
+    """The divisor actually used: ``div_value``, lowered where needed so that the last tail cluster's
+    projection d // div^clusters is at least ``min_tail_dim`` wide (Grave et al.'s div 4 was chosen for d of
+    512-1024, where the last of two tails is 32 wide; at d = 16 it is 1). 1.0 (no reduction) at the least."""
+    if min_tail_dim <= 1 or int(d // div_value ** clusters) >= min_tail_dim:
+        return div_value
+    div = (d / min_tail_dim) ** (1.0 / clusters)
+    while div > 1.0 and int(d // div ** clusters) < min_tail_dim:  # floating point at the boundary
+        div = math.nextafter(div, 1.0)
+    return max(div, 1.0)
+
+
 @register("adaptive-softmax")
 class AdaptiveSoftmax(OutputLayer):
     @dataclass(frozen=True)
@@ -27,6 +40,9 @@ class AdaptiveSoftmax(OutputLayer):
         cutoffs: tuple[int, ...] = field(default=(), metadata={
             "description": "ids where tail clusters start (increasing, < V); empty = 5% and 25% of V"})
         div_value: float = field(default=4.0, metadata={"exclusiveMinimum": 1, "description": "tail size divisor"})
+        min_tail_dim: int = field(default=1, metadata={"minimum": 1, "description": (
+            "narrowest tail projection: div_value is lowered (to 1 at the least) so that the last cluster's "
+            "projection d // div^clusters is at least this wide; 1 = div_value as given")})
         head_bias: bool = field(default=True, metadata={"description": "bias in the head softmax"})
         chunk_size: int = field(default=1024, metadata={"minimum": 1, "description": "rows per chunk in evaluation"})
 
@@ -35,11 +51,15 @@ class AdaptiveSoftmax(OutputLayer):
         cutoffs = list(opts.cutoffs) or default_cutoffs(ctx.vocab_size)
         if not cutoffs or sorted(set(cutoffs)) != cutoffs or cutoffs[-1] >= ctx.vocab_size or cutoffs[0] < 1:
             raise ConfigError(f"adaptive-softmax option 'cutoffs': {cutoffs} must be increasing integers in [1, {ctx.vocab_size})")
-        if int(ctx.in_dim // opts.div_value ** len(cutoffs)) < 1:
+        if opts.min_tail_dim > ctx.in_dim:
+            raise ConfigError(f"adaptive-softmax option 'min_tail_dim': {opts.min_tail_dim} is wider than the head's "
+                              f"input ({ctx.in_dim})")
+        self.div_value = tail_div_value(ctx.in_dim, len(cutoffs), opts.div_value, opts.min_tail_dim)
+        if int(ctx.in_dim // self.div_value ** len(cutoffs)) < 1:
             raise ConfigError(f"adaptive-softmax option 'div_value': the last tail cluster's projection d // div_value^{len(cutoffs)} "
                              f"= {ctx.in_dim} // {opts.div_value}^{len(cutoffs)} is empty; lower div_value or use fewer cutoffs")
         self.unigram_counts = None if ctx.unigram_counts is None else ctx.unigram_counts.double()
-        self.asm = nn.AdaptiveLogSoftmaxWithLoss(ctx.in_dim, ctx.vocab_size, cutoffs, div_value=opts.div_value,
+        self.asm = nn.AdaptiveLogSoftmaxWithLoss(ctx.in_dim, ctx.vocab_size, cutoffs, div_value=self.div_value,
                                                  head_bias=opts.head_bias)
 
     def forward_macs(self, exact: bool) -> float:

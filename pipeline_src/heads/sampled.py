@@ -10,10 +10,12 @@ against brute force and reproduced. Scores: s(w, c) = h . w (+ b_w where the met
 - ``nce`` (Mnih & Teh 2012; Zoph et al. 2016): logistic classification of data against k noise samples
   on s(w, c) - log Z - log E[count(w)] (k Q(w) with replacement; the same correction as sampled softmax),
   log Z fixed (``log_z``) or learned (``learn_log_z``), bias initialised to -log |V|. Test: softmax over s (a constant log Z cancels).
-- ``neg`` (word2vec negative sampling): logistic loss on h . w, no bias, no correction.
+- ``neg`` (word2vec negative sampling): logistic loss on h . w - c, no bias, no correction; c is the
+  ``logit_offset`` (default 0, as published; ``log_k`` starts the untrained model at the context-free optimum).
   Test: softmax over h . w (the variant Melamud et al. 2017 show to be poor).
 - ``neglm`` (Melamud et al. 2017): the same training; test: p(w | c) proportional to
-  exp(h . w) Q(w), Q = unigram^alpha the noise distribution used in training.
+  exp(h . w) Q(w), Q = unigram^alpha the noise distribution used in training (with ``smooth_q``, floored
+  at its smallest non-zero value, so a word with no training count is not given probability 0).
 - ``neglm-b``: ``neglm`` with a learned output bias in training and at test time.
 """
 from __future__ import annotations
@@ -180,12 +182,43 @@ class SampledSoftmax(_Sampled):
         return (torch.logsumexp(logits, dim=1) - true).mean()
 
 
+def logit_offset_field():
+    return field(default=0.0, metadata={"pattern": "^log_k$", "description": (
+        "c, subtracted from the score before the sigmoid in training (x = s - c) and from the test logits: "
+        "a number, or log_k (log of negatives). With c = log k the untrained model starts at the "
+        "context-free optimum sigma(x) = 1 / (k + 1) instead of 1/2")})
+
+
+def offset_value(offset, k: int) -> float:
+    """The logit offset c as a number (``log_k``: log k)."""
+    return math.log(k) if offset == "log_k" else float(offset)
+
+
+def smooth_q_field():
+    return field(default=False, metadata={"description": (
+        "floor Q at its smallest non-zero value in the test-time factor Q(w), so a word with no training count "
+        "(Q = 0, never drawn) keeps a non-zero probability; false (as published): such a word gets probability 0")})
+
+
+@dataclass(frozen=True)
+class NegOptions(SamplerOptions):
+    """NEG's and NEGLM's options: the sampler's, a logit offset (they have no bias to start from), and
+    NEGLM's test-time smoothing of Q."""
+
+    logit_offset: float | str = logit_offset_field()
+    smooth_q: bool = smooth_q_field()
+
+
 class _Logistic(_Sampled):
     """Binary logistic losses: -log sigma(x_target) - sum_negatives log sigma(-x_negative)."""
 
-    def logit_shift(self, ids: Tensor, expected_count: Tensor) -> Tensor:
-        """What is subtracted from s before the sigmoid (NCE: log Z + log E[count]); 0 for NEG."""
-        return torch.zeros((), device=ids.device)
+    def offset(self) -> float:
+        """The constant c subtracted from every score (NEG, NEGLM: ``logit_offset``; 0 for the others)."""
+        return offset_value(getattr(self.opts, "logit_offset", 0.0), self.opts.negatives)
+
+    def logit_shift(self, ids: Tensor, expected_count: Tensor) -> Tensor | float:
+        """What is subtracted from s before the sigmoid (NCE: log Z + log E[count]); NEG: the offset c."""
+        return self.offset()
 
     def loss_given(self, hidden: Tensor, target: Tensor, neg: Negatives) -> Tensor:
         draws = neg.draws.squeeze(1) if isinstance(neg.draws, Tensor) else neg.draws
@@ -224,19 +257,36 @@ class NCE(_Logistic):
 
 @register("neg")
 class NEG(_Logistic):
+    """NEG training on x = s - c; test: softmax over s - c (the offset cancels in the normalised
+    distribution, and makes the reported log Z that of the trained logit)."""
+
     has_bias = False
-    Options = SamplerOptions
+    Options = NegOptions
+
+    def test_logits(self, s: Tensor) -> Tensor:
+        c = self.offset()
+        return s - c if c else s
 
 
 @register("neglm")
 class NEGLM(_Logistic):
-    """NEG training; test p(w | c) proportional to exp(w . c) Q(w) (Melamud et al. 2017)."""
+    """NEG training; test p(w | c) proportional to exp(w . c - c0) Q(w) (Melamud et al. 2017), c0 the
+    offset. With ``smooth_q`` Q is floored at its smallest non-zero value for scoring (:meth:`test_log_q`),
+    so a word the noise distribution never draws (no training count) still gets a non-zero probability."""
 
     has_bias = False
-    Options = SamplerOptions
+    Options = NegOptions
+
+    def test_log_q(self) -> Tensor:
+        """(V,) log Q; with ``smooth_q``, -inf (a word of count 0) raised to the smallest finite log Q."""
+        finite = torch.isfinite(self.log_q)
+        if not self.opts.smooth_q or bool(finite.all()):
+            return self.log_q
+        return torch.where(finite, self.log_q, self.log_q[finite].min())
 
     def test_logits(self, s: Tensor) -> Tensor:
-        return s + self.log_q
+        c = self.offset()
+        return (s - c if c else s) + self.test_log_q()
 
 
 @register("neglm-b")
@@ -251,3 +301,4 @@ class NEGLMBias(NEGLM):
     @dataclass(frozen=True)
     class Options(SamplerOptions):
         bias_init: str = bias_init_field("zero")
+        smooth_q: bool = smooth_q_field()

@@ -5,6 +5,7 @@ and finetuning's stop (the nonmono rule on the averaged weights' validation)."""
 from __future__ import annotations
 
 import csv
+import math
 import io
 import sys
 import time
@@ -21,13 +22,13 @@ from ..batching import batchify, num_segments, segments, variable_lengths, varia
 from ..config import TrainConfig, run_hash, train_hash
 from ..evaluate import stream_log_probs
 from ..optim import build_optimizer
-from ..prepare import load_split
+from ..prepare import load_split, unigram_nll
 from ..runtime import (environment, load_average, peak_memory_mb, reset_peak_memory, rng_state, seed_everything,
                        set_rng_state)
 from ..schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
 from . import checkpoints
 from .checkpoints import Stopped
-from .guard import CHECK_EVERY, LossGuard, check_validation, safe_exp
+from .guard import CHECK_EVERY, LossGuard, check_validation, collapse, safe_exp
 from .state import RunState
 from .step import build_model, train_step
 
@@ -51,6 +52,7 @@ class Run:
     hidden: tuple
     average: ParameterAverage  # nt-asgd: the mean of the weights once triggered
     best_model: dict | None  # best-validation weights so far (CPU copies); model.pt is written from them
+    unigram_nll: float = math.inf  # the add-one unigram model's nll on the validation tokens (the collapse line)
     t_call: float = 0.0  # this call's start (perf_counter) and the wall time before it
     wall0: float = 0.0
     env_start: float | None = None
@@ -105,7 +107,8 @@ def setup(cfg: dict, prepared: Path, out_dir: Path, device: torch.device, init: 
     valid_data = batchify(load_split(prepared, "valid"), tc.eval_batch_size, device)
     first_lr = lr_at(tc, 1) if tc.schedule == "fixed-then-geometric" else tc.lr
     run = Run(cfg, tc, out_dir, device, model, optimizer, train_data, valid_data, RunState(lr=first_lr),
-              model.init_state(tc.batch_size, device), ParameterAverage(), None)
+              model.init_state(tc.batch_size, device), ParameterAverage(), None,
+              unigram_nll(np.load(prepared / "noise.npz")["counts"], valid_data.cpu().numpy()))
     if not _resume(run) and run.finetune:
         _start_finetuning(run, init)
     run.env_start = load_average()
@@ -228,6 +231,9 @@ def end_epoch(run: Run, stop) -> None:
     check_validation(st, valid_nll, run.model.head.vocab_size, run.model.head.trains_exact_likelihood, run.cost)
     improved = valid_nll < st.best_valid_nll
     _record(run, valid_nll, improved)
+    if st.epoch == 0 and not run.finetune and (flag := collapse(valid_nll, run.unigram_nll)):
+        st.collapsed = flag
+        print(f"warning: {flag['message']}", file=sys.stderr)
     if improved:
         st.best_valid_nll = valid_nll
         run.best_model = {"model": run.weights(), "epoch": st.epoch + 1, "valid_nll": valid_nll}
@@ -288,6 +294,7 @@ def finish(run: Run, trial: bool) -> dict:
         "epochs": tc.epochs, "best_epoch": int(np.argmin([r["valid_nll"] for r in st.history]) + 1),
         "best_valid_nll": st.best_valid_nll, "last_valid_nll": st.history[-1]["valid_nll"], "kept": tc.keep,
         **({"averaging_from_epoch": st.averaging_from_epoch} if st.averaging_from_epoch is not None else {}),
+        **({"collapsed": st.collapsed} if st.collapsed else {}),
     }
     if run.finetune:  # epoch 0 = no finetuning epoch validated better than the trained weights
         summary.update(best_epoch=run.best_model["epoch"], start_valid_nll=st.start_valid_nll,

@@ -23,6 +23,7 @@ class RunState:
     start_valid_nll: float | None = None  # finetuning: the trained weights' validation nll (its epoch 0)
     finetune_stopped_at: int | None = None  # finetuning: the epoch the nonmono rule ended it
     averaging_from_epoch: int | None = None  # nt-asgd: the first epoch of the weights' average
+    collapsed: dict | None = None  # the first epoch validated no better than the unigram model (guard.collapse)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
