@@ -35,6 +35,14 @@ def _fetch(params: dict, args) -> None:
         truth = generate(corpus, out, params["seed"])
         print(f"synthetic language: {truth['contexts']} contexts x {truth['vocab_size']} words, "
               f"true test ppl {truth['test_ppl']:.3f}, log-prob rank {truth['log_prob_rank']}")
+    elif corpus["type"] == "zipfian":
+        from .zipfian import generate as generate_zipfian
+
+        truth = generate_zipfian(corpus, out, params["seed"])
+        print(f"zipfian language: {truth['vocab_size']:,} words in {truth['classes']} classes, Zipf exponent "
+              f"{truth['zipf_exponent_fitted']:.3f} fitted on train ({truth['train_types_seen']:,} types seen), true "
+              f"test ppl {truth['test_ppl']:.2f} (unigram {truth['test_unigram_ppl']:.2f}), log-prob rank "
+              f"{truth['log_prob_rank']}, {truth['generation_s']:.1f} s")
     elif corpus["type"] == "local":
         copy_local(corpus, out)
     else:

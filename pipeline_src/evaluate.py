@@ -66,11 +66,36 @@ class SyntheticTruth:
         self.to_sym = np.array([sym_index.get(t, -1) for t in load_vocab(prepared)])
         self.order = read_json(raw / "truth.json", "order")["order"]
 
-    def log_probs_at(self, ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    def log_probs_at(self, ids: np.ndarray, positions: np.ndarray, split: str) -> np.ndarray:
         """The true log p of the tokens at ``positions`` of the encoded stream ``ids``."""
         from .synthetic import stream_log_probs as true_stream
 
         return true_stream(self.log_prob, self.order, self.to_sym[ids.astype(np.int64)])[positions]
+
+
+class TokenTruth:
+    """A corpus that stores the true log p of every token of its valid and test splits (the Zipfian language:
+    no dense table at a million words), aligned with the prepared stream token for token."""
+
+    def __init__(self, raw: Path):
+        self.raw = raw
+
+    def log_probs_at(self, ids: np.ndarray, positions: np.ndarray, split: str) -> np.ndarray:
+        path = self.raw / f"truth-{split}.npy"
+        lp = np.load(path)
+        if lp.shape[0] != len(ids):
+            raise ValueError(f"{path}: {lp.shape[0]} tokens, but the prepared {split} split has {len(ids)}: "
+                             f"rerun fetch and prepare")
+        return lp[positions]
+
+
+def load_truth(raw: Path, prepared: Path):
+    """The corpus's exact truth, or None (a corpus without one)."""
+    if (raw / "truth-test.npy").exists():
+        return TokenTruth(raw)
+    if (raw / "truth.npz").exists():
+        return SyntheticTruth(raw, prepared)
+    return None
 
 
 SPECTRUM_VALUES = 100  # leading singular values kept in metrics.json (rank.spectrum)
@@ -123,7 +148,8 @@ def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.devi
 
     bs = run_cfg["evaluation"]["batch_size"]
     bptt = run_cfg["training"]["bptt"]
-    truth = SyntheticTruth(raw, prepared) if (raw / "truth.npz").exists() else None
+    truth = load_truth(raw, prepared)
+    counts = np.load(prepared / "noise.npz")["counts"]  # the train counts that define the frequency bands
     out = {}
     for split in ("valid", "test"):
         ids = load_split(prepared, split)
@@ -137,13 +163,30 @@ def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.devi
         nll = float(-lp.double().mean())
         row = {"nll": nll, "ppl": math.exp(nll), "tokens": int(lp.numel()),
                "tokens_per_s_eval": lp.numel() / max(seconds, 1e-9), **extra}
+        positions = scored_positions(len(ids), bs)  # (L-1, B), aligned with lp
+        true_lp = None
         if truth is not None:
-            true_nll = float(-truth.log_probs_at(ids, scored_positions(len(ids), bs).reshape(-1)).mean())
+            true_lp = truth.log_probs_at(ids, positions.reshape(-1), split)
+            true_nll = float(-true_lp.mean())
             row.update(true_nll=true_nll, gap_nll=nll - true_nll)
+        row["bands"] = per_band(-lp.double().numpy().reshape(-1), ids[positions.reshape(-1)], counts, true_lp)
         out[split] = row
     n_ctx = run_cfg["evaluation"].get("rank_contexts", 0)
     if n_ctx:
         out["rank"] = rank_diagnostic(model, load_split(prepared, "valid"), n_ctx, bptt, device)
+    return out
+
+
+def per_band(nll: np.ndarray, targets: np.ndarray, counts: np.ndarray, true_lp: np.ndarray | None) -> dict:
+    """Test (or valid) nll and perplexity per frequency band of the target (:mod:`bands`), with the true nll
+    and the gap to it where the corpus has a truth."""
+    from .bands import band_nll
+
+    out = band_nll(nll, targets, counts)
+    if true_lp is not None:
+        for name, row in band_nll(-true_lp, targets, counts).items():
+            if row["nll"] is not None:
+                out[name].update(true_nll=row["nll"], gap_nll=out[name]["nll"] - row["nll"])
     return out
 
 

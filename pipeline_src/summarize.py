@@ -12,6 +12,7 @@ import pandas as pd
 from .artifacts import read_json, read_csv
 from . import paths
 from .atomic import atomic_path, write_json
+from .bands import BANDS
 from .config import canonical, first_difference, run_hash, run_seeds
 from .provenance import StaleError
 from .stats import contrasts, expected_best, headline
@@ -22,7 +23,8 @@ SUMMARY_COLUMNS = ["dataset", "method", "type", "seed", "split", "nll", "ppl", "
                    "tokens_per_s_train", "tokens_per_s_eval", "train_time_s", "wall_time_s", "peak_mem_mb", "params",
                    "head_flops_per_token_train", "head_flops_per_token_eval", "epochs", "best_epoch", "lr",
                    "logprob_rank", "rank_contexts", "head_dim", "device", "threads", "cpu_model", "load_avg",
-                   "torch", "kept_epoch", "best_model_nll", "collapsed", "zero_prob_words", "config_hash"]
+                   "torch", "kept_epoch", "best_model_nll", "collapsed", "zero_prob_words",
+                   *[f"{band}_{what}" for band in BANDS for what in ("ppl", "gap_nll", "tokens")], "config_hash"]
 
 
 def summary_rows(metrics: dict) -> list[dict]:
@@ -50,8 +52,16 @@ def summary_rows(metrics: dict) -> list[dict]:
                      "load_avg": env.get("load_avg_start"), "torch": env.get("torch", metrics.get("torch")),
                      "kept_epoch": metrics.get("kept_epoch"), "best_model_nll": (best.get(split) or {}).get("nll"),
                      "collapsed": bool(metrics.get("collapsed")),
-                     "zero_prob_words": rank.get("zero_probability_words"), "config_hash": run_hash(metrics["config"])})
+                     "zero_prob_words": rank.get("zero_probability_words"), **band_columns(m),
+                     "config_hash": run_hash(metrics["config"])})
     return rows
+
+
+def band_columns(split_metrics: dict) -> dict:
+    """A split's per-band perplexity, gap to the truth and token count as flat columns (NaN before bands)."""
+    bands = split_metrics.get("bands") or {}
+    return {f"{band}_{what}": (bands.get(band) or {}).get(what) for band in BANDS
+            for what in ("ppl", "gap_nll", "tokens")}
 
 
 def check_current(path, record: dict, cfg: dict) -> None:

@@ -18,6 +18,13 @@ def pytest_configure(config):
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
+def pytest_collection_modifyitems(config, items):
+    """The end-to-end tests (marked slow, a minute each) first, the rest after them in their order: under
+    pytest-xdist's worksteal the short tests then fill the workers' gaps, instead of one worker running the
+    long ones alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(autouse=True)
 def _torch_threads_restored():
     """A step that sets torch's thread count (`--threads`, the step bench) sets it for the whole process: put it
