@@ -77,6 +77,10 @@ class TrainConfig:
     bptt_max_delta: int | None = None  # variable_bptt: lengths capped at bptt + this (MoS code: 40; WT2: 20)
     finetune_epochs: int = 0  # then a finetuning stage of up to this many epochs (train.finetune_config)
     finetune_lr: float | None = None  # its learning rate (None = lr; MoS's PTB command finetunes at 25 after 20)
+    budget_seconds: float | None = None  # stop after this much training-step time (training/budget.py)
+    budget_tokens: int | None = None  # or after the step that reaches this many training tokens
+    anytime_points: int = 10  # with a budget: validations at equal fractions of it (the anytime curve)
+    valid_tokens: int | None = None  # validate in training on this prefix of the valid split (None: all of it)
 
 
 def schema() -> dict:
@@ -224,7 +228,12 @@ def _check_training(params: dict, name: str, source: str) -> None:
               "nonmono": (not averaging, "schedule nt-asgd or finetuning"),
               "asgd_start_epoch": (not averaging, "schedule nt-asgd or finetuning"),
               "bptt_max_delta": (not tc.variable_bptt, "variable_bptt: true"),
-              "finetune_lr": (not tc.finetune_epochs, "finetune_epochs > 0")}
+              "finetune_lr": (not tc.finetune_epochs, "finetune_epochs > 0"),
+              "anytime_points": (tc.budget_seconds is None and tc.budget_tokens is None,
+                                 "budget_seconds or budget_tokens")}
+    if tc.budget_seconds is not None and tc.budget_tokens is not None:
+        raise ConfigError(f"{source}: key 'training.budget_tokens' (dataset {name}): set beside budget_seconds; a run "
+                          f"has one budget (a time budget's replay is budget_tokens alone)")
     for key, (ignored, needs) in unused.items():
         if ignored and written.get(key) is not None:
             raise ConfigError(f"{source}: key 'training.{key}' (dataset {name}): set to {written[key]!r}, but it "

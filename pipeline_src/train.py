@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from .atomic import exclusive, write_json
-from .config import config_hash, train_hash
+from .config import run_hash, train_hash
 from .runtime import StopRequest
 from .training import checkpoints
 from .training.checkpoints import ResumeError, Stopped  # noqa: F401  (the CLI's and the tests' names)
@@ -67,7 +67,7 @@ def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
             checkpoints.remove(out_dir)  # a rerun must not resume into the blow-up
             if not trial:
                 raise
-            summary = {"status": "diverged", "diverged": e.info, "config": run_cfg, "config_hash": config_hash(run_cfg),
+            summary = {"status": "diverged", "diverged": e.info, "config": run_cfg, "config_hash": run_hash(run_cfg),
                        "seed": run_cfg["seed"], "best_valid_nll": math.inf, **e.info.get("cost", {})}
             write_json(out_dir / "train.json", summary)
             return summary

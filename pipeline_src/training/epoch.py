@@ -28,6 +28,7 @@ from ..runtime import (environment, load_average, peak_memory_mb, reset_peak_mem
 from ..schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
 from . import checkpoints
 from .checkpoints import Stopped
+from .budget import Budget, anytime_point
 from .guard import CHECK_EVERY, LossGuard, check_validation, collapse, safe_exp
 from .state import RunState
 from .step import build_model, train_step
@@ -53,6 +54,7 @@ class Run:
     average: ParameterAverage  # nt-asgd: the mean of the weights once triggered
     best_model: dict | None  # best-validation weights so far (CPU copies); model.pt is written from them
     unigram_nll: float = math.inf  # the add-one unigram model's nll on the validation tokens (the collapse line)
+    budget: Budget | None = None  # training.budget_seconds / budget_tokens (budget.py)
     t_call: float = 0.0  # this call's start (perf_counter) and the wall time before it
     wall0: float = 0.0
     env_start: float | None = None
@@ -104,11 +106,11 @@ def setup(cfg: dict, prepared: Path, out_dir: Path, device: torch.device, init: 
     optimizer = build_optimizer(model, tc)
     # whole splits live on the device: no host-to-device copy, no loader between the GPU and its batches
     train_data = batchify(load_split(prepared, "train"), tc.batch_size, device)
-    valid_data = batchify(load_split(prepared, "valid"), tc.eval_batch_size, device)
+    valid_data = batchify(load_split(prepared, "valid")[:tc.valid_tokens], tc.eval_batch_size, device)
     first_lr = lr_at(tc, 1) if tc.schedule == "fixed-then-geometric" else tc.lr
     run = Run(cfg, tc, out_dir, device, model, optimizer, train_data, valid_data, RunState(lr=first_lr),
               model.init_state(tc.batch_size, device), ParameterAverage(), None,
-              unigram_nll(np.load(prepared / "noise.npz")["counts"], valid_data.cpu().numpy()))
+              unigram_nll(np.load(prepared / "noise.npz")["counts"], valid_data.cpu().numpy()), Budget.of(tc))
     if not _resume(run) and run.finetune:
         _start_finetuning(run, init)
     run.env_start = load_average()
@@ -148,8 +150,8 @@ def _start_finetuning(run: Run, init: Path) -> None:
 
 
 def finished(run: Run) -> bool:
-    """The stopping rule: every epoch trained, or finetuning ended by its nonmono rule."""
-    return run.st.epoch >= run.tc.epochs or run.st.finetune_stopped_at is not None
+    """The stopping rule: every epoch trained, the budget spent, or finetuning ended by its nonmono rule."""
+    return run.st.epoch >= run.tc.epochs or run.st.budget_spent or run.st.finetune_stopped_at is not None
 
 
 def _epoch_batches(run: Run):
@@ -199,7 +201,10 @@ def train_epoch(run: Run, stop, should_pause) -> bool:
         st.epoch_tokens += y.numel()
         guard.add(loss, y.numel())
         st.step_in_epoch = k + 1
+        st.steps += 1
         bar.update(1)
+        if run.budget is not None and _budget_step(run, guard, bar):
+            break
         if st.step_in_epoch % CHECK_EVERY == 0:
             _check(guard, bar, run)
         if tc.checkpoint_every_steps and st.step_in_epoch % tc.checkpoint_every_steps == 0:
@@ -216,6 +221,18 @@ def train_epoch(run: Run, stop, should_pause) -> bool:
     _check(guard, bar, run)
     bar.close()
     return True
+
+
+def _budget_step(run: Run, guard: LossGuard, bar) -> bool:
+    """After a step under a budget: validate at each fraction it reaches; True once it is spent."""
+    st = run.st
+    while run.budget.due(st):
+        _check(guard, bar, run)
+        p = anytime_point(st, run.budget, run.validate)
+        print(f"anytime {p['point']}/{run.budget.points}: {p['train_seconds']:.1f} s, {p['tokens']:,} tokens, "
+              f"valid ppl {p['valid_ppl']:.2f}", file=sys.stderr)
+    st.budget_spent = run.budget.spent(st)
+    return st.budget_spent
 
 
 def _check(guard: LossGuard, bar, run: Run) -> None:
@@ -276,8 +293,12 @@ def _start_averaging(run: Run) -> None:
 
 
 def _history_csv(rows: list[dict]) -> str:
+    return _csv(rows, HISTORY_FIELDS)
+
+
+def _csv(rows: list[dict], fields: list[str] | None = None) -> str:
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=HISTORY_FIELDS, lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=fields or list(rows[0]), lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
     return buf.getvalue()
@@ -295,6 +316,9 @@ def finish(run: Run, trial: bool) -> dict:
         "best_valid_nll": st.best_valid_nll, "last_valid_nll": st.history[-1]["valid_nll"], "kept": tc.keep,
         **({"averaging_from_epoch": st.averaging_from_epoch} if st.averaging_from_epoch is not None else {}),
         **({"collapsed": st.collapsed} if st.collapsed else {}),
+        **({"budget": {**run.budget.describe(), "spent": st.budget_spent,
+                       "reached": {"seconds": st.seconds, "tokens": st.tokens, "steps": st.steps},
+                       "validation_s": st.validation_s, "anytime": st.anytime}} if run.budget else {}),
     }
     if run.finetune:  # epoch 0 = no finetuning epoch validated better than the trained weights
         summary.update(best_epoch=run.best_model["epoch"], start_valid_nll=st.start_valid_nll,
@@ -306,6 +330,8 @@ def finish(run: Run, trial: bool) -> dict:
             checkpoints.save(run.out_dir / "model-best.pt", {"config": cfg, "config_hash": chash, **best})
             best = {"model": run.weights(), "epoch": last["epoch"], "valid_nll": last["valid_nll"]}
         checkpoints.save(run.out_dir / "model.pt", {"config": cfg, "config_hash": chash, **best})
+    if st.anytime:
+        write_text(run.out_dir / "anytime.csv", _csv(st.anytime))
     write_json(run.out_dir / "train.json", summary)
     checkpoints.remove(run.out_dir)
     return summary

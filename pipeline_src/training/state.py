@@ -24,6 +24,10 @@ class RunState:
     finetune_stopped_at: int | None = None  # finetuning: the epoch the nonmono rule ended it
     averaging_from_epoch: int | None = None  # nt-asgd: the first epoch of the weights' average
     collapsed: dict | None = None  # the first epoch validated no better than the unigram model (guard.collapse)
+    steps: int = 0  # optimizer steps over every epoch and call
+    anytime: list[dict] = field(default_factory=list)  # with a budget: validations at its fractions (budget.py)
+    budget_spent: bool = False
+    validation_s: float = 0.0  # time spent validating during training (never in a budget)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -1,0 +1,59 @@
+"""Equal budgets (Chen, Grangier & Auli 2016): a run stops after a number of training seconds or tokens,
+and validates at fixed fractions of the budget on the way (its anytime curve).
+
+Seconds are the training steps' own (``RunState.seconds``): validation, checkpoints and start-up are not
+in the budget, and the validation time is recorded beside it. A run under a time budget records the
+tokens it reached; the same config with ``budget_tokens`` set to them stops after the same step, so it
+trains the same model (training is deterministic given the seed) and its published numbers stay
+regenerable on any machine. Resume keeps the accounting: it lives in the checkpointed ``RunState``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from .state import RunState
+
+
+@dataclass(frozen=True)
+class Budget:
+    seconds: float | None
+    tokens: int | None
+    points: int
+
+    @classmethod
+    def of(cls, tc) -> "Budget | None":
+        if tc.budget_seconds is None and tc.budget_tokens is None:
+            return None
+        return cls(tc.budget_seconds, tc.budget_tokens, tc.anytime_points)
+
+    def used(self, st: RunState) -> float:
+        """The share of the budget spent (1.0 and above: spent)."""
+        if self.seconds is not None:
+            return st.seconds / self.seconds
+        return st.tokens / self.tokens
+
+    def spent(self, st: RunState) -> bool:
+        return self.used(st) >= 1.0
+
+    def due(self, st: RunState) -> bool:
+        """An anytime validation is due: the next of the ``points`` equal fractions has been reached."""
+        return len(st.anytime) < self.points and self.used(st) >= (len(st.anytime) + 1) / self.points
+
+    def describe(self) -> dict:
+        return {"seconds": self.seconds, "tokens": self.tokens, "anytime_points": self.points}
+
+
+def anytime_point(st: RunState, budget: Budget, validate) -> dict:
+    """Validate now (not counted in the budget), append the point to ``st.anytime`` and return it."""
+    from .guard import safe_exp
+
+    t0 = time.perf_counter()
+    nll = validate()
+    seconds = time.perf_counter() - t0
+    st.validation_s += seconds
+    point = {"point": len(st.anytime) + 1, "fraction": (len(st.anytime) + 1) / budget.points,
+             "train_seconds": st.seconds, "tokens": st.tokens, "steps": st.steps,
+             "valid_nll": nll, "valid_ppl": safe_exp(nll), "validation_s": seconds}
+    st.anytime.append(point)
+    return point

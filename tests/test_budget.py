@@ -1,0 +1,93 @@
+"""Equal budgets (pipeline_src/training/budget.py): a run stops at its budget of tokens or training seconds,
+validates at fixed fractions of it, keeps validation out of the budget, resumes with its accounting, and a
+time budget replays as the token budget it reached, to the same model."""
+import copy
+import math
+
+import pytest
+import torch
+
+from pipeline_src.config import ConfigError, run_config, validate
+from pipeline_src.train import train
+
+CPU = torch.device("cpu")
+
+
+def _cfg(p, **training):
+    cfg = run_config(p, "tiny", "softmax")
+    cfg["training"].update(epochs=50, **training)
+    return cfg
+
+
+def _weights(path):
+    return torch.load(path / "model.pt", weights_only=False)["model"]
+
+
+def test_a_token_budget_stops_at_the_step_that_reaches_it_and_draws_its_anytime_curve(tiny_data, tmp_path):
+    p, raw, prep = tiny_data
+    tokens_per_step = 8 * 10
+    s = train(_cfg(p, budget_tokens=2000, anytime_points=4, valid_tokens=400), prep, tmp_path / "run", CPU)
+    reached = s["budget"]["reached"]
+    assert reached["tokens"] == math.ceil(2000 / tokens_per_step) * tokens_per_step  # the step that reaches it
+    assert s["budget"]["spent"] and s["epochs"] == 50 and len(s["budget"]["anytime"]) == 4
+    fractions = [pt["tokens"] / 2000 for pt in s["budget"]["anytime"]]
+    for k, f in enumerate(fractions, start=1):  # each point at the first step past k/4 of the budget
+        assert k / 4 <= f < k / 4 + tokens_per_step / 2000
+    assert (tmp_path / "run/anytime.csv").read_text().splitlines()[0].startswith("point,fraction,train_seconds,tokens")
+    # the anytime points validate on the fixed subset: the last one is the model's state at the end
+    assert s["budget"]["anytime"][-1]["valid_nll"] == pytest.approx(s["last_valid_nll"], abs=1e-12)
+
+
+def test_a_time_budget_keeps_validation_out_and_replays_as_the_tokens_it_reached(tiny_data, tmp_path, monkeypatch):
+    import time
+
+    from pipeline_src.training import epoch
+
+    p, raw, prep = tiny_data
+    real = epoch.Run.validate
+
+    def slow(self):  # validation that costs time: it must not be charged to the budget
+        time.sleep(0.15)
+        return real(self)
+
+    monkeypatch.setattr(epoch.Run, "validate", slow)
+    timed = train(_cfg(p, budget_seconds=0.6, anytime_points=3), prep, tmp_path / "timed", CPU)
+    b = timed["budget"]
+    assert b["reached"]["seconds"] >= 0.6 and b["validation_s"] >= 3 * 0.15
+    assert timed["wall_time_s"] >= b["reached"]["seconds"] + 3 * 0.15  # validation ran beside the budget
+    monkeypatch.setattr(epoch.Run, "validate", real)
+    replay = train(_cfg(p, budget_tokens=b["reached"]["tokens"]), prep, tmp_path / "replay", CPU)
+    assert replay["budget"]["reached"]["tokens"] == b["reached"]["tokens"]
+    assert replay["budget"]["reached"]["steps"] == b["reached"]["steps"]
+    a, r = _weights(tmp_path / "timed"), _weights(tmp_path / "replay")
+    assert all(torch.equal(a[k], r[k]) for k in a)  # the same model, bit for bit
+    assert replay["best_valid_nll"] == timed["best_valid_nll"]
+
+
+def test_a_budgeted_run_resumes_with_its_accounting(tiny_data, tmp_path):
+    p, raw, prep = tiny_data
+    cfg = _cfg(p, budget_tokens=3000, anytime_points=5)
+    whole = train(cfg, prep, tmp_path / "whole", CPU)
+    assert train(cfg, prep, tmp_path / "paused", CPU, stop_after_steps=17) is None  # mid-epoch, mid-budget
+    resumed = train(cfg, prep, tmp_path / "paused", CPU)
+    assert resumed["budget"]["reached"] == {**whole["budget"]["reached"], "seconds": resumed["budget"]["reached"]["seconds"]}
+    keep = ("point", "tokens", "steps", "valid_nll")
+    assert [{k: pt[k] for k in keep} for pt in resumed["budget"]["anytime"]] == \
+        [{k: pt[k] for k in keep} for pt in whole["budget"]["anytime"]]
+    a, r = _weights(tmp_path / "whole"), _weights(tmp_path / "paused")
+    assert all(torch.equal(a[k], r[k]) for k in a)
+
+
+def test_budget_keys_are_checked_and_leave_every_earlier_hash_alone(tiny):
+    from pipeline_src.config import run_hash
+
+    p = validate(copy.deepcopy(tiny))
+    before = run_hash(run_config(p, "tiny", "softmax"))
+    p["training"]["budget_tokens"] = None  # a key at its default is not part of the run
+    assert run_hash(run_config(p, "tiny", "softmax")) == before
+    for bad, match in (({"budget_tokens": 10, "budget_seconds": 1.0}, "one budget"),
+                       ({"anytime_points": 5}, "anytime_points.*only acts with budget_seconds or budget_tokens")):
+        q = copy.deepcopy(tiny)
+        q["datasets"]["tiny"]["training"].update(bad)
+        with pytest.raises(ConfigError, match=match):
+            validate(q)
