@@ -37,16 +37,24 @@ def sampled_findings(contrasts: pd.DataFrame | None, summary: pd.DataFrame) -> l
 
 def collapse_findings(summary: pd.DataFrame) -> list[str]:
     """One sentence per method with runs whose validation after the first epoch was no better than the
-    unigram model's (``collapsed`` in summary.csv): their numbers are a context-free solution, not the method's."""
+    unigram model's (``collapsed`` in summary.csv): collapsed for good when its final validation is no better
+    either (its numbers are a context-free solution, not the method's), else a slow start it recovered from."""
     if "collapsed" not in summary or not summary.collapsed.fillna(False).astype(bool).any():
         return []
-    runs = summary[summary.collapsed.fillna(False).astype(bool)].drop_duplicates(["dataset", "method", "seed"])
+    valid = summary[summary.split == "valid"].drop_duplicates(["dataset", "method", "seed"])
+    flagged = valid[valid.collapsed.fillna(False).astype(bool)]
     out = []
-    for (dataset, method), g in runs.groupby(["dataset", "method"], sort=True):
-        total = summary[(summary.dataset == dataset) & (summary.method == method)].seed.nunique()
-        out.append(f"**{method}** on {dataset}: {len(g)} of {total} runs collapsed (validation after the first "
-                   f"epoch no better than the unigram model's); read its row as a failure to train, not as the "
-                   f"method's quality.")
+    for (dataset, method), g in flagged.groupby(["dataset", "method"], sort=True):
+        total = valid[(valid.dataset == dataset) & (valid.method == method)].seed.nunique()
+        unigram = g.unigram_valid_ppl.mean() if "unigram_valid_ppl" in g else float("nan")
+        stuck = int((g.ppl >= g.unigram_valid_ppl).sum()) if "unigram_valid_ppl" in g else len(g)
+        head = f"**{method}** on {dataset}: {len(g)} of {total} runs no better than the unigram model " \
+               f"(valid ppl {unigram:.1f}) after the first epoch"
+        if stuck:
+            out.append(f"{head}, {stuck} of them still not at the end (final valid ppl {g.ppl.mean():.1f}): "
+                       f"read its row as a failure to train (a collapse), not as the method's quality.")
+        else:
+            out.append(f"{head}; all of them ended below it (final valid ppl {g.ppl.mean():.1f}): a slow start.")
     return out
 
 

@@ -23,7 +23,7 @@ SUMMARY_COLUMNS = ["dataset", "method", "type", "seed", "split", "nll", "ppl", "
                    "tokens_per_s_train", "tokens_per_s_eval", "train_time_s", "wall_time_s", "peak_mem_mb", "params",
                    "head_flops_per_token_train", "head_flops_per_token_eval", "epochs", "best_epoch", "lr",
                    "logprob_rank", "rank_contexts", "head_dim", "device", "threads", "cpu_model", "load_avg",
-                   "torch", "kept_epoch", "best_model_nll", "collapsed", "zero_prob_words",
+                   "torch", "kept_epoch", "best_model_nll", "collapsed", "unigram_valid_ppl", "zero_prob_words",
                    *[f"{band}_{what}" for band in BANDS for what in ("ppl", "gap_nll", "tokens")], "config_hash"]
 
 
@@ -51,7 +51,7 @@ def summary_rows(metrics: dict) -> list[dict]:
                      "threads": env.get("threads", metrics.get("threads")), "cpu_model": env.get("cpu_model"),
                      "load_avg": env.get("load_avg_start"), "torch": env.get("torch", metrics.get("torch")),
                      "kept_epoch": metrics.get("kept_epoch"), "best_model_nll": (best.get(split) or {}).get("nll"),
-                     "collapsed": bool(metrics.get("collapsed")),
+                     "collapsed": bool(metrics.get("collapsed")), "unigram_valid_ppl": metrics.get("unigram_valid_ppl"),
                      "zero_prob_words": rank.get("zero_probability_words"), **band_columns(m),
                      "config_hash": run_hash(metrics["config"])})
     return rows

@@ -42,7 +42,8 @@ class AdaptiveSoftmax(OutputLayer):
         div_value: float = field(default=4.0, metadata={"exclusiveMinimum": 1, "description": "tail size divisor"})
         min_tail_dim: int = field(default=1, metadata={"minimum": 1, "description": (
             "narrowest tail projection: div_value is lowered (to 1 at the least) so that the last cluster's "
-            "projection d // div^clusters is at least this wide; 1 = div_value as given")})
+            "projection d // div^clusters is at least min(this, d) wide; 1 = div_value as given. 32 keeps Grave et "
+            "al.'s div 4 at d = 512 (tails 128 and 32) and uses div 1 at d = 16")})
         head_bias: bool = field(default=True, metadata={"description": "bias in the head softmax"})
         chunk_size: int = field(default=1024, metadata={"minimum": 1, "description": "rows per chunk in evaluation"})
 
@@ -51,10 +52,8 @@ class AdaptiveSoftmax(OutputLayer):
         cutoffs = list(opts.cutoffs) or default_cutoffs(ctx.vocab_size)
         if not cutoffs or sorted(set(cutoffs)) != cutoffs or cutoffs[-1] >= ctx.vocab_size or cutoffs[0] < 1:
             raise ConfigError(f"adaptive-softmax option 'cutoffs': {cutoffs} must be increasing integers in [1, {ctx.vocab_size})")
-        if opts.min_tail_dim > ctx.in_dim:
-            raise ConfigError(f"adaptive-softmax option 'min_tail_dim': {opts.min_tail_dim} is wider than the head's "
-                              f"input ({ctx.in_dim})")
-        self.div_value = tail_div_value(ctx.in_dim, len(cutoffs), opts.div_value, opts.min_tail_dim)
+        least = min(opts.min_tail_dim, ctx.in_dim)  # a tail is never wider than the head's input
+        self.div_value = tail_div_value(ctx.in_dim, len(cutoffs), opts.div_value, least)
         if int(ctx.in_dim // self.div_value ** len(cutoffs)) < 1:
             raise ConfigError(f"adaptive-softmax option 'div_value': the last tail cluster's projection d // div_value^{len(cutoffs)} "
                              f"= {ctx.in_dim} // {opts.div_value}^{len(cutoffs)} is empty; lower div_value or use fewer cutoffs")

@@ -315,6 +315,7 @@ def finish(run: Run, trial: bool) -> dict:
         "epochs": tc.epochs, "best_epoch": int(np.argmin([r["valid_nll"] for r in st.history]) + 1),
         "best_valid_nll": st.best_valid_nll, "last_valid_nll": st.history[-1]["valid_nll"], "kept": tc.keep,
         **({"averaging_from_epoch": st.averaging_from_epoch} if st.averaging_from_epoch is not None else {}),
+        "unigram_valid_ppl": safe_exp(run.unigram_nll),  # the collapse line, on the same validation tokens
         **({"collapsed": st.collapsed} if st.collapsed else {}),
         **({"budget": {**run.budget.describe(), "spent": st.budget_spent,
                        "reached": {"seconds": st.seconds, "tokens": st.tokens, "steps": st.steps},
