@@ -46,8 +46,9 @@ def collapse_findings(summary: pd.DataFrame) -> list[str]:
     out = []
     for (dataset, method), g in flagged.groupby(["dataset", "method"], sort=True):
         total = valid[(valid.dataset == dataset) & (valid.method == method)].seed.nunique()
-        unigram = g.unigram_valid_ppl.mean() if "unigram_valid_ppl" in g else float("nan")
-        stuck = int((g.ppl >= g.unigram_valid_ppl).sum()) if "unigram_valid_ppl" in g else len(g)
+        line = g.unigram_valid_ppl if "unigram_valid_ppl" in g else pd.Series(float("nan"), index=g.index)
+        unigram = line.mean()
+        stuck = int((~(g.ppl < line)).sum())  # a run without the line (an earlier version) counts as stuck
         head = f"**{method}** on {dataset}: {len(g)} of {total} runs no better than the unigram model " \
                f"(valid ppl {unigram:.1f}) after the first epoch"
         if stuck:
