@@ -71,19 +71,11 @@ def _device(params: dict, args):
 
 def _train(params: dict, args) -> None:
     from .provenance import check_prepared
+    from .runspec import resolve_run
     from .train import train
-    from .tuning import final_config, trial_config
 
-    if (args.seed is None) == (args.trial is None):
-        raise ConfigError("train: give exactly one of --seed (a final run) and --trial (a tuning trial)")
-    if args.trial is not None:
-        cfg = trial_config(params, args.dataset, args.method, args.trial)
-        out = paths.trial_dir(params, args.dataset, args.method, args.trial)
-        what = f"{args.dataset}/{args.method} trial {args.trial}"
-    else:
-        cfg = final_config(params, args.dataset, args.method, args.seed)
-        out = paths.run_dir(params, args.dataset, args.method, args.seed)
-        what = f"{args.dataset}/{args.method} seed {args.seed}"
+    spec = resolve_run(params, args.dataset, args.method, seed=args.seed, trial=args.trial)
+    cfg, out, what = spec.config, spec.out_dir, spec.label
     summary = train(cfg, check_prepared(params, args.dataset), out, _device(params, args),
                     trial=args.trial is not None)
     if summary["status"] == "diverged":
@@ -95,8 +87,8 @@ def _train(params: dict, args) -> None:
 
 def _finetune(params: dict, args) -> None:
     from .provenance import check_model, check_prepared, load_torch
+    from .runspec import final_config
     from .train import finetune_config, train
-    from .tuning import final_config
 
     cfg = final_config(params, args.dataset, args.method, args.seed)
     if not cfg["training"].get("finetune_epochs"):
@@ -116,9 +108,11 @@ def _finetune(params: dict, args) -> None:
 
 
 def _select(params: dict, args) -> None:
+    from .runspec import selection_key, trials
     from .tuning import select
 
-    sel = select(params, args.dataset, args.method)
+    sel = select(params, args.dataset, args.method, trials(params, args.dataset, args.method),
+                 selection_key(params, args.dataset, args.method))
     print(f"{args.dataset}/{args.method}: {sel['summary']}")
 
 
@@ -127,8 +121,8 @@ def _evaluate(params: dict, args) -> None:
     from .evaluate import evaluate, write_metrics
     from .provenance import check_model, check_prepared, load_torch
     from .runtime import peak_memory_mb, reset_peak_memory
+    from .runspec import final_config
     from .train import build_model, finetune_config
-    from .tuning import final_config
 
     device = _device(params, args)
     prepared = check_prepared(params, args.dataset)

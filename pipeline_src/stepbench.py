@@ -193,7 +193,7 @@ def run_step_bench(params: dict, device: torch.device) -> pd.DataFrame:
 
 def _step_configs(params: dict) -> tuple[dict, str, dict]:
     """``bench.step``, its dataset and each method's final run config; the peer needs a plain LSTM and SGD."""
-    from .tuning import final_config
+    from .runspec import final_config
 
     spec = params["bench"].get("step")
     if not spec:

@@ -16,7 +16,7 @@ from .bands import BANDS
 from .config import canonical, first_difference, run_hash, run_seeds
 from .provenance import StaleError
 from .stats import contrasts, expected_best, headline
-from .tuning import final_config
+from .runspec import final_config
 
 SUMMARY_COLUMNS = ["dataset", "method", "type", "seed", "split", "nll", "ppl", "true_nll", "gap_nll", "log_z_mean",
                    "log_z_std", "unnormalised_ppl", "tokens",

@@ -21,10 +21,10 @@ import numpy as np
 from .artifacts import read_json
 from . import paths
 from .atomic import write_json
-from .config import ConfigError, config_hash, run_config, run_hash, run_seeds, train_config, train_hash
+from .config import ConfigError, train_config, train_hash
 
 
-def _tuning(params: dict) -> dict:
+def settings(params: dict) -> dict:
     t = params.get("tuning") or {}
     if not t.get("enabled"):
         raise ConfigError("tuning.enabled is false in this params file: there are no trials to run or select")
@@ -34,7 +34,7 @@ def _tuning(params: dict) -> dict:
 def space(params: dict, dataset: str, method: str) -> list[dict]:
     """The method's search space: ``[{section, key, low, high, log, integer} | {section, key, choices}]``,
     the shared learning rate first."""
-    t = _tuning(params)
+    t = settings(params)
     opt = train_config(params, dataset).optimizer
     if opt not in t["lr"]:
         raise ConfigError(f"key 'tuning.lr.{opt}': no learning-rate range for the optimizer {opt!r} of dataset "
@@ -75,7 +75,7 @@ def _value(dim: dict, u: float):
 
 def points(params: dict, dataset: str, method: str) -> list[dict]:
     """The ``tuning.trials`` points of a method, each ``{"training": {"lr": ...}, "method": {...}}``."""
-    t = _tuning(params)
+    t = settings(params)
     dims = space(params, dataset, method)
     n = t["trials"]
     unit = [_sobol(1, n, [t["seed"], 0])]  # the shared learning-rate column: the same for every method
@@ -91,57 +91,47 @@ def points(params: dict, dataset: str, method: str) -> list[dict]:
     return out
 
 
-def trial_config(params: dict, dataset: str, method: str, trial: int) -> dict:
-    t = _tuning(params)
+def trial_point(params: dict, dataset: str, method: str, trial: int) -> tuple[int, dict]:
+    """A trial's run seed and what it sets over the params file: its point and the trial budget (epochs),
+    recorded under ``tuning`` (:func:`runspec.resolve_run` makes the config)."""
+    t = settings(params)
     if not 0 <= trial < t["trials"]:
         raise ConfigError(f"trial {trial} is out of range: tuning.trials = {t['trials']} (0 .. {t['trials'] - 1})")
     pt = points(params, dataset, method)[trial]
-    return run_config(params, dataset, method, seed=t["seed"], overrides={
-        "training": {**pt["training"], "epochs": t["epochs"]}, "method": pt["method"],
-        "tuning": {"trial": trial, "point": pt}})
+    return t["seed"], {"training": {**pt["training"], "epochs": t["epochs"]}, "method": pt["method"],
+                       "tuning": {"trial": trial, "point": pt}}
 
 
-def final_config(params: dict, dataset: str, method: str, seed: int) -> dict:
-    """A final run's config: the params file's settings, or the ones its tuning selected."""
-    if seed not in run_seeds(params):
-        raise ConfigError(f"seed {seed} is not in run.seeds {run_seeds(params)}")
-    if not (params.get("tuning") or {}).get("enabled"):
-        return run_config(params, dataset, method, seed)
+def selected_settings(params: dict, dataset: str, method: str, key: str) -> dict:
+    """What the selection chose for a final run (its trial's point), refused when the trials it chose among
+    were another config's (``key``: :func:`runspec.selection_key`)."""
     path = paths.selected_path(params, dataset, method)
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: run the trials and `python -m pipeline_src select "
                                 f"--dataset {dataset} --method {method}` first (or `snakemake`)")
     sel = read_json(path, "settings", "trial", "valid_nll")
-    want = _selection_key(params, dataset, method)
-    if sel.get("selection_key") != want:
+    if sel.get("selection_key") != key:
         raise ConfigError(f"{path} was selected under another tuning setup (key {sel.get('selection_key')}, now "
-                          f"{want}); rerun `python -m pipeline_src select --dataset {dataset} --method {method}`")
-    return run_config(params, dataset, method, seed, overrides={
-        **sel["settings"], "tuning": {"selected_trial": sel["trial"], "valid_nll": sel["valid_nll"]}})
+                          f"{key}); rerun `python -m pipeline_src select --dataset {dataset} --method {method}`")
+    return {**sel["settings"], "tuning": {"selected_trial": sel["trial"], "valid_nll": sel["valid_nll"]}}
 
 
-def _selection_key(params: dict, dataset: str, method: str) -> str:
-    """What a selection depends on: every trial's config."""
-    return config_hash([train_hash(trial_config(params, dataset, method, i))
-                        for i in range(_tuning(params)["trials"])])
-
-
-def trial_rows(params: dict, dataset: str, method: str) -> list[dict]:
-    """One row per trial: its point, status, validation nll and cost; a stale trial is an error."""
+def trial_rows(trials: list) -> list[dict]:
+    """One row per trial (``trials``: the method's resolved trial specs): its point, status, validation nll
+    and cost; a trial another config made is an error."""
     rows = []
-    for i in range(_tuning(params)["trials"]):
-        path = paths.trial_dir(params, dataset, method, i) / "train.json"
+    for spec in trials:
+        path = spec.out_dir / "train.json"
         if not path.exists():
-            raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src train --dataset {dataset} "
-                                    f"--method {method} --trial {i}` first")
+            raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src train --dataset {spec.dataset} "
+                                    f"--method {spec.method} --trial {spec.trial}` first")
         s = read_json(path, "config", "config_hash", "status", "best_valid_nll")
-        cfg = trial_config(params, dataset, method, i)
-        if train_hash(s["config"]) != train_hash(cfg):  # evaluation settings do not make a trial
+        if train_hash(s["config"]) != spec.train_hash:  # evaluation settings do not make a trial
             raise ConfigError(f"{path} was made by another config (hash {s['config_hash']}, now "
-                              f"{run_hash(cfg)}); rerun trial {i}")
-        pt = cfg["tuning"]["point"]
+                              f"{spec.hash}); rerun trial {spec.trial}")
+        pt = spec.config["tuning"]["point"]
         nll = math.inf if s["best_valid_nll"] is None else s["best_valid_nll"]  # null: diverged (JSON has no inf)
-        rows.append({"dataset": dataset, "method": method, "trial": i, "status": s["status"],
+        rows.append({"dataset": spec.dataset, "method": spec.method, "trial": spec.trial, "status": s["status"],
                      "valid_nll": nll, "valid_ppl": math.exp(nll) if math.isfinite(nll) else math.inf,
                      "lr": pt["training"]["lr"], **{f"opt_{k}": v for k, v in pt["method"].items()},
                      "train_time_s": s.get("train_time_s"), "wall_time_s": s.get("wall_time_s"),
@@ -150,18 +140,18 @@ def trial_rows(params: dict, dataset: str, method: str) -> list[dict]:
     return rows
 
 
-def select(params: dict, dataset: str, method: str) -> dict:
-    """Pick the trial with the lowest validation nll among those that did not diverge; write selected.json."""
-    rows = trial_rows(params, dataset, method)
+def select(params: dict, dataset: str, method: str, trials: list, key: str) -> dict:
+    """Pick the trial with the lowest validation nll among those that did not diverge; write selected.json
+    (``trials``: the resolved trial specs; ``key``: their selection key, :func:`runspec.selection_key`)."""
+    rows = trial_rows(trials)
     ok = [r for r in rows if r["status"] == "ok" and math.isfinite(r["valid_nll"])]
     if not ok:
         raise ConfigError(f"{dataset}/{method}: all {len(rows)} tuning trials diverged; widen or lower "
                           f"tuning.lr ranges")
     best = min(ok, key=lambda r: (r["valid_nll"], r["trial"]))
-    pt = trial_config(params, dataset, method, best["trial"])["tuning"]["point"]
+    pt = trials[best["trial"]].config["tuning"]["point"]
     sel = {"dataset": dataset, "method": method, "trial": best["trial"], "valid_nll": best["valid_nll"],
-           "settings": pt, "space": space(params, dataset, method), "trials": rows,
-           "selection_key": _selection_key(params, dataset, method),
+           "settings": pt, "space": space(params, dataset, method), "trials": rows, "selection_key": key,
            "summary": (f"trial {best['trial']} of {len(rows)} ({len(rows) - len(ok)} diverged): "
                        f"valid ppl {best['valid_ppl']:.2f} at {pt}")}
     write_json(paths.selected_path(params, dataset, method), sel)

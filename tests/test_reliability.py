@@ -157,7 +157,7 @@ def test_truncated_checkpoint_is_set_aside_and_training_resumes_from_the_previou
     from pipeline_src import paths
     from pipeline_src.config import validate
     from pipeline_src.train import train
-    from pipeline_src.tuning import final_config
+    from pipeline_src.runspec import final_config
 
     p, cfg = proj
     _prepared(capsys, cfg)

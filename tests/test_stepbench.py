@@ -27,7 +27,7 @@ def test_the_peer_is_the_same_model_and_the_same_step(tiny_data):
     from pipeline_src.optim import build_optimizer
     from pipeline_src.prepare import load_split
     from pipeline_src.train import build_model, train_step
-    from pipeline_src.tuning import final_config
+    from pipeline_src.runspec import final_config
 
     p, _, prep = tiny_data
     p = validate(_sgd(p))

@@ -13,7 +13,8 @@ from pipeline_src.config import ConfigError, config_hash, data_config, validate
 from pipeline_src.prepare import prepare
 from pipeline_src.synthetic import generate
 from pipeline_src.train import train
-from pipeline_src.tuning import final_config, points, select, trial_config
+from pipeline_src.runspec import final_config, selection_key, trial_config, trials
+from pipeline_src.tuning import points, select
 
 CPU = torch.device("cpu")
 
@@ -85,7 +86,7 @@ def test_trials_select_the_best_and_a_diverged_trial_is_a_result(default_params,
     bad = next(i for i, s in status.items() if s == "diverged")
     info = json.loads((paths.trial_dir(p, "tiny", "softmax", bad) / "train.json").read_text())["diverged"]
     assert info["lr"] == pytest.approx(lrs[bad]) and info["epoch"] == 1 and info["reason"]
-    sel = select(p, "tiny", "softmax")
+    sel = select(p, "tiny", "softmax", trials(p, "tiny", "softmax"), selection_key(p, "tiny", "softmax"))
     ok = [r for r in sel["trials"] if r["status"] == "ok"]
     assert sel["trial"] == min(ok, key=lambda r: r["valid_nll"])["trial"]
     final = final_config(p, "tiny", "softmax", 0)
@@ -94,6 +95,35 @@ def test_trials_select_the_best_and_a_diverged_trial_is_a_result(default_params,
     # a trial made under another config is refused by name, not silently selected
     p["tuning"]["epochs"] = 2
     with pytest.raises(ConfigError, match="trial0.*another config"):
-        select(p, "tiny", "softmax")
+        select(p, "tiny", "softmax", trials(p, "tiny", "softmax"), selection_key(p, "tiny", "softmax"))
     with pytest.raises(ConfigError, match="selected under another tuning setup"):
         final_config(p, "tiny", "softmax", 0)
+
+
+def test_a_run_is_resolved_once_into_a_frozen_spec(default_params, tmp_path):
+    """pipeline_src/runspec.py: the params and a run's coordinates become one spec; its config is a copy, its
+    hash the canonical config's, and a trial's spec carries the trial's seed, budget and directory."""
+    import dataclasses
+
+    from pipeline_src import paths
+    from pipeline_src.config import run_config, run_hash
+    from pipeline_src.runspec import resolve_run
+
+    plain = validate(tiny_params(default_params, tmp_path))
+    spec = resolve_run(plain, "tiny", "softmax", seed=0)
+    assert spec.hash == run_hash(run_config(plain, "tiny", "softmax", 0)) and spec.source == "the params file"
+    assert spec.out_dir == paths.run_dir(plain, "tiny", "softmax", 0) and spec.label == "tiny/softmax seed 0"
+    cfg = spec.config
+    cfg["training"]["lr"] = 99.0  # a caller's copy: the spec is unchanged
+    assert spec.config["training"]["lr"] != 99.0 and spec.hash == run_hash(run_config(plain, "tiny", "softmax", 0))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.seed = 1
+    p = tuned(default_params, tmp_path)
+    trial = resolve_run(p, "tiny", "mos", trial=3)
+    assert trial.seed == 7 and trial.config["training"]["epochs"] == 1 and trial.source == "tuning trial 3"
+    assert trial.out_dir == paths.trial_dir(p, "tiny", "mos", 3) and trial.config["tuning"]["trial"] == 3
+    for bad in ({}, {"seed": 0, "trial": 1}):
+        with pytest.raises(ConfigError, match="exactly one of --seed"):
+            resolve_run(p, "tiny", "mos", **bad)
+    with pytest.raises(ConfigError, match="seed 5 is not in run.seeds"):
+        resolve_run(plain, "tiny", "softmax", seed=5)

@@ -111,9 +111,9 @@ def get_train_priority(wildcards):
 
 
 def get_trial_hash(wildcards):
-    from pipeline_src.tuning import trial_config
+    from pipeline_src.runspec import resolve_run
 
-    return train_hash(trial_config(P, wildcards.dataset, wildcards.method, int(wildcards.trial)))
+    return resolve_run(P, wildcards.dataset, wildcards.method, trial=int(wildcards.trial)).train_hash
 
 
 def get_trials(wildcards):
