@@ -169,7 +169,8 @@ def test_every_published_run_carries_the_hash_the_code_gives_its_config_now():
     checked = 0
     for pub in sorted((ROOT / "benchmarks").glob("*/summary.csv")):
         prov = json.loads((pub.parent / "provenance.json").read_text())
-        assert set(prov["run_config_hashes"]) <= set(migration.values()), pub
+        if "hashes_migrated" in prov:  # published before the rule: every hash is the map's new one
+            assert set(prov["run_config_hashes"]) <= set(migration.values()), pub
         if (pub.parent / "tuning.csv").exists():
             continue
         params = validate(copy.deepcopy(prov["params"]))
