@@ -89,38 +89,42 @@ class ZipfLanguage:
         return numerical_rank(np.concatenate([reachable, np.ones((reachable.shape[0], 1))], axis=1))
 
     def sample(self, n_tokens: int, rng: np.random.Generator) -> np.ndarray:
-        """Whole sentences, at least ``n_tokens`` tokens in all (the last one completed)."""
+        """Whole sentences, at least ``n_tokens`` tokens in all (the last one completed). Sentences are drawn in
+        rounds of :data:`CHAINS`, each chain drawing exactly one sentence a round, so every sentence is an
+        independent draw of the language: no sentence is cut or dropped for its length (dropping a chain's
+        unfinished last sentence would keep short ones preferentially)."""
         cdf = np.cumsum(np.exp(self.log_t), axis=1)
         cdf /= cdf[:, -1:]
         key = _emission_keys(self.word_class, self.log_emit, self.c)
         order = np.argsort(key, kind="stable")
-        sentences, total = [], 0
-        steps = max(64, math.ceil(1.3 * n_tokens / CHAINS))
+        rounds, total = [], 0
         while total < n_tokens:
-            cls = self._classes(cdf, steps, rng)  # (steps, CHAINS)
+            cls = self._sentences(cdf, rng)  # (tokens,) CHAINS whole sentences, one after another
             u = rng.random(cls.shape)
             words = order[np.searchsorted(key[order], cls + u * (1 - 1e-12))]  # the word within its class
-            words = np.where(cls == 0, 0, words)
-            for col in words.T:  # whole sentences of each chain; its unfinished last one is dropped
-                ends = np.flatnonzero(col == 0)
-                if ends.size:
-                    sentences.append(col[:ends[-1] + 1])
-                    total += ends[-1] + 1
-        stream = np.concatenate(sentences)
+            rounds.append(np.where(cls == 0, 0, words))
+            total += cls.size
+        stream = np.concatenate(rounds)
         ends = np.flatnonzero(stream == 0)
         return stream[:ends[np.searchsorted(ends, n_tokens - 1)] + 1]
 
-    def _classes(self, cdf: np.ndarray, steps: int, rng: np.random.Generator) -> np.ndarray:
-        out = np.empty((steps, CHAINS), dtype=np.int64)
+    def _sentences(self, cdf: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """One sentence per chain (classes, each ending with class 0), chain after chain; only the chains
+        whose sentence is still open step, so the work is the tokens drawn."""
+        active = np.arange(CHAINS)
         a = np.zeros(CHAINS, dtype=np.int64)
         b = np.zeros(CHAINS, dtype=np.int64)
-        u = rng.random((steps, CHAINS))
-        for t in range(steps):
-            rows = cdf[self.context(a, b)]  # (CHAINS, C)
-            nxt = np.minimum((rows < u[t, :, None]).sum(axis=1), self.c - 1)
-            out[t] = nxt
-            a, b = np.where(nxt == 0, 0, b), nxt
-        return out
+        chains, steps, classes = [], [], []
+        t = 0
+        while active.size:
+            rows = cdf[self.context(a, b)]  # (active, C)
+            nxt = np.minimum((rows < rng.random(active.size)[:, None]).sum(axis=1), self.c - 1)
+            chains.append(active), steps.append(np.full(active.size, t)), classes.append(nxt)
+            go = nxt != 0
+            active, a, b = active[go], b[go], nxt[go]
+            t += 1
+        chain, step, cls = (np.concatenate(x) for x in (chains, steps, classes))
+        return cls[np.lexsort((step, chain))]
 
 
 def _log_dirichlet_around(rng: np.random.Generator, alpha: np.ndarray, rows: int) -> np.ndarray:

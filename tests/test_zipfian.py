@@ -128,3 +128,14 @@ def test_frequency_bands_and_per_band_nll():
     got = band_nll(nll, np.array([0, 1, 3, 2]), counts)
     assert got["frequent"]["nll"] == 1.0 and got["middle"]["nll"] == 2.0 and got["rare"]["nll"] == 4.0
     assert got["rare"]["tokens"] == 2 and got["rare"]["ppl"] == pytest.approx(np.exp(4.0))
+
+
+def test_a_small_split_is_drawn_like_a_large_one_no_sentence_cut_for_its_length():
+    """Every sentence is drawn whole: a split of a few thousand tokens has the sentence lengths of a large
+    sample (an earlier draw that dropped each chain's unfinished sentence made test splits' sentences 30% short)."""
+    spec = {**DEFAULTS, "vocab_size": 2000, "classes": 16, "mean_sentence_length": 25}
+    zl, rng = lang(spec)
+    big = zl.sample(1_000_000, rng)
+    small = np.concatenate([zl.sample(3000, rng) for _ in range(40)])
+    mean = lambda s: s.size / (s == 0).sum()
+    assert mean(small) == pytest.approx(mean(big), rel=0.08)
