@@ -221,8 +221,11 @@ def headline_markdown(head: pd.DataFrame) -> str:
                 cells.append(f"{r.best_model_ppl:.2f}")
             if paper:
                 cells += ["—", "—"] if pd.isna(r.paper_ppl) else [f"{r.paper_ppl:.2f}", f"{100 * r.vs_paper:+.1f}%"]
-            bound = f" (≤ {int(r.head_dim) + 2})" if r.logprob_rank <= r.head_dim + 2 else ""
-            cells += [f"{r.logprob_rank:.0f}{bound}", f"{r.train_time_s:.0f}", f"{r.head_flops_per_token_train / 1e3:.1f}"]
+            if pd.isna(r.logprob_rank):  # rank_contexts: 0 (no rank diagnostic in this run)
+                rank = "—"
+            else:
+                rank = f"{r.logprob_rank:.0f}" + (f" (≤ {int(r.head_dim) + 2})" if r.logprob_rank <= r.head_dim + 2 else "")
+            cells += [rank, f"{r.train_time_s:.0f}", f"{r.head_flops_per_token_train / 1e3:.1f}"]
             rows.append(cells)
         title = f"**{ds}** ({seeds} seeds{' at most' if uneven else ''})\n" if len(head.dataset.unique()) > 1 else ""
         out.append(title + markdown_table(cols, rows))
