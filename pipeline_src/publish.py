@@ -100,6 +100,7 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
             command = f"python -m pipeline_src summarize --partial --config {params_file}"  # after the finished runs
     if not (bench_only or step_only):  # every run from this params file (and, when tuned, its selection)
         check_summary_current(params, summary)
+    dirty = _dirty_files()  # before this publication's own files change under benchmarks/
     earlier = _earlier_files(out)
     out.mkdir(parents=True, exist_ok=True)
     copied = []
@@ -113,7 +114,6 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     if earlier is not None:
         say(f"replacing the earlier publication {out}" + (f"; removed its files this run does not make: "
                                                             f"{', '.join(stale)}" if stale else ""))
-    dirty = _dirty_files()
     if dirty:
         say(f"warning: publishing from a tree with uncommitted changes ({len(dirty)} files: "
             f"{', '.join(dirty[:5])}{' ...' if len(dirty) > 5 else ''}); provenance.json records the commit "
