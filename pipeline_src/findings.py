@@ -65,6 +65,7 @@ def zero_probability_findings(summary: pd.DataFrame) -> list[str]:
     if "zero_prob_words" not in summary:
         return []
     rows = summary[summary.zero_prob_words.fillna(0) > 0].drop_duplicates(["dataset", "method"])
-    return [f"**{r.method}** on {r.dataset} gives {int(r.zero_prob_words)} words probability 0 (no training count, "
-            f"so Q(w) = 0): it cannot score a text that contains them (`smooth_q: true` floors Q)."
+    return [f"**{r.method}** on {r.dataset} gives {int(r.zero_prob_words)} word{'s' * (r.zero_prob_words != 1)} "
+            f"probability 0 (no training count, so Q(w) = 0): it cannot score a text that contains "
+            f"{'them' if r.zero_prob_words != 1 else 'it'} (`smooth_q: true` floors Q)."
             for r in rows.itertuples()]

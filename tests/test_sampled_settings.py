@@ -121,8 +121,8 @@ def test_the_report_flags_collapsed_runs_and_words_a_head_cannot_score():
         "2 of them still not at the end (final valid ppl 590.0): read its row as a failure to train (a collapse), "
         "not as the method's quality."]
     assert zero_probability_findings(summary) == [
-        "**neglm** on synth gives 1 words probability 0 (no training count, so Q(w) = 0): it cannot score a "
-        "text that contains them (`smooth_q: true` floors Q)."]
+        "**neglm** on synth gives 1 word probability 0 (no training count, so Q(w) = 0): it cannot score a "
+        "text that contains it (`smooth_q: true` floors Q)."]
     old = summary.drop(columns=["collapsed", "zero_prob_words", "unigram_valid_ppl"])  # a summary written before the columns
     assert collapse_findings(old) == [] and zero_probability_findings(old) == []
 
