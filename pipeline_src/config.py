@@ -241,34 +241,19 @@ def _check_training(params: dict, name: str, source: str) -> None:
 
 
 def _check_dataset(params: dict, name: str, source: str) -> None:
-    """A dataset's corpus size and its model's cross-field rules (which encoder takes which option)."""
+    """A dataset's training keys, then the rules its corpus type (``synthetic.check``) and its encoders
+    (``encoders.check_model``: each encoder's own ``check``) state for themselves."""
     _check_training(params, name, source)
+    from .encoders import check_model
+    from .synthetic import check as check_synthetic
+
     c = params["datasets"][name]["corpus"]
-    if c["type"] == "synthetic":
-        rows = c["vocab_size"] ** (c["order"] - 1)
-        if rows * c["vocab_size"] > 50_000_000:
-            raise ConfigError(f"{source}: key 'datasets.{name}.corpus': vocab_size**order = "
-                              f"{rows * c['vocab_size']:,} table entries; at most 50,000,000 are supported")
-    model = model_config(params, name)
-    for f in dataclasses.fields(ModelConfig):
-        owner = f.metadata.get("encoder")
-        if owner and owner != model.encoder and not _same(getattr(model, f.name), f.default):
-            raise ConfigError(f"{source}: key 'model.{f.name}' (dataset {name}): a{'n' * (owner[0] in 'aeiou')} "
-                              f"{owner} option, but model.encoder is {model.encoder!r}")
-    if model.encoder == "transformer":
-        bptt = train_config(params, name).bptt
-        if not model.context or not model.heads or model.emb_dim % model.heads:
-            raise ConfigError(f"{source}: key 'model.context' / 'model.heads' (dataset {name}): the transformer "
-                              f"needs both, with heads dividing emb_dim ({model.emb_dim})")
-        if bptt > model.context:
-            raise ConfigError(f"{source}: key 'training.bptt' (dataset {name}): {bptt} tokens per segment do not "
-                              f"fit the transformer's context of {model.context}")
-    if model.encoder == "awd-lstm" and model.proj_dim is not None:
-        raise ConfigError(f"{source}: key 'model.proj_dim' (dataset {name}): not an awd-lstm option; "
-                          f"size its last layer with model.last_dim")
-    if model.tie_weights and model.proj_dim not in (None, model.emb_dim):
-        raise ConfigError(f"{source}: key 'model.proj_dim' (dataset {name}): {model.proj_dim} with tie_weights "
-                          f"true; a tied head's input is emb_dim ({model.emb_dim}): drop proj_dim or untie")
+    problem = check_synthetic(c) if c["type"] == "synthetic" else None
+    if problem:
+        raise ConfigError(f"{source}: key 'datasets.{name}.{problem[0]}': {problem[1]}")
+    problem = check_model(model_config(params, name), train_config(params, name).bptt)
+    if problem:
+        raise ConfigError(f"{source}: key '{problem[0]}' (dataset {name}): {problem[1]}")
 
 
 class Replace(dict):

@@ -21,6 +21,17 @@ from .linalg import numerical_rank
 EOS = "<eos>"
 
 
+MAX_TABLE = 50_000_000  # entries of the dense truth table (contexts x M) a synthetic language may have
+
+
+def check(corpus: dict) -> tuple[str, str] | None:
+    """The corpus's own rule, as (key, why): its dense truth table must fit."""
+    entries = corpus["vocab_size"] ** corpus["order"]
+    if entries > MAX_TABLE:
+        return "corpus", f"vocab_size**order = {entries:,} table entries; at most {MAX_TABLE:,} are supported"
+    return None
+
+
 def symbols(m: int) -> list[str]:
     width = len(str(m - 1))
     return [EOS] + [f"w{i:0{width}d}" for i in range(1, m)]

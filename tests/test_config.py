@@ -72,7 +72,9 @@ def test_contrasts_name_defined_methods_in_pairs(default_params):
     assert "statistics.contrasts.0" in _error(p)
     p["statistics"]["contrasts"] = [["mos", "moc"]]
     assert config.validate(p)["statistics"]["contrasts"] == [["mos", "moc"]]
-    assert config.validate(copy.deepcopy(default_params))["statistics"]["contrasts"] == [["mos", "moc"], ["mos", "wide-softmax"]]
+    assert config.validate(copy.deepcopy(default_params))["statistics"]["contrasts"] == [
+        ["mos", "moc"], ["mos", "wide-softmax"], ["neg-offset", "neg"], ["neglm-offset", "neglm"],
+        ["adaptive-tail32", "adaptive-softmax"]]
 
 
 def test_too_large_synthetic_table_is_refused(default_params):
