@@ -17,10 +17,6 @@ TOP_SHARE = 0.01
 RARE_BELOW = 10
 
 
-def band_names() -> tuple[str, ...]:
-    return BANDS
-
-
 def frequency_bands(counts: np.ndarray) -> np.ndarray:
     """(V,) the band index (into :data:`BANDS`) of every word id, from its train count."""
     counts = np.asarray(counts)

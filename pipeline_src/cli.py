@@ -111,8 +111,8 @@ def _select(params: dict, args) -> None:
     from .runspec import selection_key, trials
     from .tuning import select
 
-    sel = select(params, args.dataset, args.method, trials(params, args.dataset, args.method),
-                 selection_key(params, args.dataset, args.method))
+    specs = trials(params, args.dataset, args.method)
+    sel = select(params, args.dataset, args.method, specs, selection_key(params, args.dataset, args.method, specs))
     print(f"{args.dataset}/{args.method}: {sel['summary']}")
 
 

@@ -164,11 +164,15 @@ def noise_probs(counts: np.ndarray, alpha: float) -> np.ndarray:
     return w / w.sum()
 
 
+def unigram_log_probs(counts: np.ndarray) -> np.ndarray:
+    """(V,) log p of the add-one unigram model of the train ``counts``: the context-free line a trained model
+    must beat (a word unseen in train keeps a non-zero probability)."""
+    return np.log((counts.astype(np.float64) + 1.0) / (counts.sum() + counts.size))
+
+
 def unigram_nll(counts: np.ndarray, ids: np.ndarray) -> float:
-    """Mean nll of ``ids`` under the add-one unigram model of the train ``counts``: the context-free line a
-    trained model must beat (a word unseen in train keeps a non-zero probability)."""
-    p = (counts.astype(np.float64) + 1.0) / (counts.sum() + counts.size)
-    return float(-np.log(p[np.asarray(ids, dtype=np.int64).ravel()]).mean())
+    """Mean nll of ``ids`` under :func:`unigram_log_probs`."""
+    return float(-unigram_log_probs(counts)[np.asarray(ids, dtype=np.int64).ravel()].mean())
 
 
 def _check_splits(raw: Path, stats: dict, vocab: list[str]) -> list[str]:

@@ -68,10 +68,10 @@ def resolve_run(params: dict, dataset: str, method: str, seed: int | None = None
     return RunSpec(dataset, method, seed, None, source, paths.run_dir(params, dataset, method, seed), cfg)
 
 
-def selection_key(params: dict, dataset: str, method: str) -> str:
-    """What a selection depends on: the training hash of every trial of the method."""
-    return config_hash([resolve_run(params, dataset, method, trial=i).train_hash
-                        for i in range(tuning.settings(params)["trials"])])
+def selection_key(params: dict, dataset: str, method: str, specs: list[RunSpec] | None = None) -> str:
+    """What a selection depends on: the training hash of every trial of the method (``specs``: those trials,
+    when the caller has already resolved them)."""
+    return config_hash([spec.train_hash for spec in (specs or trials(params, dataset, method))])
 
 
 def trials(params: dict, dataset: str, method: str) -> list[RunSpec]:

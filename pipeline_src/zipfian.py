@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .atomic import atomic_path, write_json
-from .bands import band_names, frequency_bands
+from .bands import band_nll
 from .linalg import numerical_rank
 from .synthetic import EOS
 
@@ -178,14 +178,15 @@ def generate(spec: dict, out_dir: Path, seed: int) -> dict:
     truth = {"corpus": "zipfian", "vocab_size": lang.v, "classes": lang.c, "seed": seed, "spec": spec,
              "contexts": lang.c * lang.c, "generation_s": time.perf_counter() - t0}
     counts = np.bincount(streams["train"], minlength=lang.v)
-    truth.update(reference_lines(lang, streams, counts))
+    true_lp = {split: lang.token_log_probs(stream) for split, stream in streams.items()}
+    truth.update(reference_lines(lang, streams, true_lp, counts))
     truth["log_prob_rank"], truth["rank_tolerance"] = lang.rank()
     with atomic_path(out_dir, marker="source.json") as tmp:
         tmp.mkdir()
         for split, stream in streams.items():
             write_text(tmp / f"{split}.txt", stream, names)
             if split != "train":
-                np.save(tmp / f"truth-{split}.npy", lang.token_log_probs(stream))
+                np.save(tmp / f"truth-{split}.npy", true_lp[split])
         (tmp / "closed_vocab.txt").write_text("".join(f"{s}\n" for s in names), encoding="utf-8")
         np.savez_compressed(tmp / "truth.npz", log_t=lang.log_t, word_class=lang.word_class,
                             log_emit=lang.log_emit, symbols=np.array(names))
@@ -195,25 +196,24 @@ def generate(spec: dict, out_dir: Path, seed: int) -> dict:
     return truth
 
 
-def reference_lines(lang: ZipfLanguage, streams: dict, counts: np.ndarray) -> dict:
-    """True and unigram perplexities per split, per frequency band of the test split (bands by train
-    count, :mod:`bands`), the fitted Zipf exponent and the types train sees."""
+def reference_lines(lang: ZipfLanguage, streams: dict, true_lp: dict, counts: np.ndarray) -> dict:
+    """True and unigram perplexities per split (``true_lp``: each split's true log p per token), per frequency
+    band of the test split (bands by train count, :mod:`bands`), the fitted Zipf exponent and the types train
+    sees."""
+    from .prepare import unigram_log_probs
+
     out: dict = {"train_types_seen": int((counts[1:] > 0).sum()), "word_types": lang.v - 1,
                  "zipf_exponent_fitted": fit_zipf_exponent(counts[1:])}
-    unigram = np.log((counts + 1.0) / (counts.sum() + counts.size))  # add-one, as prepare's collapse line
+    unigram = unigram_log_probs(counts)  # the collapse line prepare and training use
     for split, stream in streams.items():
-        nll = -lang.token_log_probs(stream)
         out[f"{split}_tokens"] = int(stream.size)
         out[f"{split}_mean_sentence_length"] = float(stream.size / max((stream == 0).sum(), 1))
-        out[f"{split}_nll"] = float(nll.mean())
+        out[f"{split}_nll"] = float(-true_lp[split].mean())
         out[f"{split}_ppl"] = math.exp(out[f"{split}_nll"])
         out[f"{split}_unigram_ppl"] = math.exp(float(-unigram[stream].mean()))
     test = streams["test"]
-    band = frequency_bands(counts)[test]
-    nll = -lang.token_log_probs(test)
-    out["test_bands"] = {name: {"tokens": int((band == i).sum()),
-                                "true_ppl": math.exp(float(nll[band == i].mean())) if (band == i).any() else None,
-                                "unigram_ppl": math.exp(float(-unigram[test][band == i].mean()))
-                                if (band == i).any() else None}
-                         for i, name in enumerate(band_names())}
+    true_bands = band_nll(-true_lp["test"], test, counts)
+    unigram_bands = band_nll(-unigram[test], test, counts)
+    out["test_bands"] = {name: {"tokens": b["tokens"], "true_ppl": b["ppl"], "unigram_ppl": unigram_bands[name]["ppl"]}
+                         for name, b in true_bands.items()}
     return out

@@ -8,6 +8,8 @@ loop knows nothing more about it.
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ..config import ModelConfig
 from .awd import AWDLSTMEncoder
 from .lstm import LSTMEncoder
@@ -20,8 +22,6 @@ def check_model(cfg: ModelConfig, bptt: int) -> tuple[str, str] | None:
     """The model section's cross-field rules, as (key, why) for the first broken one: an option that belongs
     to another encoder (declared on its field), the chosen encoder's own rules (its ``check``), and the
     tied head's width."""
-    import dataclasses
-
     for f in dataclasses.fields(ModelConfig):
         owner = f.metadata.get("encoder")
         if owner and owner != cfg.encoder and getattr(cfg, f.name) != f.default:
