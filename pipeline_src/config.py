@@ -436,10 +436,10 @@ def without_defaults(cls, values: dict) -> dict:
     """``values`` without the keys that hold their field's default in ``cls``: the one rule that keeps a run's
     hash (and so every published result) unchanged when an option with a default is added later."""
     defaults = field_defaults(cls)
-    return {k: v for k, v in values.items() if not (k in defaults and _same(v, defaults[k]))}
+    return {k: v for k, v in values.items() if not (k in defaults and same_value(v, defaults[k]))}
 
 
-def _same(a, b) -> bool:
+def same_value(a, b) -> bool:
     """Equal as a config value: 0 and 0.0 are, False and 0 are not."""
     if isinstance(a, bool) or isinstance(b, bool):
         return a is b

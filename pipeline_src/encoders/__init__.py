@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..config import ModelConfig
+from ..config import ModelConfig, same_value
 from .awd import AWDLSTMEncoder
 from .lstm import LSTMEncoder
 from .transformer import TransformerEncoder
@@ -24,7 +24,7 @@ def check_model(cfg: ModelConfig, bptt: int) -> tuple[str, str] | None:
     tied head's width."""
     for f in dataclasses.fields(ModelConfig):
         owner = f.metadata.get("encoder")
-        if owner and owner != cfg.encoder and getattr(cfg, f.name) != f.default:
+        if owner and owner != cfg.encoder and not same_value(getattr(cfg, f.name), f.default):
             return f"model.{f.name}", f"a{'n' * (owner[0] in 'aeiou')} {owner} option, but model.encoder is {cfg.encoder!r}"
     check = getattr(ENCODERS[cfg.encoder], "check", None)
     problem = check(cfg, bptt) if check else None
