@@ -1,5 +1,6 @@
 import copy
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,14 @@ def pytest_collection_modifyitems(config, items):
     pytest-xdist's worksteal the short tests then fill the workers' gaps, instead of one worker running the
     long ones alone at the end."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def clean_env(home: Path, **extra: str) -> dict:
+    """The environment of a pipeline the tests start (Snakemake, DVC, the CLI): the venv first on PATH, its
+    own HOME, and OpenMP threads that sleep when idle. With its default busy wait, a two-thread job beside
+    another xdist worker's spins against it: the paper-config runs took 228 s instead of 145 s."""
+    return {"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(home), "OMP_WAIT_POLICY": "PASSIVE",
+            **extra}
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, clean_env
 from pipeline_src.config import load
 
 BIN = Path(sys.executable).parent
@@ -41,7 +41,7 @@ def _project(tmp_path: Path) -> Path:
 
 def _sh(cmd, cwd, mirror):
     r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True,
-                       env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(cwd), "LMBENCH_MIRROR": str(mirror)})
+                       env=clean_env(cwd, LMBENCH_MIRROR=str(mirror)))
     assert r.returncode == 0, f"{' '.join(map(str, cmd))}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     return r
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import ROOT, tiny_params, write_params
+from conftest import ROOT, clean_env, tiny_params, write_params
 
 BIN = Path(sys.executable).parent
 
@@ -29,8 +29,7 @@ def _project(tmp_path: Path, params: dict) -> Path:
 
 
 def _sh(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env={"PATH": f"{BIN}:/usr/bin:/bin",
-                                                                           "HOME": str(cwd)})
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=clean_env(cwd))
     assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     return r
 
@@ -156,10 +155,10 @@ def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path, default_params)
     p["model"]["layers"] = 0
     proj = _project(tmp_path, p)
     r = subprocess.run([str(BIN / "snakemake"), "-n", "--cores", "1"], cwd=proj, capture_output=True, text=True,
-                       env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(proj)})
+                       env=clean_env(proj))
     assert r.returncode != 0
     assert "key 'model.layers'" in r.stderr + r.stdout and "minimum of 1" in r.stderr + r.stdout
     assert not (proj / "data").exists() and not (proj / "results").exists()
     r = subprocess.run([str(BIN / "snakemake"), "-n", "--cores", "1", "--configfile", "params.yaml"], cwd=proj,
-                       capture_output=True, text=True, env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(proj)})
+                       capture_output=True, text=True, env=clean_env(proj))
     assert r.returncode != 0 and "--config params=FILE" in r.stderr + r.stdout

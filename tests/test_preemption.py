@@ -17,7 +17,7 @@ import torch
 from conftest import tiny_params, write_params
 from test_pipeline import BIN, _project, _sh
 
-ENV = {"PATH": f"{BIN}:/usr/bin:/bin", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+ENV = {"PATH": f"{BIN}:/usr/bin:/bin", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "OMP_WAIT_POLICY": "PASSIVE"}
 
 
 def _params(default_params: dict, tmp_path: Path) -> dict:

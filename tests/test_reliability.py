@@ -3,7 +3,6 @@ rebuild) and leaves nothing behind that a rerun would trust."""
 import copy
 import json
 
-import numpy as np
 import pytest
 import torch
 

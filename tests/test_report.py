@@ -11,8 +11,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
-from conftest import tiny_params, write_params
+from conftest import clean_env, tiny_params, write_params
 
 BIN = Path(sys.executable).parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -51,17 +52,31 @@ def browser_check(html: Path, tmp_path: Path) -> dict:
 
 def _sh(cmd, cwd):
     r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True,
-                       env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(cwd)})
+                       env=clean_env(cwd))
     assert r.returncode == 0, f"{' '.join(map(str, cmd))}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     return r
 
 
-@pytest.fixture(scope="module")
-def reports(default_params, tmp_path_factory):
-    """A tiny run with three seeds, its report, then the report of the same runs with one seed."""
+@pytest.fixture(scope="session")
+def reports(default_params, tmp_path_factory, worker_id):
+    """A tiny run with three seeds, its report, then the report of the same runs with one seed: made once for
+    the whole session, by whichever pytest-xdist worker asks first (the others wait on a lock, then read it)."""
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if worker_id != "master" else root  # the workers' shared folder under xdist
+    tmp = root / "reports"
+    with FileLock(str(root / "reports.lock")):
+        if not (tmp / "done").exists():
+            shutil.rmtree(tmp, ignore_errors=True)  # what a failed attempt left
+            tmp.mkdir()
+            _make_reports(default_params, tmp)
+            (tmp / "done").touch()
+    return {"three": tmp / "three.html", "one": tmp / "one.html", "snakemake": tmp / "snakemake-report.zip",
+            "project": tmp / "proj"}
+
+
+def _make_reports(default_params: dict, tmp: Path) -> None:
     from test_pipeline import _project
 
-    tmp = tmp_path_factory.mktemp("report")
     p = tiny_params(default_params, tmp)
     p["methods"]["mos"] = {"type": "mos", "components": 2}
     p["methods"]["nce"] = {"type": "nce", "negatives": 5}
@@ -77,8 +92,6 @@ def reports(default_params, tmp_path_factory):
     _sh([str(BIN / "python"), "-m", "pipeline_src", "summarize"], proj)
     _sh([str(BIN / "python"), "-m", "pipeline_src", "report"], proj)
     shutil.copy(three, tmp / "one.html")
-    return {"three": tmp / "three.html", "one": tmp / "one.html", "snakemake": tmp / "snakemake-report.zip",
-            "project": proj}
 
 
 @pytest.mark.slow

@@ -6,12 +6,12 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, clean_env
 from test_pipeline import BIN
 
 
 def _dry_run(tmp_path, settings: str | None, params: str | None = None) -> subprocess.CompletedProcess:
-    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    env = clean_env(tmp_path)
     if settings is not None:
         (tmp_path / "site.yaml").write_text(settings)
         env["LMBENCH_SLURM_SETTINGS"] = str(tmp_path / "site.yaml")

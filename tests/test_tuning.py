@@ -9,7 +9,7 @@ import torch
 
 from conftest import tiny_params
 from pipeline_src import paths
-from pipeline_src.config import ConfigError, config_hash, data_config, validate
+from pipeline_src.config import ConfigError, data_config, validate
 from pipeline_src.prepare import prepare
 from pipeline_src.synthetic import generate
 from pipeline_src.train import train
