@@ -8,6 +8,7 @@ report: "workflow/report/workflow.rst"  # `snakemake --report report.html`: resu
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/references.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -172,6 +172,17 @@ def _evaluate(params: dict, args) -> None:
         print(f"{args.dataset}/{args.method} {split}: nll {m['nll']:.4f}{extra}, ppl {m['ppl']:.2f}")
 
 
+def _reference(params: dict, args) -> None:
+    from .provenance import check_prepared
+    from .reference import write_reference
+
+    if args.name not in params.get("references", {}):
+        raise ConfigError(f"{args.config}: no reference {args.name!r} under references: "
+                          f"(defined: {sorted(params.get('references', {})) or 'none'})")
+    check_prepared(params, args.dataset)
+    print(f"wrote {write_reference(params, args.dataset, args.name)}")
+
+
 def _summarize(params: dict, args) -> None:
     from .summarize import summarize
 
@@ -280,6 +291,8 @@ COMMANDS = {
     "select": (_select, "pick a method's best tuning trial by validation perplexity (tuning.enabled)",
                ("dataset", "method")),
     "evaluate": (_evaluate, "exact valid/test perplexity of a trained run", ("dataset", "method", "seed")),
+    "reference": (_reference, "fit and score a count-based reference (references.NAME: Kneser-Ney) on one dataset",
+                  ("dataset", "name")),
     "summarize": (_summarize, "collect all runs' metrics into results/summary.csv", ()),
     "figures": (_figures, "draw a dataset's headline figures (forest, Pareto, learning curves) as SVG files",
                 ("dataset",)),

@@ -69,3 +69,25 @@ def zero_probability_findings(summary: pd.DataFrame) -> list[str]:
             f"probability 0 (no training count, so Q(w) = 0): it cannot score a text that contains "
             f"{'them' if r.zero_prob_words != 1 else 'it'} (`smooth_q: true` floors Q)."
             for r in rows.itertuples()]
+
+
+def reference_findings(head: pd.DataFrame, refs: pd.DataFrame | None, dataset: str) -> list[str]:
+    """Per count-based reference row of ``dataset`` (references.csv): its test perplexity, and which neural
+    output layers beat it on mean test perplexity over seeds, by how much, and whether their whole interval
+    lies below it (the reference has no seeds: it is deterministic)."""
+    if refs is None or refs.empty:
+        return []
+    out = []
+    h = head[head.dataset == dataset].sort_values("nll")
+    for r in refs[(refs.dataset == dataset) & (refs.split == "test")].itertuples():
+        def pct(ppl):
+            return f"{100 * (ppl / r.ppl - 1):+.1f}%"
+
+        beat = [f"{m.method} {m.ppl:.2f} ({pct(m.ppl)}{'' if pd.isna(m.nll_high) or m.nll_high < r.nll else ', its interval reaches it'})"
+                for m in h.itertuples() if m.nll < r.nll]
+        lost = [f"{m.method} ({pct(m.ppl)})" for m in h.itertuples() if m.nll >= r.nll]
+        out.append(f"**Kneser-Ney** (interpolated, modified discounts, order {r.order} chosen on valid; count-based, "
+                   f"fitted in {r.fit_seconds:.1f} s): test ppl **{r.ppl:.2f}**. "
+                   f"Neural output layers below it: {', '.join(beat) or 'none'}. "
+                   f"At or above it: {', '.join(lost) or 'none'}.")
+    return out

@@ -91,3 +91,16 @@ def hashes_dir(params: dict) -> Path:
 def run_hash_path(params: dict, dataset: str, method: str, seed: int, step: str) -> Path:
     """``step``: ``train`` (what makes the model) or ``evaluate`` (that and how it is scored)."""
     return hashes_dir(params) / dataset / method / f"seed{seed}.{step}"
+
+
+def reference_path(params: dict, dataset: str, name: str) -> Path:
+    """A count-based reference row (``references``: Kneser-Ney), one per dataset: no seeds."""
+    return Path(params["results_dir"]) / "references" / dataset / f"{name}.json"
+
+
+def references_summary_path(params: dict) -> Path:
+    return Path(params["results_dir"]) / "references.csv"
+
+
+def reference_hash_path(params: dict, dataset: str, name: str) -> Path:
+    return hashes_dir(params) / dataset / f"{name}.reference"

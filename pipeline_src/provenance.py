@@ -115,6 +115,7 @@ def step_hashes(params: dict) -> dict[Path, str]:
     the whole run config (``.evaluate``); the bench's and the matrix experiment's settings, with only the
     methods each reads. A tuned run's file holds its params-file settings (its selection is an input too)."""
     from .config import run_config, run_seeds
+    from .reference import reference_config
 
     out = {}
     for ds in params["run"]["datasets"]:
@@ -123,6 +124,9 @@ def step_hashes(params: dict) -> dict[Path, str]:
                 cfg = run_config(params, ds, method, seed)
                 out[paths.run_hash_path(params, ds, method, seed, "train")] = train_hash(cfg)
                 out[paths.run_hash_path(params, ds, method, seed, "evaluate")] = run_hash(cfg)
+    for ds in params["run"]["datasets"]:
+        for name in params.get("references", {}):
+            out[paths.reference_hash_path(params, ds, name)] = config_hash(reference_config(params, ds, name))
     for step in ("bench", "matrix"):
         used = {m: params["methods"][m] for m in params[step]["methods"]}
         out[paths.hashes_dir(params) / step] = config_hash({step: params[step], "methods": used, "seed": params["seed"]})

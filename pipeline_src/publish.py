@@ -33,7 +33,7 @@ from .runtime import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
-TABLES = ("summary.csv", "summary.json", "headline.csv", "contrasts.csv", "history.csv", "matrix.csv", "bench.csv", "bench.json", "tuning.csv",
+TABLES = ("summary.csv", "summary.json", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "matrix.csv", "bench.csv", "bench.json", "tuning.csv",
           "tuning_curves.csv", "step-bench.csv", "step-bench.json", "step-breakdown.csv")
 BLOCK = re.compile(r"(<!-- results-table: (?P<path>\S+?) -->\n)(?P<body>.*?)(<!-- end results-table -->)", re.S)
 
@@ -76,6 +76,7 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
         raise OutputError(f"{out} is a file: refusing to replace it with a publication")
     bench_only = not paths.summary_path(params).exists() and paths.bench_path(params).exists()
     step_only = not paths.summary_path(params).exists() and not bench_only and paths.step_bench_path(params).exists()
+    refs_only = not (paths.summary_path(params).exists() or bench_only or step_only) and (results / "references").is_dir()
     if step_only:  # `python -m pipeline_src bench-step` alone: whole steps against their floor and the peer
         summary = pd.DataFrame({"dataset": [], "method": [], "seed": [], "config_hash": []})
         meta = read_json(paths.step_bench_path(params).with_suffix(".json"), "step")
@@ -90,15 +91,23 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
             raise ConfigError(f"{paths.bench_path(params)} was made by another bench config (or --quick): rerun "
                               f"`python -m pipeline_src bench --config {params_file}` before publishing")
         command = f"python -m pipeline_src bench --config {params_file} --threads {bench_meta['threads']}"
+    elif refs_only:
+        # `python -m pipeline_src reference` alone: count-based rows (Kneser-Ney), every dataset's, current
+        from .summarize import _write, reference_rows
+
+        summary = pd.DataFrame({"dataset": [], "method": [], "seed": [], "config_hash": []})
+        _write(paths.references_summary_path(params), reference_rows(params, False, []))
+        command = " && ".join(f"python -m pipeline_src reference --config {params_file} --dataset {d} --name {r}"
+                              for d in params["run"]["datasets"] for r in params.get("references", {}))
     elif not paths.summary_path(params).exists():
-        raise ConfigError(f"{results} has no summary.csv, bench.csv or step-bench.csv: nothing to publish")
+        raise ConfigError(f"{results} has no summary.csv, bench.csv, step-bench.csv or references: nothing to publish")
     else:
         summary = read_csv(paths.summary_path(params), "dataset", "method", "seed", "config_hash")
         command = f"snakemake --cores all --config params={params_file}"
         info = paths.summary_path(params).with_suffix(".json")
         if info.exists() and read_json(info, "partial")["partial"]:
             command = f"python -m pipeline_src summarize --partial --config {params_file}"  # after the finished runs
-    if not (bench_only or step_only):  # every run from this params file (and, when tuned, its selection)
+    if not (bench_only or step_only or refs_only):  # every run from this params file (and, when tuned, its selection)
         check_summary_current(params, summary)
     dirty = _dirty_files()  # before this publication's own files change under benchmarks/
     earlier = _earlier_files(out)
@@ -124,7 +133,7 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
             timespec="seconds"), "files": copied, "seeds": run_seeds(params), "cpu_model": cpu_model(),
         "run_config_hashes": sorted(summary.config_hash.unique().tolist()),
         "command": command, "wall_time_s": wall_time_s,
-        "runs": read_json(info) if not (bench_only or step_only) and info.exists() else None})
+        "runs": read_json(info) if not (bench_only or step_only or refs_only) and info.exists() else None})
     update_docs()
     return out
 
@@ -249,6 +258,21 @@ def contrasts_markdown(con: pd.DataFrame) -> str:
     return markdown_table(cols, rows) + "\n"
 
 
+def references_markdown(refs: pd.DataFrame) -> str:
+    """The count-based reference rows (Kneser-Ney) per dataset: order chosen on valid, valid and test
+    perplexity, gap to the truth where known, fitting time."""
+    if refs.empty:
+        return "*No reference rows in this run.*\n"
+    rows = []
+    for (ds, method), g in refs.groupby(["dataset", "method"], sort=False):
+        v, t = g[g.split == "valid"].iloc[0], g[g.split == "test"].iloc[0]
+        gap = "" if pd.isna(t.get("gap_nll")) else f"{t.gap_nll:.3f}"
+        rows.append([ds, f"{method}-{int(t.order)}", f"{v.ppl:.2f}", f"{t.ppl:.2f}", gap, f"{int(t.tokens):,}",
+                     f"{int(t.train_tokens):,}", f"{int(t.vocab):,}", f"{t.fit_seconds:.1f}"])
+    return markdown_table(["dataset", "reference", "valid ppl", "test ppl", "gap to truth (nats)", "test tokens",
+                           "train tokens", "vocab", "fit s"], rows)
+
+
 def selected_markdown(trials: pd.DataFrame) -> str:
     """The settings each method's tuning selected, with its trial budget and divergences."""
     opts = [c for c in trials.columns if c.startswith("opt_")]
@@ -329,6 +353,8 @@ def render_table(path: str) -> str:
         return headline_markdown(pd.read_csv(file))
     if file.name == "contrasts.csv":
         return contrasts_markdown(pd.read_csv(file))
+    if file.name == "references.csv":
+        return references_markdown(pd.read_csv(file))
     if file.name == "bench.csv":
         return bench_markdown(pd.read_csv(file))
     if file.name == "step-bench.csv":

@@ -26,6 +26,7 @@ def render(params: dict, params_file: Path, notebook: Path = NOTEBOOK) -> Path:
         "matrix_csv": str(paths.matrix_summary_path(params).resolve()),
         "headline_csv": str(paths.headline_path(params).resolve()),
         "contrasts_csv": str(paths.contrasts_path(params).resolve()),
+        "references_csv": str(paths.references_summary_path(params).resolve()),
         "tuning_csv": str(paths.tuning_summary_path(params).resolve()),
         "tuning_curves_csv": str(paths.tuning_summary_path(params).with_name("tuning_curves.csv").resolve()),
         "confidence": params["statistics"]["confidence"],

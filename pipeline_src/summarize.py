@@ -1,6 +1,7 @@
 """Aggregate per-run metrics (``summary.csv``), learning curves (``history.csv``), matrix fits
 (``matrix.csv``), the verdicts over seeds (``headline.csv``), each method of ``statistics.contrasts``
-against its own control (``contrasts.csv``, header only when none is declared) and, with tuning, every trial
+against its own control (``contrasts.csv``, header only when none is declared), the count-based reference
+rows of every dataset (``references.csv``: Kneser-Ney, no seeds) and, with tuning, every trial
 (``tuning.csv``) and the expected best validation perplexity against the number of trials
 (``tuning_curves.csv``)."""
 from __future__ import annotations
@@ -73,6 +74,41 @@ def check_current(path, record: dict, cfg: dict) -> None:
         raise StaleError(f"{path} was made under another config (key '{key}' differs; hash "
                          f"{made}, this config: {want}): rerun its run's steps "
                          f"(`snakemake` does)")
+
+
+REFERENCE_COLUMNS = ["dataset", "method", "kind", "order", "split", "nll", "ppl", "true_nll", "gap_nll", "tokens",
+                     "fit_seconds", "fit_seconds_all_orders", "train_tokens", "vocab",
+                     *[f"{band}_{what}" for band in BANDS for what in ("ppl", "gap_nll", "tokens")], "config_hash"]
+
+
+def reference_rows(params: dict, partial: bool, missing: list) -> pd.DataFrame:
+    """Every dataset's count-based reference rows (``references``), each checked against the current
+    config (its options and the data it read)."""
+    from .config import config_hash
+    from .reference import reference_config
+
+    rows = []
+    for dataset in params["run"]["datasets"]:
+        for name in params.get("references", {}):
+            path = paths.reference_path(params, dataset, name)
+            if not path.exists() and partial:
+                missing.append(f"references/{dataset}/{name}")
+                continue
+            if not path.exists():
+                raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src reference --dataset "
+                                        f"{dataset} --name {name}` first")
+            rec = read_json(path, "config", "config_hash", "splits", "order")
+            want = reference_config(params, dataset, name)
+            if rec["config_hash"] != config_hash(want):
+                key = first_difference(rec["config"], want) or "?"
+                raise StaleError(f"{path} was made under another config (key '{key}' differs): rerun "
+                                 f"`python -m pipeline_src reference --dataset {dataset} --name {name}` (or `snakemake`)")
+            for split, m in rec["splits"].items():
+                rows.append({"dataset": dataset, "method": rec["method"], "kind": rec["kind"], "order": rec["order"],
+                             "split": split, **{k: m.get(k) for k in ("nll", "ppl", "true_nll", "gap_nll", "tokens")},
+                             **{k: rec[k] for k in ("fit_seconds", "fit_seconds_all_orders", "train_tokens", "vocab")},
+                             **band_columns(m), "config_hash": rec["config_hash"]})
+    return pd.DataFrame(rows, columns=REFERENCE_COLUMNS)
 
 
 def check_summary_current(params: dict, summary: pd.DataFrame | None = None) -> None:
@@ -154,9 +190,10 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
     _write(paths.matrix_summary_path(params), pd.DataFrame(matrix_rows))
     _write(paths.headline_path(params), head)
     _write(paths.contrasts_path(params), con)
+    _write(paths.references_summary_path(params), reference_rows(params, partial, missing))
     total = len(params["run"]["datasets"]) * len(params["run"]["methods"]) * len(run_seeds(params))
     write_json(paths.summary_path(params).with_suffix(".json"),
-               {"partial": bool(missing), "runs": total - sum(not m.startswith("matrix/") for m in missing),
+               {"partial": bool(missing), "runs": total - sum(not m.startswith(("matrix/", "references/")) for m in missing),
                 "of": total, "missing": missing, "statistics": params["statistics"]})
     if (params.get("tuning") or {}).get("enabled"):
         trials, tcurves = tuning_tables(params)

@@ -73,8 +73,8 @@ def test_snakemake_dag_and_dvc_stages_do_not_drift(tmp_path, default_params):
     assert smk_cmds == dvc_cmds - {"python -m pipeline_src hashes --config params.yaml"}
     assert smk_outs == dvc_outs - {"results/hashes"}
     # fetch, prepare, train, evaluate (2 datasets x 2 methods x 2 seeds), matrix fits (2 dims x 2 seeds);
-    # figures (per dataset); summarize, bench, report; hashes
-    assert len(dvc_cmds) == 2 + 2 + 8 + 8 + 4 + 2 + 3 + 1
+    # figures and the Kneser-Ney reference (per dataset); summarize, bench, report; hashes
+    assert len(dvc_cmds) == 2 + 2 + 8 + 8 + 4 + 2 + 2 + 3 + 1
     assert "results/figures/ptb/forest.svg" in smk_outs
     # seeds fan out into run directories that name them, shared data: seed k of two methods is a pair
     assert "results/runs/tiny/softmax-small-chunks/seed7/metrics.json" in smk_outs

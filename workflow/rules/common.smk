@@ -48,6 +48,7 @@ wildcard_constraints:
     dim="[0-9]+",
     seed="[0-9]+",
     trial="[0-9]+",
+    name="[A-Za-z0-9_-]+",
 
 
 def cli(step, **args):
@@ -152,6 +153,18 @@ def get_all_histories(wildcards=None):
 def get_matrix_fits(wildcards=None):
     return [str(paths.matrix_fit_path(P, v, d, s))
             for v in P["matrix"]["vocab_sizes"] for d in P["matrix"]["dims"] for s in SEEDS]
+
+
+REFERENCES = list(P.get("references", {}))
+
+
+def get_all_references(wildcards=None):
+    """Every dataset's count-based reference rows (Kneser-Ney): inputs of the summary."""
+    return [str(paths.reference_path(P, d, r)) for d in DATASETS for r in REFERENCES]
+
+
+def get_reference_hash_file(wildcards):
+    return str(paths.reference_hash_path(P, wildcards.dataset, wildcards.name))
 
 
 def get_figures(wildcards=None):

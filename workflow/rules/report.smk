@@ -24,6 +24,7 @@ rule summarize:
         get_all_histories,
         get_matrix_fits,
         get_all_selected,
+        get_all_references,
     output:
         summary=report(f"{RESULTS}/summary.csv", caption="../report/summary.rst", category="Results tables",
                        labels={"table": "every run and split"}),
@@ -33,6 +34,7 @@ rule summarize:
                         labels={"table": "headline per dataset and method"}),
         contrasts=report(f"{RESULTS}/contrasts.csv", caption="../report/contrasts.rst", category="Results tables",
                          labels={"table": "each method against its own control"}),
+        references=f"{RESULTS}/references.csv",
     params:
         statistics=P["statistics"],
     log:
@@ -91,6 +93,7 @@ rule report:
         matrix=f"{RESULTS}/matrix.csv",
         headline=f"{RESULTS}/headline.csv",
         contrasts=f"{RESULTS}/contrasts.csv",
+        references=f"{RESULTS}/references.csv",
         bench=f"{RESULTS}/bench.csv",
         notebook="workflow/notebooks/report.ipynb",
     output:

@@ -1,0 +1,13 @@
+rule reference:
+    input:
+        get_prepared_dir,
+        get_reference_hash_file,
+    output:
+        f"{RESULTS}/references/{{dataset}}/{{name}}.json",
+    log:
+        f"{LOGS}/references/{{dataset}}/{{name}}.log",
+    conda:
+        ENV
+    threads: 1
+    shell:
+        cli("reference", dataset="{wildcards.dataset}", name="{wildcards.name}") + " > {log} 2>&1"
