@@ -195,12 +195,18 @@ def markdown_table(cols: list[str], rows) -> str:
     return "\n".join(lines)
 
 
-def headline_markdown(head: pd.DataFrame) -> str:
-    """The headline table of a published run, one block per dataset, for the README and docs."""
+def headline_markdown(head: pd.DataFrame, refs: pd.DataFrame | None = None) -> str:
+    """The headline table of a published run, one block per dataset, for the README and docs; with the
+    count-based reference rows (``references.csv``: Kneser-Ney) in their place by test perplexity."""
     out = []
     for ds, h in head.groupby("dataset", sort=False):
+        kn = refs[(refs.dataset == ds) & (refs.split == "test")] if refs is not None and not refs.empty else None
+        if kn is not None and not kn.empty:
+            kn = kn.assign(method=[f"{m}-{o} (count-based)" for m, o in zip(kn.method, kn.order)], row_kind="reference",
+                           train_time_s=kn.fit_seconds)
+            h = pd.concat([h, kn[["method", "nll", "ppl", "gap_nll", "train_time_s", "row_kind"]]], ignore_index=True)
         h = h.sort_values("nll")
-        ref = h.reference.iloc[0]
+        ref = h.reference.dropna().iloc[0]
         seeds = int(h.seeds.max())
         ci = "95% CI" if seeds > 1 else "one seed: no CI"
         cols = ["method", f"test ppl [{ci}]", f"Δ nll vs {ref} [{ci}]", "verdict"]
@@ -219,6 +225,12 @@ def headline_markdown(head: pd.DataFrame) -> str:
         cols += ["rank", "train s", "head kFLOP/token (train)"]
         rows = []
         for r in h.itertuples():
+            if getattr(r, "row_kind", None) == "reference":  # no seeds, no verdict, no head: its fit time
+                cells = [r.method, f"{r.ppl:.1f}", "—", "reference (no seeds)"] + (["—"] if uneven else []) \
+                    + ([f"{r.gap_nll:.3f}"] if synthetic else []) + (["—"] if best else []) \
+                    + (["—", "—"] if paper else []) + ["—", f"{r.train_time_s:.1f} (fit)", "—"]
+                rows.append(cells)
+                continue
             cells = [r.method, _interval(r.ppl, r.ppl_low, r.ppl_high, 1),
                      "—" if r.method == ref else _interval(r.delta_nll, r.delta_low, r.delta_high, 3, signed=True),
                      r.verdict]
@@ -350,7 +362,8 @@ def render_table(path: str) -> str:
     if not file.exists():  # a page may announce a run before it is published
         return f"*Not published yet: run it, then `python -m pipeline_src publish --name {Path(path).parent.name}`.*\n"
     if file.name == "headline.csv":
-        return headline_markdown(pd.read_csv(file))
+        refs = file.with_name("references.csv")
+        return headline_markdown(pd.read_csv(file), pd.read_csv(refs) if refs.exists() and refs.stat().st_size > 1 else None)
     if file.name == "contrasts.csv":
         return contrasts_markdown(pd.read_csv(file))
     if file.name == "references.csv":
