@@ -32,6 +32,10 @@ SPECS = {
     "nce": {"type": "nce", "negatives": 20, "sampler": "uniform", "sparse": False},
     "neglm": {"type": "neglm", "negatives": 20, "sampler": "uniform", "sparse": False},
     "adaptive-softmax": {"type": "adaptive-softmax", "cutoffs": [30, 120], "div_value": 2.0},
+    "hierarchical-softmax": {"type": "hierarchical-softmax"},
+    "differentiated-softmax": {"type": "differentiated-softmax"},
+    "self-normalised-softmax": {"type": "self-normalised-softmax"},
+    "self-normalised-infrequent": {"type": "self-normalised-softmax", "variant": "infrequent", "gamma": 0.25},
 }
 
 
@@ -60,6 +64,14 @@ def test_analytic_flops_match_torch_flop_counter(name):
             hd.loss(h, t).backward()
         head_only = 2 * 3 * D * hd.asm.head_size
         assert fc.get_total_flops() / N == pytest.approx(head_only, rel=0.02)
+        return
+    if name == "hierarchical-softmax":
+        # training computes the class softmax and each token's own class: the counter sees this draw of
+        # targets, the analytic count their expectation under the train frequencies; both from the same rule
+        sizes = (hd.bounds[1:] - hd.bounds[:-1])[hd.word_class[t]].double().mean()
+        with FlopCounterMode(display=False) as fc:
+            hd.loss(h, t).backward()
+        assert fc.get_total_flops() / N == pytest.approx(2 * 3 * D * (hd.n_classes + float(sizes)), rel=0.02)
         return
     with FlopCounterMode(display=False) as fc:
         hd.loss(h, t).backward()

@@ -1,0 +1,105 @@
+"""Two-level hierarchical (class-based) softmax (Goodman 2001; Mikolov et al. 2011).
+
+p(w | h) = p(c(w) | h) p(w | c(w), h): a softmax over C word classes, then a softmax over the words of the
+target's class only. Classes are contiguous ranges of the frequency-sorted vocabulary, made by frequency
+binning (Mikolov et al. 2011): ``clustering: mass`` gives every class about 1/C of the train tokens (frequent
+words get small classes, rare words large ones), ``count`` gives every class |V|/C words. A class that the
+mass rule would leave empty (one word heavier than 1/C) is dropped, so C may come out smaller. The class
+of every word is a buffer of the head: it is saved in model.pt with the run. A training step costs
+O(d (C + |class of the target|)) per token, about O(d sqrt|V|) at C = sqrt|V|; exact evaluation O(d (C + |V|)).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from ..errors import ConfigError
+from .base import HeadContext, OutputLayer, chunked_rows, output_embedding, register
+
+
+def frequency_classes(counts: Tensor | None, v: int, classes: int, clustering: str) -> Tensor:
+    """(C + 1,) class boundaries over word ids 0 .. v - 1 (frequency-sorted): class c holds ids
+    [bounds[c], bounds[c + 1]). ``mass``: a word's class is floor(C x the train mass before it), empty
+    classes dropped; ``count``: C ranges of (nearly) equal size."""
+    classes = max(1, min(classes, v))
+    if clustering == "count" or counts is None:
+        bounds = torch.linspace(0, v, classes + 1).round().long()
+        return torch.unique(bounds)
+    c = counts.double()
+    before = (c.cumsum(0) - c) / c.sum()  # the train mass of the words before each id
+    label = torch.clamp((before * classes).floor().long(), max=classes - 1)  # non-decreasing in id
+    starts = torch.nonzero(torch.diff(label, prepend=label[:1] - 1)).squeeze(1)
+    return torch.cat([starts, torch.tensor([v])])
+
+
+@register("hierarchical-softmax")
+class HierarchicalSoftmax(OutputLayer):
+    @dataclass(frozen=True)
+    class Options:
+        classes: int | None = field(default=None, metadata={"minimum": 1, "description": (
+            "number of word classes C (null = round(sqrt |V|)); fewer when frequency binning leaves a class empty")})
+        clustering: str = field(default="mass", metadata={"enum": ["mass", "count"], "description": (
+            "mass: each class about 1/C of the train tokens (Mikolov et al. 2011's frequency binning); "
+            "count: each class |V|/C words")})
+        chunk_size: int = field(default=1024, metadata={"minimum": 1, "description": "rows per chunk in evaluation"})
+        init_range: float = field(default=0.1, metadata={"exclusiveMinimum": 0,
+                                  "description": "untied weights ~ U(-r, r)"})
+
+    def __init__(self, ctx: HeadContext, opts: Options):
+        super().__init__(ctx, opts)
+        if opts.clustering == "mass" and ctx.unigram_counts is None:
+            raise ConfigError("hierarchical-softmax option 'clustering: mass' needs the train counts (noise.npz)")
+        c = opts.classes or max(1, round(math.sqrt(ctx.vocab_size)))
+        bounds = frequency_classes(ctx.unigram_counts, ctx.vocab_size, c, opts.clustering)
+        self.register_buffer("bounds", bounds)  # (C + 1,) saved with the run
+        word_class = torch.repeat_interleave(torch.arange(len(bounds) - 1), torch.diff(bounds))
+        self.register_buffer("word_class", word_class)  # (V,)
+        self.n_classes = len(bounds) - 1
+        self.class_weight = nn.Parameter(torch.empty(self.n_classes, ctx.in_dim).uniform_(-opts.init_range, opts.init_range))
+        self.class_bias = nn.Parameter(torch.zeros(self.n_classes))
+        self.weight, self.bias = output_embedding(ctx, opts.init_range)  # (V, d), (V,)
+        counts = ctx.unigram_counts
+        sizes = torch.diff(bounds).double()
+        if counts is None or counts.sum() == 0:
+            self.expected_class_size = float(sizes.mean())
+        else:  # E over train targets of the size of their class: what a training step computes
+            self.expected_class_size = float((counts.double() * sizes[word_class]).sum() / counts.sum())
+
+    def forward_macs(self, exact: bool) -> float:
+        return self.in_dim * (self.n_classes + (self.vocab_size if exact else self.expected_class_size))
+
+    def _class_log_prob(self, hidden: Tensor) -> Tensor:
+        return F.log_softmax(F.linear(hidden, self.class_weight, self.class_bias), dim=-1)  # (N, C)
+
+    def _within(self, hidden: Tensor, target: Tensor) -> Tensor:
+        """(N,) log p(target | its class, h), one small softmax per class present among the targets."""
+        cls = self.word_class[target]
+        out = hidden.new_empty(target.shape[0])
+        for c in torch.unique(cls).tolist():
+            rows = torch.nonzero(cls == c).squeeze(1)
+            s, e = int(self.bounds[c]), int(self.bounds[c + 1])
+            logits = F.linear(hidden[rows], self.weight[s:e], self.bias[s:e])  # (rows, |c|)
+            out = out.index_put((rows,), logits.gather(1, (target[rows] - s)[:, None]).squeeze(1)
+                                - torch.logsumexp(logits, dim=1))
+        return out
+
+    def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
+        def one(h, t):
+            return self._class_log_prob(h).gather(1, self.word_class[t][:, None]).squeeze(1) + self._within(h, t)
+
+        return chunked_rows(one, hidden, target, chunk_size or self.opts.chunk_size)
+
+    def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
+        return -self.target_log_prob(hidden, target, hidden.shape[0] or 1).mean()
+
+    def log_prob(self, hidden: Tensor) -> Tensor:
+        out = hidden.new_empty(hidden.shape[0], self.vocab_size)  # (N, V)
+        class_lp = self._class_log_prob(hidden)  # (N, C)
+        for c in range(self.n_classes):
+            s, e = int(self.bounds[c]), int(self.bounds[c + 1])
+            out[:, s:e] = F.log_softmax(F.linear(hidden, self.weight[s:e], self.bias[s:e]), dim=-1) + class_lp[:, c:c + 1]
+        return out

@@ -1,0 +1,89 @@
+"""Self-normalised softmax: a softmax trained so that its normaliser Z(h) stays near 1, so that at test time
+the unnormalised score s_w(h) = h . W_w + b_w can stand for log p(w | h) without computing Z.
+
+Two objectives behind one head (``variant``), both per token and averaged over the N rows of a step:
+- ``devlin`` (Devlin et al. 2014, their eq. for the self-normalised NNJM): the softmax cross-entropy plus
+  alpha (log Z(h))^2 on every row, L = mean_i [log Z_i - s_{t_i} + alpha log^2 Z_i]. Z is computed every
+  step, so training costs what a softmax does; the saving is at test time.
+- ``infrequent`` (Andreas & Klein 2015, as Chen, Grangier & Auli 2016 use it): the target's unnormalised
+  score on every row, the normaliser penalty on a random fraction gamma of the rows only, rescaled by 1/gamma,
+  L = (1/N) [ -sum_i s_{t_i} + (alpha / gamma) sum_{i in S} log^2 Z_i ], |S| = max(1, round(gamma N)) rows
+  drawn without replacement. A step costs O(d (N + gamma N |V|)).
+Scored exact and fully normalised like every head (log p = s - log Z); beside it evaluation reports the mean
+and spread of log Z and the perplexity with Z = 1 (``self_normalisation``), as for the sampled heads.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from .base import HeadContext, OutputLayer, chunked_mean_nll, chunked_rows, output_embedding, register
+
+
+@register("self-normalised-softmax")
+class SelfNormalisedSoftmax(OutputLayer):
+    train_passes = 4  # the normaliser's chunks run under activation checkpointing
+
+    @dataclass(frozen=True)
+    class Options:
+        variant: str = field(default="devlin", metadata={"enum": ["devlin", "infrequent"], "description": (
+            "devlin: cross-entropy + alpha log^2 Z on every row (Devlin et al. 2014); infrequent: the target's "
+            "unnormalised score on every row, (alpha / gamma) log^2 Z on a fraction gamma of them (Andreas & Klein 2015)")})
+        alpha: float = field(default=0.1, metadata={"minimum": 0, "description": (
+            "weight of the (log Z)^2 penalty (Devlin et al. use 0.1)")})
+        gamma: float = field(default=0.1, metadata={"exclusiveMinimum": 0, "maximum": 1, "description": (
+            "variant infrequent: share of the rows whose normaliser is computed each step")})
+        chunk_size: int = field(default=1024, metadata={"minimum": 1, "description": "rows of logits alive at once"})
+        init_range: float = field(default=0.1, metadata={"exclusiveMinimum": 0,
+                                  "description": "untied weights ~ U(-r, r)"})
+
+    def __init__(self, ctx: HeadContext, opts: Options):
+        super().__init__(ctx, opts)
+        self.weight, self.bias = output_embedding(ctx, opts.init_range)  # (V, d), (V,)
+        self.trains_exact_likelihood = opts.variant == "devlin"  # infrequent: scores, not a likelihood
+
+    def forward_macs(self, exact: bool) -> float:
+        if exact or self.opts.variant == "devlin":
+            return self.in_dim * self.vocab_size
+        return self.in_dim * (1 + self.opts.gamma * self.vocab_size)  # the target's score, Z on gamma of the rows
+
+    def _score_and_log_z(self, h: Tensor, t: Tensor) -> tuple[Tensor, Tensor]:
+        logits = F.linear(h, self.weight, self.bias)  # (c, V)
+        return logits.gather(1, t[:, None]).squeeze(1), torch.logsumexp(logits, dim=1)
+
+    def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
+        a = self.opts.alpha
+        if self.opts.variant == "devlin":
+            def neg_row_loss(h, t):  # -(log Z - s_t + alpha log^2 Z), per row
+                s, log_z = self._score_and_log_z(h, t)
+                return s - log_z - a * log_z * log_z
+
+            return chunked_mean_nll(neg_row_loss, hidden, target, self.opts.chunk_size)
+        n = hidden.shape[0]
+        score = (hidden * self.weight[target]).sum(1) + self.bias[target]  # (N,) the targets' scores alone
+        rows = torch.randperm(n, device=hidden.device)[:max(1, round(self.opts.gamma * n))]
+        h = hidden[rows]
+
+        def neg_penalty(hc, _):
+            log_z = torch.logsumexp(F.linear(hc, self.weight, self.bias), dim=1)
+            return -(a / self.opts.gamma) * log_z * log_z
+
+        penalty = chunked_mean_nll(neg_penalty, h, rows, self.opts.chunk_size) * h.shape[0] / n
+        return penalty - score.mean()
+
+    def self_normalisation(self, hidden: Tensor, target: Tensor,
+                           chunk_size: int | None = None) -> tuple[Tensor, Tensor]:
+        """(unnormalised log p of the targets (N,), log Z (N,)); their difference is the exact log p."""
+        both = chunked_rows(lambda h, t: torch.stack(self._score_and_log_z(h, t), dim=1), hidden, target,
+                            chunk_size or self.opts.chunk_size)
+        return both[:, 0], both[:, 1]
+
+    def log_prob(self, hidden: Tensor) -> Tensor:
+        return F.log_softmax(F.linear(hidden, self.weight, self.bias), dim=-1)
+
+    def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
+        score, log_z = self.self_normalisation(hidden, target, chunk_size)
+        return score - log_z

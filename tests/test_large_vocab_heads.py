@@ -1,0 +1,163 @@
+"""Hierarchical, differentiated and self-normalised softmax (Chen, Grangier & Auli 2016's other strategies)
+against direct float64 implementations of their formulas, on several shapes: exact log-probabilities that sum
+to one, the training loss, and gradients by finite differences."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from pipeline_src.errors import ConfigError
+from pipeline_src.heads import HeadContext, build_head
+from pipeline_src.heads.hierarchical import frequency_classes
+
+SHAPES = [(37, 5, 9), (200, 8, 33), (1000, 6, 17)]  # (V, d, N)
+
+
+def _ctx(v, d, zipf=True):
+    counts = (1000.0 / torch.arange(1, v + 1)).floor() if zipf else torch.full((v,), 5.0)  # frequency-sorted
+    return HeadContext(vocab_size=v, in_dim=d, unigram_counts=counts)
+
+
+def _data(v, d, n, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, d, generator=g, dtype=torch.float64), torch.randint(0, v, (n,), generator=g)
+
+
+def _hsm_reference(head, h):
+    """p(w | h) = softmax(h Wc^T + bc)[c(w)] * softmax over w's class of (h W^T + b), word by word."""
+    v = head.vocab_size
+    class_p = torch.softmax(h @ head.class_weight.T + head.class_bias, dim=1)
+    out = torch.empty(h.shape[0], v, dtype=torch.float64)
+    for w in range(v):
+        c = int(head.word_class[w])
+        members = [u for u in range(v) if int(head.word_class[u]) == c]
+        logits = h @ head.weight[members].T + head.bias[members]
+        out[:, w] = class_p[:, c] * torch.softmax(logits, dim=1)[:, members.index(w)]
+    return out.log()
+
+
+@pytest.mark.parametrize("v,d,n", SHAPES[:2])
+@pytest.mark.parametrize("clustering", ["mass", "count"])
+def test_hierarchical_softmax_equals_its_two_level_formula(v, d, n, clustering):
+    torch.manual_seed(v)
+    head = build_head({"type": "hierarchical-softmax", "clustering": clustering}, _ctx(v, d)).double()
+    with torch.no_grad():
+        head.class_bias.normal_()
+        head.bias.normal_()
+    h, t = _data(v, d, n)
+    want = _hsm_reference(head, h)
+    got = head.log_prob(h)
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-10)
+    assert torch.allclose(torch.logsumexp(got, 1), torch.zeros(n, dtype=torch.float64), atol=1e-12)
+    torch.testing.assert_close(head.target_log_prob(h, t, chunk_size=4), want.gather(1, t[:, None]).squeeze(1),
+                               rtol=0, atol=1e-10)
+    torch.testing.assert_close(head.loss(h, t), -want.gather(1, t[:, None]).mean(), rtol=0, atol=1e-10)
+
+
+def test_hierarchical_softmax_gradients_by_finite_differences():
+    torch.manual_seed(0)
+    head = build_head({"type": "hierarchical-softmax", "classes": 4}, _ctx(23, 3)).double()
+    h, t = _data(23, 3, 7)
+    h.requires_grad_(True)
+    params = [head.class_weight, head.class_bias, head.weight, head.bias]
+    assert torch.autograd.gradcheck(lambda x, *p: head.loss(x, t), (h, *params))
+
+
+def test_frequency_classes_bin_the_train_mass_and_are_saved_with_the_run():
+    v = 1000
+    counts = (1e6 / torch.arange(1, v + 1)).floor()  # Zipf: the first word alone outweighs 1/C
+    bounds = frequency_classes(counts, v, 32, "mass")
+    assert bounds[0] == 0 and bounds[-1] == v and (torch.diff(bounds) > 0).all()
+    mass = torch.stack([counts[s:e].sum() for s, e in zip(bounds[:-1], bounds[1:])]) / counts.sum()
+    sizes = torch.diff(bounds)
+    last_word = counts[bounds[1:] - 1] / counts.sum()
+    assert (mass - last_word < 1 / 32).all()  # a class passes 1/C of the mass by its last word at most ...
+    before = (counts.cumsum(0) - counts) / counts.sum()
+    bins = (before * 32).floor()
+    starts = bounds[1:-1]
+    assert (bins[starts] > bins[starts - 1]).all()  # ... and a new class starts where the mass crosses a k/C
+    assert int((torch.diff(bins) > 0).sum()) == len(starts)  # at every such crossing
+    assert len(bounds) - 1 < 32 and sizes[0] == 1 and sizes[-1] > sizes[0]  # empty classes dropped; rare words share
+    assert torch.equal(frequency_classes(counts, v, 32, "count"), torch.linspace(0, v, 33).round().long())
+    head = build_head({"type": "hierarchical-softmax"}, _ctx(v, 4))
+    assert head.n_classes <= round(math.sqrt(v)) and {"bounds", "word_class"} <= set(head.state_dict())
+    with pytest.raises(ConfigError, match="needs the train counts"):
+        build_head({"type": "hierarchical-softmax"}, HeadContext(vocab_size=10, in_dim=2))
+
+
+@pytest.mark.parametrize("v,d,n", SHAPES)
+def test_differentiated_softmax_is_one_softmax_over_band_logits_from_context_slices(v, d, n):
+    torch.manual_seed(d)
+    head = build_head({"type": "differentiated-softmax"}, _ctx(v, d)).double()
+    with torch.no_grad():
+        head.bias.normal_()
+    h, t = _data(v, d, n)
+    edges, slices = head.edges, head.slices
+    assert slices[-1] == d and slices[1] == max(1, d // 2) and edges == [0, v // 20, v // 4, v]
+    big = torch.zeros(v, d, dtype=torch.float64)  # the block-diagonal output matrix, written out
+    for (s, e), (a, b), w in zip(zip(edges, edges[1:]), zip(slices, slices[1:]), head.weights):
+        big[s:e, a:b] = w
+    want = torch.log_softmax(h @ big.T + head.bias, dim=1)
+    torch.testing.assert_close(head.log_prob(h), want, rtol=0, atol=1e-12)
+    torch.testing.assert_close(head.loss(h, t), F.cross_entropy(h @ big.T + head.bias, t), rtol=0, atol=1e-12)
+    assert head.forward_macs(exact=True) == sum((e - s) * (b - a) for s, e, a, b in
+                                                zip(edges, edges[1:], slices, slices[1:]))
+
+
+def test_differentiated_softmax_gradients_and_bad_widths():
+    torch.manual_seed(1)
+    head = build_head({"type": "differentiated-softmax", "cutoffs": [3, 9], "widths": [3, 2, 1],
+                       "chunk_size": 4}, _ctx(20, 6)).double()
+    h, t = _data(20, 6, 9)
+    h.requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda x, *p: head.loss(x, t), (h, *head.parameters()))
+    with pytest.raises(ConfigError, match="summing to the head input d = 6"):
+        build_head({"type": "differentiated-softmax", "cutoffs": [3, 9], "widths": [3, 2, 2]}, _ctx(20, 6))
+
+
+@pytest.mark.parametrize("v,d,n", SHAPES)
+def test_self_normalised_devlin_is_cross_entropy_plus_alpha_log_z_squared(v, d, n):
+    torch.manual_seed(n)
+    head = build_head({"type": "self-normalised-softmax", "alpha": 0.3, "chunk_size": 5}, _ctx(v, d)).double()
+    h, t = _data(v, d, n)
+    logits = h @ head.weight.T + head.bias
+    log_z = torch.logsumexp(logits, 1)
+    want = (log_z - logits.gather(1, t[:, None]).squeeze(1) + 0.3 * log_z ** 2).mean()
+    torch.testing.assert_close(head.loss(h, t), want, rtol=0, atol=1e-12)
+    score, lz = head.self_normalisation(h, t)
+    torch.testing.assert_close(score - lz, torch.log_softmax(logits, 1).gather(1, t[:, None]).squeeze(1),
+                               rtol=0, atol=1e-12)
+    torch.testing.assert_close(lz, log_z, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("v,d,n", SHAPES)
+def test_self_normalised_infrequent_penalises_a_gamma_share_of_rows_rescaled(v, d, n):
+    torch.manual_seed(n)
+    head = build_head({"type": "self-normalised-softmax", "variant": "infrequent", "alpha": 0.5, "gamma": 0.25},
+                      _ctx(v, d)).double()
+    h, t = _data(v, d, n)
+    torch.manual_seed(7)
+    got = head.loss(h, t)
+    torch.manual_seed(7)  # the same draw of rows
+    rows = torch.randperm(n)[:max(1, round(0.25 * n))]
+    logits = h @ head.weight.T + head.bias
+    log_z = torch.logsumexp(logits[rows], 1)
+    want = (-logits.gather(1, t[:, None]).sum() + 0.5 / 0.25 * (log_z ** 2).sum()) / n
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+    assert not head.trains_exact_likelihood
+
+
+def test_self_normalised_gradients_by_finite_differences():
+    for variant in ("devlin", "infrequent"):
+        torch.manual_seed(2)
+        head = build_head({"type": "self-normalised-softmax", "variant": variant, "gamma": 0.5, "chunk_size": 3},
+                          _ctx(15, 4)).double()
+        h, t = _data(15, 4, 8)
+        h.requires_grad_(True)
+
+        def f(x, *p):
+            torch.manual_seed(3)  # every evaluation draws the same rows
+            return head.loss(x, t)
+
+        assert torch.autograd.gradcheck(f, (h, *head.parameters())), variant
