@@ -55,13 +55,23 @@ def test_hierarchical_softmax_equals_its_two_level_formula(v, d, n, clustering):
     torch.testing.assert_close(head.loss(h, t), -want.gather(1, t[:, None]).mean(), rtol=0, atol=1e-10)
 
 
-def test_hierarchical_softmax_gradients_by_finite_differences():
+def test_hierarchical_softmax_gradients_by_finite_differences_and_sparse_equals_dense():
     torch.manual_seed(0)
-    head = build_head({"type": "hierarchical-softmax", "classes": 4}, _ctx(23, 3)).double()
+    head = build_head({"type": "hierarchical-softmax", "classes": 4, "sparse": False}, _ctx(23, 3)).double()
     h, t = _data(23, 3, 7)
     h.requires_grad_(True)
-    params = [head.class_weight, head.class_bias, head.weight, head.bias]
+    params = [head.class_weight, head.class_bias, head.weight, head.bias_col]
     assert torch.autograd.gradcheck(lambda x, *p: head.loss(x, t), (h, *params))
+    sparse = build_head({"type": "hierarchical-softmax", "classes": 4}, _ctx(23, 3)).double()
+    sparse.load_state_dict(head.state_dict())
+    assert [p is q for p, q in zip(sparse.sparse_params(), [sparse.weight, sparse.bias_col])] == [True, True]
+    head.loss(h, t).backward()
+    sparse.loss(h.detach(), t).backward()
+    assert sparse.weight.grad.is_sparse and head.sparse_params() == []
+    touched = torch.unique(sparse.weight.grad.coalesce().indices()[0])
+    assert set(touched.tolist()) == {u for u in range(23) if int(sparse.word_class[u]) in set(sparse.word_class[t].tolist())}
+    torch.testing.assert_close(sparse.weight.grad.to_dense(), head.weight.grad, rtol=0, atol=1e-14)
+    torch.testing.assert_close(sparse.bias_col.grad.to_dense(), head.bias_col.grad, rtol=0, atol=1e-14)
 
 
 def test_frequency_classes_bin_the_train_mass_and_are_saved_with_the_run():

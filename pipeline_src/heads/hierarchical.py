@@ -45,6 +45,8 @@ class HierarchicalSoftmax(OutputLayer):
         clustering: str = field(default="mass", metadata={"enum": ["mass", "count"], "description": (
             "mass: each class about 1/C of the train tokens (Mikolov et al. 2011's frequency binning); "
             "count: each class |V|/C words")})
+        sparse: bool = field(default=True, metadata={"description": (
+            "sparse gradients for the output rows of the classes a step touches (an update independent of |V|)")})
         chunk_size: int = field(default=1024, metadata={"minimum": 1, "description": "rows per chunk in evaluation"})
         init_range: float = field(default=0.1, metadata={"exclusiveMinimum": 0,
                                   "description": "untied weights ~ U(-r, r)"})
@@ -61,13 +63,22 @@ class HierarchicalSoftmax(OutputLayer):
         self.n_classes = len(bounds) - 1
         self.class_weight = nn.Parameter(torch.empty(self.n_classes, ctx.in_dim).uniform_(-opts.init_range, opts.init_range))
         self.class_bias = nn.Parameter(torch.zeros(self.n_classes))
-        self.weight, self.bias = output_embedding(ctx, opts.init_range)  # (V, d), (V,)
+        self.weight, _ = output_embedding(ctx, opts.init_range)  # (V, d)
+        # the bias as a (V, 1) column, so a class's rows are gathered with a sparse gradient (as the sampled heads')
+        self.bias_col = nn.Parameter(torch.zeros(ctx.vocab_size, 1))
         counts = ctx.unigram_counts
         sizes = torch.diff(bounds).double()
         if counts is None or counts.sum() == 0:
             self.expected_class_size = float(sizes.mean())
         else:  # E over train targets of the size of their class: what a training step computes
             self.expected_class_size = float((counts.double() * sizes[word_class]).sum() / counts.sum())
+
+    @property
+    def bias(self) -> Tensor:
+        return self.bias_col[:, 0]  # (V,)
+
+    def sparse_params(self) -> list[nn.Parameter]:
+        return [self.weight, self.bias_col] if self.opts.sparse else []
 
     def forward_macs(self, exact: bool) -> float:
         return self.in_dim * (self.n_classes + (self.vocab_size if exact else self.expected_class_size))
@@ -82,7 +93,10 @@ class HierarchicalSoftmax(OutputLayer):
         for c in torch.unique(cls).tolist():
             rows = torch.nonzero(cls == c).squeeze(1)
             s, e = int(self.bounds[c]), int(self.bounds[c + 1])
-            logits = F.linear(hidden[rows], self.weight[s:e], self.bias[s:e])  # (rows, |c|)
+            ids = torch.arange(s, e, device=hidden.device)
+            w = F.embedding(ids, self.weight, sparse=self.opts.sparse)  # (|c|, d): the class's rows only
+            b = F.embedding(ids, self.bias_col, sparse=self.opts.sparse).squeeze(1)
+            logits = F.linear(hidden[rows], w, b)  # (rows, |c|)
             out = out.index_put((rows,), logits.gather(1, (target[rows] - s)[:, None]).squeeze(1)
                                 - torch.logsumexp(logits, dim=1))
         return out
