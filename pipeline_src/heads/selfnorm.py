@@ -8,12 +8,18 @@ Two objectives behind one head (``variant``), both per token and averaged over t
 - ``infrequent`` (Andreas & Klein 2015, as Chen, Grangier & Auli 2016 use it): the target's unnormalised
   score on every row, the normaliser penalty on a random fraction gamma of the rows only, rescaled by 1/gamma,
   L = (1/N) [ -sum_i s_{t_i} + (alpha / gamma) sum_{i in S} log^2 Z_i ], |S| = max(1, round(gamma N)) rows
-  drawn without replacement. A step costs O(d (N + gamma N |V|)).
-Scored exact and fully normalised like every head (log p = s - log Z); beside it evaluation reports the mean
+  drawn without replacement. A step costs O(d (N + gamma N |V|)). Where the expected gradient vanishes,
+  P(w | h) = 2 alpha log Z(h) p(w | h) for every w: the model's distribution is the data's and log Z settles at
+  1 / (2 alpha), not 0 (0.1 leaves it at 5; the default run uses alpha = 1). Nothing pushes a non-target
+  word down but the penalty, so the smaller alpha, the slower the model leaves the uniform distribution.
+The output bias starts at -log |V| (ours; the papers do not say): with small initial weights Z(h) is then
+about 1 and the penalty starts near 0 instead of at alpha log^2 |V|, which on the default language kept the
+first epoch's model at the uniform distribution. Scored exact and fully normalised like every head (log p = s - log Z); beside it evaluation reports the mean
 and spread of log Z and the perplexity with Z = 1 (``self_normalisation``), as for the sampled heads.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -43,6 +49,8 @@ class SelfNormalisedSoftmax(OutputLayer):
     def __init__(self, ctx: HeadContext, opts: Options):
         super().__init__(ctx, opts)
         self.weight, self.bias = output_embedding(ctx, opts.init_range)  # (V, d), (V,)
+        with torch.no_grad():  # start normalised: Z(h) ~ 1, so the penalty starts near 0, not at alpha log^2 |V|
+            self.bias.fill_(-math.log(ctx.vocab_size))
         self.trains_exact_likelihood = opts.variant == "devlin"  # infrequent: scores, not a likelihood
 
     def forward_macs(self, exact: bool) -> float:
