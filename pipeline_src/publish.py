@@ -228,7 +228,7 @@ def headline_markdown(head: pd.DataFrame, refs: pd.DataFrame | None = None) -> s
             if getattr(r, "row_kind", None) == "reference":  # no seeds, no verdict, no head: its fit time
                 cells = [r.method, f"{r.ppl:.1f}", "—", "reference (no seeds)"] + (["—"] if uneven else []) \
                     + ([f"{r.gap_nll:.3f}"] if synthetic else []) + (["—"] if best else []) \
-                    + (["—", "—"] if paper else []) + ["—", f"{r.train_time_s:.1f} (fit)", "—"]
+                    + (["—", "—"] if paper else []) + ["—", f"{r.train_time_s:.2g} (fit)", "—"]
                 rows.append(cells)
                 continue
             cells = [r.method, _interval(r.ppl, r.ppl_low, r.ppl_high, 1),

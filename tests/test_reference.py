@@ -71,5 +71,5 @@ def test_the_headline_table_places_the_reference_by_perplexity_without_seeds_or_
                          "fit_seconds": [0.5, 0.5]})
     lines = [line for line in headline_markdown(head, refs).splitlines() if line.startswith("| ")][1:]
     assert [line.split(" | ")[0][2:] for line in lines] == ["mos", "kn-5 (count-based)", "softmax"]
-    assert "| 110.0 | — | reference (no seeds) |" in lines[1] and "0.5 (fit)" in lines[1]
+    assert "| 110.0 | — | reference (no seeds) |" in lines[1] and "| 0.5 (fit) |" in lines[1]
     assert headline_markdown(head).count("count-based") == 0
