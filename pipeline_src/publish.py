@@ -282,7 +282,7 @@ def references_markdown(refs: pd.DataFrame) -> str:
         rows.append([ds, f"{method}-{int(t.order)}", f"{v.ppl:.2f}", f"{t.ppl:.2f}", gap, f"{int(t.tokens):,}",
                      f"{int(t.train_tokens):,}", f"{int(t.vocab):,}", f"{t.fit_seconds:.1f}"])
     return markdown_table(["dataset", "reference", "valid ppl", "test ppl", "gap to truth (nats)", "test tokens",
-                           "train tokens", "vocab", "fit s"], rows)
+                           "train tokens", "vocab", "fit s"], rows) + "\n"
 
 
 def selected_markdown(trials: pd.DataFrame) -> str:
