@@ -87,15 +87,21 @@ class HierarchicalSoftmax(OutputLayer):
         return F.log_softmax(F.linear(hidden, self.class_weight, self.class_bias), dim=-1)  # (N, C)
 
     def _within(self, hidden: Tensor, target: Tensor) -> Tensor:
-        """(N,) log p(target | its class, h), one small softmax per class present among the targets."""
+        """(N,) log p(target | its class, h), one small softmax per class present among the targets. The rows
+        of every present class are gathered by one lookup (one sparse gradient: autograd sums the gradients
+        of many lookups of one weight into a dense (V, d) block)."""
         cls = self.word_class[target]
+        present = torch.unique(cls)  # (P,)
+        starts, ends = self.bounds[present], self.bounds[present + 1]
+        sizes = ends - starts
+        ids = torch.repeat_interleave(starts - torch.cumsum(sizes, 0) + sizes, sizes) + torch.arange(
+            int(sizes.sum()), device=hidden.device)  # every present class's word ids, class by class
+        split = sizes.tolist()  # split, not slices: its backward is one concatenation, not one (M, d) block a class
+        w_all = F.embedding(ids, self.weight, sparse=self.opts.sparse).split(split)  # (|c|, d) per class
+        b_all = F.embedding(ids, self.bias_col, sparse=self.opts.sparse).squeeze(1).split(split)
         out = hidden.new_empty(target.shape[0])
-        for c in torch.unique(cls).tolist():
+        for c, s, w, b in zip(present.tolist(), starts.tolist(), w_all, b_all):
             rows = torch.nonzero(cls == c).squeeze(1)
-            s, e = int(self.bounds[c]), int(self.bounds[c + 1])
-            ids = torch.arange(s, e, device=hidden.device)
-            w = F.embedding(ids, self.weight, sparse=self.opts.sparse)  # (|c|, d): the class's rows only
-            b = F.embedding(ids, self.bias_col, sparse=self.opts.sparse).squeeze(1)
             logits = F.linear(hidden[rows], w, b)  # (rows, |c|)
             out = out.index_put((rows,), logits.gather(1, (target[rows] - s)[:, None]).squeeze(1)
                                 - torch.logsumexp(logits, dim=1))

@@ -26,12 +26,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import HeadContext, OutputLayer, chunked_mean_nll, chunked_rows, output_embedding, register
+from .base import HeadContext, OutputLayer, Scratch, chunked_mean_nll, chunked_rows, output_embedding, register
+from .softmax import linear_cross_entropy
 
 
 @register("self-normalised-softmax")
 class SelfNormalisedSoftmax(OutputLayer):
-    train_passes = 4  # the normaliser's chunks run under activation checkpointing
 
     @dataclass(frozen=True)
     class Options:
@@ -52,6 +52,8 @@ class SelfNormalisedSoftmax(OutputLayer):
         with torch.no_grad():  # start normalised: Z(h) ~ 1, so the penalty starts near 0, not at alpha log^2 |V|
             self.bias.fill_(-math.log(ctx.vocab_size))
         self.trains_exact_likelihood = opts.variant == "devlin"  # infrequent: scores, not a likelihood
+        self.train_passes = 3 if opts.variant == "devlin" else 4  # fused (3 products), or checkpointed chunks
+        self.scratch = Scratch()
 
     def forward_macs(self, exact: bool) -> float:
         if exact or self.opts.variant == "devlin":
@@ -64,12 +66,8 @@ class SelfNormalisedSoftmax(OutputLayer):
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         a = self.opts.alpha
-        if self.opts.variant == "devlin":
-            def neg_row_loss(h, t):  # -(log Z - s_t + alpha log^2 Z), per row
-                s, log_z = self._score_and_log_z(h, t)
-                return s - log_z - a * log_z * log_z
-
-            return chunked_mean_nll(neg_row_loss, hidden, target, self.opts.chunk_size)
+        if self.opts.variant == "devlin":  # the softmax's fused loss; its gradient (1 + 2 alpha log Z) p - onehot
+            return linear_cross_entropy(hidden, self.weight, self.bias, target, self.opts.chunk_size, self.scratch, a)
         n = hidden.shape[0]
         score = (hidden * self.weight[target]).sum(1) + self.bias[target]  # (N,) the targets' scores alone
         rows = torch.randperm(n, device=hidden.device)[:max(1, round(self.opts.gamma * n))]

@@ -30,11 +30,12 @@ def softmax_(logits: Tensor) -> Tensor:
 
 
 class ChunkedLinearCrossEntropy(torch.autograd.Function):
-    """mean_i [ logsumexp(h_i W^T + b) - (h_i W^T + b)[t_i] ], exact, O(chunk x V) memory."""
+    """mean_i [ log Z_i - (h_i W^T + b)[t_i] + alpha (log Z_i)^2 ], log Z_i = logsumexp(h_i W^T + b): the
+    cross-entropy (alpha = 0), or Devlin et al.'s self-normalised objective; exact, O(chunk x V) memory."""
 
     @staticmethod
     def forward(ctx, h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, chunk_size: int,
-                scratch: Scratch | None):
+                scratch: Scratch | None, alpha: float = 0.0):
         n = h.shape[0]  # h (N, d), weight (V, d), bias (V,), target (N,)
         want_h, want_w, want_b = ctx.needs_input_grad[:3]
         grad_h = torch.empty_like(h) if want_h else None
@@ -51,7 +52,11 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
             top = logits.amax(dim=1)  # (c,)
             p = softmax_(logits)  # (c, V)
             # logsumexp = top + log z, and the row's largest probability is exp(0) / z
-            total += (top - p.amax(dim=1).log() - picked).sum(dtype=torch.float64)
+            log_z = top - p.amax(dim=1).log()  # (c,)
+            total += (log_z - picked).sum(dtype=torch.float64)
+            if alpha:  # d(alpha log^2 Z)/d logits = 2 alpha log Z softmax
+                total += alpha * (log_z.double() ** 2).sum()
+                p.mul_((1.0 + 2.0 * alpha * log_z)[:, None])
             if want_h or want_w or want_b:
                 p[rows, tc] -= 1.0  # N x d(mean loss)/d logits = softmax - one-hot; the 1/N goes into the products
                 if grad_h is not None:
@@ -69,14 +74,15 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
         # The gradients were computed in forward for a unit upstream gradient. Scale out of
         # place: the saved tensors must survive a second backward (retain_graph, gradcheck).
         grads = [None if g is None else g * grad_out for g in ctx.saved_tensors]
-        return grads[0], grads[1], grads[2], None, None, None
+        return grads[0], grads[1], grads[2], None, None, None, None
 
 
 def linear_cross_entropy(h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
-                         chunk_size: int = 1024, scratch: Scratch | None = None) -> Tensor:
-    """Mean cross-entropy of ``F.linear(h, weight, bias)`` against ``target``, chunked; the logits of
-    each chunk are written into ``scratch`` when given (a head's block, reused every step)."""
-    return apply_in_fp32(ChunkedLinearCrossEntropy, h, weight, bias, target, chunk_size, scratch)
+                         chunk_size: int = 1024, scratch: Scratch | None = None, alpha: float = 0.0) -> Tensor:
+    """Mean cross-entropy of ``F.linear(h, weight, bias)`` against ``target``, chunked (plus alpha log^2 Z per
+    row: the self-normalised objective); the logits of each chunk are written into ``scratch`` when given
+    (a head's block, reused every step)."""
+    return apply_in_fp32(ChunkedLinearCrossEntropy, h, weight, bias, target, chunk_size, scratch, alpha)
 
 
 @register("softmax")
