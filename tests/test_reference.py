@@ -73,3 +73,20 @@ def test_the_headline_table_places_the_reference_by_perplexity_without_seeds_or_
     assert [line.split(" | ")[0][2:] for line in lines] == ["mos", "kn-5 (count-based)", "softmax"]
     assert "| 110.0 | — | reference (no seeds) |" in lines[1] and "| 0.5 (fit) |" in lines[1]
     assert headline_markdown(head).count("count-based") == 0
+
+
+def test_the_report_sentence_names_who_beats_the_reference_and_by_how_much():
+    from pipeline_src.findings import reference_findings
+
+    head = pd.DataFrame({"dataset": ["d"] * 3, "method": ["mos", "softmax", "nce"], "ppl": [100.0, 120.0, 150.0],
+                         "nll": np.log([100.0, 120.0, 150.0]), "nll_high": np.log([104.0, 125.0, 160.0])})
+    refs = pd.DataFrame({"dataset": ["d"], "method": ["kn"], "order": [4], "split": ["test"], "ppl": [122.0],
+                         "nll": [np.log(122.0)], "fit_seconds": [1.234]})
+    (line,) = reference_findings(head, refs, "d")
+    assert "order 4 chosen on valid" in line and "fitted in 1.2 s" in line and "test ppl **122.00**" in line
+    assert "below it: mos 100.00 (-18.0%), softmax 120.00 (-1.6%, its interval reaches it); 1 at or above it, " \
+           "the closest nce (+23.0%)." in line
+    assert reference_findings(head, refs, "other") == [] and reference_findings(head, None, "d") == []
+    refs["ppl"], refs["nll"] = 90.0, np.log(90.0)
+    (line,) = reference_findings(head, refs, "d")
+    assert "below it: none of the 3 neural rows; the closest is mos at 100.00 (+11.1%)" in line

@@ -6,6 +6,7 @@ all the logits. Frequent words get wide slices, rare words narrow ones: the outp
 so a step costs d_b |band b| summed over bands instead of d |V|. As a logit matrix it is h W^T + b with a
 block-sparse W, so its log-probability matrix keeps the softmax's rank bound d + 2.
 
+The loss is the softmax's fused one over the band logits (three products per band, one softmax pass).
 Defaults (ours; the paper tunes bands and widths per corpus): bands at 5% and 25% of the vocabulary (the
 adaptive softmax's default cut-offs), widths d/2, d/4 and d/4 for the frequent, middle and rare band.
 """
@@ -18,8 +19,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import ConfigError
+from torch.autograd.function import once_differentiable
+
 from .adaptive import default_cutoffs
-from .base import HeadContext, OutputLayer, chunked_mean_nll, chunked_rows, register, target_log_softmax
+from .base import HeadContext, OutputLayer, Scratch, apply_in_fp32, chunked_rows, register, target_log_softmax
+from .softmax import softmax_
 
 
 def default_widths(d: int, bands: int) -> list[int]:
@@ -32,9 +36,52 @@ def default_widths(d: int, bands: int) -> list[int]:
     return [first] + rest
 
 
+class ChunkedBandCrossEntropy(torch.autograd.Function):
+    """The softmax's fused loss (``softmax.ChunkedLinearCrossEntropy``) over band logits: per chunk of rows the
+    bands' products are written side by side into one (c, V) block, one in-place row softmax, then each band's
+    two gradient products; O(chunk x V) memory, nothing recomputed. ``edges``/``slices``: band boundaries over
+    the vocabulary and over the context's dimensions."""
+
+    @staticmethod
+    def forward(ctx, h: Tensor, bias: Tensor, target: Tensor, chunk_size: int, scratch: Scratch | None,
+                edges: list[int], slices: list[int], *weights: Tensor):
+        n = h.shape[0]  # h (N, d), bias (V,), weights[b] (|band b|, d_b)
+        bands = list(zip(edges, edges[1:], slices, slices[1:], weights))
+        grad_h = torch.empty_like(h) if ctx.needs_input_grad[0] else None
+        grad_b = torch.zeros_like(bias) if ctx.needs_input_grad[1] else None
+        grad_w = [torch.empty_like(w) if ctx.needs_input_grad[7 + i] else None for i, w in enumerate(weights)]
+        total = torch.zeros((), dtype=torch.float64, device=h.device)
+        for s in range(0, n, chunk_size):
+            hc, tc = h[s:s + chunk_size], target[s:s + chunk_size]  # (c, d), (c,)
+            rows = torch.arange(hc.shape[0], device=h.device)
+            logits = scratch.get(hc.shape[0], bias.shape[0], h) if scratch is not None else \
+                h.new_empty(hc.shape[0], bias.shape[0])  # (c, V)
+            for v0, v1, a, b, w in bands:
+                torch.addmm(bias[v0:v1], hc[:, a:b], w.t(), out=logits[:, v0:v1])
+            picked = logits[rows, tc]
+            top = logits.amax(dim=1)
+            p = softmax_(logits)
+            total += (top - p.amax(dim=1).log() - picked).sum(dtype=torch.float64)
+            p[rows, tc] -= 1.0  # N x d(mean loss)/d logits; the 1/N goes into the products
+            for i, (v0, v1, a, b, w) in enumerate(bands):
+                if grad_h is not None:
+                    grad_h[s:s + chunk_size, a:b].addmm_(p[:, v0:v1], w, beta=0.0, alpha=1.0 / n)
+                if grad_w[i] is not None:
+                    grad_w[i].addmm_(p[:, v0:v1].t(), hc[:, a:b], beta=float(s > 0), alpha=1.0 / n)
+            if grad_b is not None:
+                grad_b.add_(p.sum(0), alpha=1.0 / n)
+        ctx.save_for_backward(grad_h, grad_b, *grad_w)
+        return (total / n).to(h.dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out: Tensor):
+        grads = [None if g is None else g * grad_out for g in ctx.saved_tensors]
+        return (grads[0], grads[1], None, None, None, None, None, *grads[2:])
+
+
 @register("differentiated-softmax")
 class DifferentiatedSoftmax(OutputLayer):
-    train_passes = 4  # chunks run under activation checkpointing: the forward is recomputed in backward
 
     @dataclass(frozen=True)
     class Options:
@@ -63,6 +110,7 @@ class DifferentiatedSoftmax(OutputLayer):
             nn.Parameter(torch.empty(e - s, w).uniform_(-opts.init_range, opts.init_range))
             for s, e, w in zip(self.edges, self.edges[1:], widths))
         self.bias = nn.Parameter(torch.zeros(v))
+        self.scratch = Scratch()
 
     def forward_macs(self, exact: bool) -> float:
         return float(sum(w.numel() for w in self.weights))  # sum over bands of |band| d_b
@@ -73,8 +121,8 @@ class DifferentiatedSoftmax(OutputLayer):
         return torch.cat(parts, dim=1) + self.bias
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
-        return chunked_mean_nll(lambda h, t: target_log_softmax(self.logits(h), t), hidden, target,
-                                self.opts.chunk_size)
+        return apply_in_fp32(ChunkedBandCrossEntropy, hidden, self.bias, target, self.opts.chunk_size, self.scratch,
+                             self.edges, self.slices, *self.weights)
 
     def log_prob(self, hidden: Tensor) -> Tensor:
         return F.log_softmax(self.logits(hidden), dim=-1)
