@@ -85,9 +85,15 @@ def reference_findings(head: pd.DataFrame, refs: pd.DataFrame | None, dataset: s
 
         beat = [f"{m.method} {m.ppl:.2f} ({pct(m.ppl)}{'' if pd.isna(m.nll_high) or m.nll_high < r.nll else ', its interval reaches it'})"
                 for m in h.itertuples() if m.nll < r.nll]
-        lost = [f"{m.method} ({pct(m.ppl)})" for m in h.itertuples() if m.nll >= r.nll]
+        rest = h[h.nll >= r.nll]
+        if beat:
+            others = f"{len(rest)} at or above it" + (f", the closest {rest.method.iloc[0]} ({pct(rest.ppl.iloc[0])})"
+                                                       if len(rest) else "")
+        else:
+            others = (f"none of the {len(rest)} neural rows; the closest is {rest.method.iloc[0]} at "
+                      f"{rest.ppl.iloc[0]:.2f} ({pct(rest.ppl.iloc[0])})")
         out.append(f"**Kneser-Ney** (interpolated, modified discounts, order {r.order} chosen on valid; count-based, "
-                   f"fitted in {r.fit_seconds:.1f} s): test ppl **{r.ppl:.2f}**. "
-                   f"Neural output layers below it: {', '.join(beat) or 'none'}. "
-                   f"At or above it: {', '.join(lost) or 'none'}.")
+                   f"fitted in {r.fit_seconds:.2g} s): test ppl **{r.ppl:.2f}**. "
+                   + (f"Neural output layers below it: {', '.join(beat)}; {others}." if beat else
+                      f"Neural output layers below it: {others}."))
     return out
