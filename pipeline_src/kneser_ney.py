@@ -47,15 +47,18 @@ class _Order:
 
 def modified_discounts(adjusted: np.ndarray) -> tuple[float, float, float]:
     """Chen & Goodman's D1, D2, D3+ from the count-of-counts n1..n4 of one order's adjusted counts. Where the
-    estimate is undefined (a count-of-counts is 0: tiny data, or a unigram level without singletons) every
-    discount is Ney's single D = n1 / (n1 + 2 n2), or 0.5 when that is 0 or 1 (so unseen words keep mass)."""
+    estimate is undefined or leaves (0, c) (a count-of-counts is 0, or n_{c+1} > n_c in tiny data: a discount of
+    0 would give an unseen continuation probability 0), every discount of the order is Ney's single
+    D = n1 / (n1 + 2 n2), or 0.5 when that is 0 or 1 (KenLM refuses such data instead)."""
     n = [int(np.count_nonzero(adjusted == c)) for c in (1, 2, 3, 4)]
-    if min(n) == 0:
-        y = n[0] / (n[0] + 2 * n[1]) if n[0] + n[1] else 0.0
-        y = y if 0 < y < 1 else 0.5
-        return (y, y, y)
-    y = n[0] / (n[0] + 2 * n[1])
-    return tuple(c - (c + 1) * y * n[c] / n[c - 1] for c in (1, 2, 3))
+    if min(n) > 0:
+        y = n[0] / (n[0] + 2 * n[1])
+        d = tuple(c - (c + 1) * y * n[c] / n[c - 1] for c in (1, 2, 3))
+        if all(0 < x < c for c, x in zip((1, 2, 3), d)):
+            return d
+    y = n[0] / (n[0] + 2 * n[1]) if n[0] + n[1] else 0.0
+    y = y if 0 < y < 1 else 0.5
+    return (y, y, y)
 
 
 class KneserNey:

@@ -35,6 +35,8 @@ def _split_row(lp: np.ndarray, ids: np.ndarray, counts: np.ndarray, truth, split
     from .truth import per_band
 
     nll = float(-lp.mean())
+    if not np.isfinite(nll):  # every Kneser-Ney probability is positive by construction: a bug, never a row
+        raise ValueError(f"Kneser-Ney gave a {split} token probability 0: nll {nll}")
     row = {"nll": nll, "ppl": math.exp(nll), "tokens": int(lp.size)}
     true_lp = None
     if truth is not None:

@@ -97,3 +97,24 @@ def test_penn_treebank_kn5_and_kn3_as_published(mirror, order, published):
     assert len(vocab) == 10000 and split["test"].size == 82430
     m = KneserNey(order, len(vocab), sentences=True, eos=index["<eos>"]).fit(split["train"])
     assert m.perplexity(split["test"]) == pytest.approx(published, rel=0.015)
+
+
+def test_data_whose_discount_estimates_leave_their_range_still_gives_every_word_mass():
+    """On a sparse bigram language the count-of-counts are uneven and Chen & Goodman's D2 or D3+ comes out
+    negative (the tests' tiny synthetic language: D3+ = -1.8). Clipped to 0, a context whose continuations were all seen 3 times
+    or more kept no mass for the others, and a test token got probability 0 (the report then failed). Such an
+    order falls back to Ney's single discount: every probability stays positive, every distribution sums to 1."""
+    counts = np.array([1] * 2 + [2] * 2 + [3] * 20 + [4])
+    assert 2 - 3 * (2 / 6) * 20 / 2 < 0  # the raw D2 of these counts
+    assert modified_discounts(counts) == pytest.approx((2 / 6,) * 3)  # Ney's n1 / (n1 + 2 n2) for all three
+    from pipeline_src.synthetic import sample_stream, true_log_probs
+
+    for seed in (0, 1):  # the tests' tiny language (30 words, support 5): D3+ -0.18 and -11.7 for these two
+        rng = np.random.default_rng(seed)
+        lp = true_log_probs(30, 2, 0.5, 5, 0.01, rng)
+        train, test = sample_stream(lp, 2, 6000, rng), sample_stream(lp, 2, 1000, rng)
+        m = KneserNey(2, 30, sentences=False).fit(train)
+        assert np.isfinite(m.log_prob(test)).all()
+        for h in range(30):
+            p = m.next_probs([h])
+            assert p.min() > 0 and p.sum() == pytest.approx(1.0, abs=1e-12), (seed, h)
