@@ -66,6 +66,7 @@ def test_the_shipped_lm1b_config_runs_end_to_end_on_a_tiny_archive_layout(lm1b_m
         assert run("train", "--dataset", "lm1b", "--method", method, "--seed", "1") == 0
         assert run("evaluate", "--dataset", "lm1b", "--method", method, "--seed", "1") == 0
     assert run("matrix", "--vocab", "30", "--dim", "4", "--seed", "1") == 0  # the config's (tiny) matrix section
+    assert run("reference", "--dataset", "lm1b", "--name", "kn") == 0  # the Kneser-Ney row
     assert run("summarize") == 0
     head = __import__("pandas").read_csv(tmp_path / "results" / "headline.csv").set_index("method")
     assert head.loc["neglm", "paper_ppl"] == 65.84 and head.loc["nce", "paper_ppl"] == 69.28
