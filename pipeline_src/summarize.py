@@ -91,12 +91,9 @@ def reference_rows(params: dict, partial: bool, missing: list) -> pd.DataFrame:
     for dataset in params["run"]["datasets"]:
         for name in params.get("references", {}):
             path = paths.reference_path(params, dataset, name)
-            if not path.exists() and partial:
-                missing.append(f"references/{dataset}/{name}")
+            if not _finished(path, partial, missing, f"references/{dataset}/{name}",
+                             f"reference --dataset {dataset} --name {name}"):
                 continue
-            if not path.exists():
-                raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src reference --dataset "
-                                        f"{dataset} --name {name}` first")
             rec = read_json(path, "config", "config_hash", "splits", "order")
             want = reference_config(params, dataset, name)
             if rec["config_hash"] != config_hash(want):
@@ -131,6 +128,17 @@ def check_summary_current(params: dict, summary: pd.DataFrame | None = None) -> 
                          f"rerun `python -m pipeline_src summarize` (or `snakemake`)")
 
 
+def _finished(path, partial: bool, missing: list, label: str, command: str, hint: str = "") -> bool:
+    """Whether a step's record exists; if not, ``partial`` lists it as missing, else it is an error naming the
+    command that makes it."""
+    if path.exists():
+        return True
+    if partial:
+        missing.append(label)
+        return False
+    raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src {command}` first{hint}")
+
+
 def _write(path, frame: pd.DataFrame) -> None:
     with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False)
@@ -154,13 +162,10 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
         for method in params["run"]["methods"]:
             for seed in run_seeds(params):
                 path = paths.metrics_path(params, dataset, method, seed)
-                if not path.exists() and partial:
-                    missing.append(f"{dataset}/{method}/seed{seed}")
+                if not _finished(path, partial, missing, f"{dataset}/{method}/seed{seed}",
+                                 f"evaluate --dataset {dataset} --method {method} --seed {seed}",
+                                 " (or `summarize --partial` to summarise the finished runs)"):
                     continue
-                if not path.exists():
-                    raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src evaluate "
-                                            f"--dataset {dataset} --method {method} --seed {seed}` first "
-                                            f"(or `summarize --partial` to summarise the finished runs)")
                 metrics = read_json(path, "config_hash", "config")
                 check_current(path, metrics, final_config(params, dataset, method, seed))
                 rows.extend(summary_rows(metrics))
@@ -171,12 +176,9 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
         for dim in params["matrix"]["dims"]:
             for seed in run_seeds(params):
                 path = paths.matrix_fit_path(params, vocab, dim, seed)
-                if not path.exists() and partial:
-                    missing.append(f"matrix/M{vocab}-d{dim}-seed{seed}")
+                if not _finished(path, partial, missing, f"matrix/M{vocab}-d{dim}-seed{seed}",
+                                 f"matrix --vocab {vocab} --dim {dim} --seed {seed}"):
                     continue
-                if not path.exists():
-                    raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src matrix "
-                                            f"--vocab {vocab} --dim {dim} --seed {seed}` first")
                 matrix_rows.extend(read_json(path, "rows")["rows"])
     if not rows:
         raise FileNotFoundError(f"no finished run under {params['results_dir']}: nothing to summarise")
