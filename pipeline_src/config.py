@@ -79,6 +79,7 @@ class TrainConfig:
     finetune_lr: float | None = None  # its learning rate (None = lr; MoS's PTB command finetunes at 25 after 20)
     budget_seconds: float | None = None  # stop after this much training-step time (training/budget.py)
     budget_tokens: int | None = None  # or after the step that reaches this many training tokens
+    budget_clock: str = "wall"  # a step's seconds: "wall" (perf_counter) or "cpu" (this process's CPU time)
     anytime_points: int = 10  # with a budget: validations at equal fractions of it (the anytime curve)
     valid_tokens: int | None = None  # validate in training on this prefix of the valid split (None: all of it)
 

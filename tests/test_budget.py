@@ -91,3 +91,38 @@ def test_budget_keys_are_checked_and_leave_every_earlier_hash_alone(tiny):
         q["datasets"]["tiny"]["training"].update(bad)
         with pytest.raises(ConfigError, match=match):
             validate(q)
+
+
+def test_a_cpu_clock_budget_counts_this_process_s_cpu_time_not_time_spent_waiting(tiny_data, tmp_path, monkeypatch):
+    """Under ``budget_clock: cpu`` a step that waits (here: sleeps, as a step does when other work holds
+    the core) costs only the CPU it used, so the run takes more steps for the same budget than under the
+    wall clock, and its recorded seconds are CPU seconds. One thread, as the pipeline runs it: idle OpenMP
+    threads spinning would be CPU time too."""
+    import time
+
+    from pipeline_src.training import budget, epoch
+
+    p, raw, prep = tiny_data
+    real = epoch.train_step
+
+    def waiting(*a, **k):
+        time.sleep(0.02)
+        return real(*a, **k)
+
+    monkeypatch.setattr(epoch, "train_step", waiting)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        wall = train(_cfg(p, budget_seconds=0.3, anytime_points=1), prep, tmp_path / "wall", CPU)
+        t0 = time.perf_counter()
+        cpu = train(_cfg(p, budget_seconds=0.3, anytime_points=1, budget_clock="cpu"), prep, tmp_path / "cpu", CPU)
+        elapsed = time.perf_counter() - t0
+    finally:
+        torch.set_num_threads(threads)
+    w, c = wall["budget"]["reached"], cpu["budget"]["reached"]
+    assert w["steps"] <= 0.3 / 0.02 + 1  # the wall clock charges the waits: at most 16 steps
+    assert c["steps"] > 2 * w["steps"] and c["seconds"] >= 0.3
+    assert elapsed >= c["steps"] * 0.02 > c["seconds"]  # the waits were not charged
+    tc = epoch.TrainConfig(**{**run_config(p, "tiny", "softmax")["training"], "budget_clock": "cpu"})
+    with pytest.raises(ConfigError, match="key 'training.budget_clock': 'cpu' .* on cuda"):
+        budget.step_clock(tc, torch.device("cuda"))

@@ -6,6 +6,11 @@ in the budget, and the validation time is recorded beside it. A run under a time
 tokens it reached; the same config with ``budget_tokens`` set to them stops after the same step, so it
 trains the same model (training is deterministic given the seed) and its published numbers stay
 regenerable on any machine. Resume keeps the accounting: it lives in the checkpointed ``RunState``.
+
+``budget_clock: cpu`` measures a step by this process's CPU time instead of the wall clock: on a CPU machine
+shared with other work (a long sweep beside a developer's tests, two runs on two cores) a step then costs
+the same seconds whatever else runs, so the budgets stay equal. It is refused on CUDA, where the steps run
+on the GPU while the CPU waits.
 """
 from __future__ import annotations
 
@@ -13,6 +18,17 @@ import time
 from dataclasses import dataclass
 
 from .state import RunState
+
+
+def step_clock(tc, device):
+    """The clock a training step is timed with (``training.budget_clock``)."""
+    if tc.budget_clock == "wall":
+        return time.perf_counter
+    if device.type != "cpu":
+        from ..config import ConfigError
+        raise ConfigError(f"key 'training.budget_clock': 'cpu' times steps by this process's CPU time, but they run "
+                          f"on {device.type}, where the CPU waits for them; use 'wall'")
+    return time.process_time
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from ..runtime import (environment, load_average, peak_memory_mb, reset_peak_mem
 from ..schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
 from . import checkpoints
 from .checkpoints import Stopped
-from .budget import Budget, anytime_point
+from .budget import Budget, anytime_point, step_clock
 from .guard import CHECK_EVERY, LossGuard, check_validation, collapse, safe_exp
 from .state import RunState
 from .step import build_model, train_step
@@ -100,6 +100,7 @@ def setup(cfg: dict, prepared: Path, out_dir: Path, device: torch.device, init: 
     """The run's model, optimizer and data, from its checkpoint when there is one (else from ``init``'s
     trained weights for a finetuning run, else from the seed)."""
     tc = TrainConfig(**cfg["training"])
+    step_clock(tc, device)  # a clock that cannot time this device is refused before any work
     out_dir.mkdir(parents=True, exist_ok=True)
     seed_everything(cfg["seed"])
     model = build_model(cfg, prepared).to(device)
@@ -187,17 +188,18 @@ def train_epoch(run: Run, stop, should_pause) -> bool:
     epoch_steps, batches = _epoch_batches(run)
     bar = tqdm(total=epoch_steps, initial=st.step_in_epoch, desc=f"epoch {st.epoch + 1}/{tc.epochs}",
                file=sys.stderr, mininterval=1.0 if sys.stderr.isatty() else 30.0, leave=False)
+    clock = step_clock(tc, run.device)
     for k, x, y in batches:
         if k >= epoch_steps:
             break
-        t0 = time.perf_counter()
+        t0 = clock()
         if tc.variable_bptt:  # a shorter segment takes a proportionally smaller step (Merity et al.)
             for g in run.optimizer.param_groups:
                 g["lr"] = st.lr * g["lr_mult"] * x.shape[0] / tc.bptt
         loss, run.hidden = train_step(run.model, run.optimizer, x, y, run.hidden, tc)
         if run.average.active:
             run.average.update(run.model)
-        st.epoch_train_time_s += time.perf_counter() - t0
+        st.epoch_train_time_s += clock() - t0
         st.epoch_tokens += y.numel()
         guard.add(loss, y.numel())
         st.step_in_epoch = k + 1
