@@ -151,13 +151,13 @@ def _evaluate(params: dict, args) -> None:
         summary.update(kept_epoch=trained.get("epoch"), finetune=finetuned)
         model.load_state_dict(trained["model"])  # and the trained model scored the same way (papers give both)
         summary["before_finetune"] = evaluate(model, {**trained["config"], "evaluation": no_rank}, prepared, raw,
-                                              device)
+                                              device, argmax=False)
     if (run / "model-best.pt").exists() and ckpt["config"]["training"].get("keep") == "last":
         best = load_torch(run / "model-best.pt", device, f"delete the run directory and rerun `{retrain}`")
         check_model(run / "model-best.pt", best, ckpt["config"], retrain)
         model.load_state_dict(best["model"])  # the best-validation epoch's weights, scored the same way
         summary["best_valid_model"] = {"epoch": best["epoch"], **evaluate(
-            model, {**ckpt["config"], "evaluation": no_rank}, prepared, raw, device)}
+            model, {**ckpt["config"], "evaluation": no_rank}, prepared, raw, device, argmax=False)}
     # the result is this config's: its evaluation settings (which need no retraining) are the current ones
     summary.update(config=final, config_hash=run_hash(final))
     write_metrics(paths.metrics_path(params, args.dataset, args.method, args.seed), summary, splits, args.dataset,
@@ -167,7 +167,12 @@ def _evaluate(params: dict, args) -> None:
         print(f"{args.dataset}/{args.method}: log-prob matrix rank {r['rank']} over {r['contexts']} contexts "
               f"(head input d = {r['head_dim']}; a softmax with bias is bounded by d + 2 = {r['softmax_bound']}); "
               f"relative distance from rank {r['softmax_bound']}: {r['residual_beyond_bound']:.3g}")
-    for split, m in ((s, m) for s, m in splits.items() if s != "rank"):
+    if "argmax" in splits:
+        a, e = splits["argmax"], splits["argmax"]["exact"]
+        exact = (f"{e['unargmaxable']} of {e['words']} words unargmaxable ({e['lp_solved']} left to the LP after the "
+                 f"cheap check, {e['lp_s']:.2f} s)" if "unargmaxable" in e else e.get("why") or e.get("skipped"))
+        print(f"{args.dataset}/{args.method}: {exact}; {a['reached']} words are the argmax of some test context")
+    for split, m in ((s, m) for s, m in splits.items() if s not in ("rank", "argmax")):
         extra = f" (truth {m['true_nll']:.4f})" if "true_nll" in m else ""
         print(f"{args.dataset}/{args.method} {split}: nll {m['nll']:.4f}{extra}, ppl {m['ppl']:.2f}")
 

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .argmax import LP_MAX_VOCAB, argmax_diagnostic
 from .atomic import write_json
 from .batching import batchify, scored_positions, segments
 from .truth import load_truth, per_band
@@ -98,7 +99,7 @@ def rank_diagnostic(model, ids: np.ndarray, n_contexts: int, bptt: int, device: 
             "spectrum": [float(f"{x:.4g}") for x in s[:SPECTRUM_VALUES] / max(s[0], 1e-300)] if s.size else []}
 
 
-def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.device) -> dict:
+def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.device, argmax: bool = True) -> dict:
     from .prepare import load_split
 
     bs = run_cfg["evaluation"]["batch_size"]
@@ -129,6 +130,8 @@ def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.devi
     n_ctx = run_cfg["evaluation"].get("rank_contexts", 0)
     if n_ctx:
         out["rank"] = rank_diagnostic(model, load_split(prepared, "valid"), n_ctx, bptt, device)
+    if argmax and len(counts) <= LP_MAX_VOCAB:  # which words no context can make the argmax (argmax.py)
+        out["argmax"] = argmax_diagnostic(model, batchify(load_split(prepared, "test"), bs, device), bptt, counts)
     return out
 
 
@@ -136,8 +139,10 @@ def write_metrics(path: Path, train_summary: dict, split_metrics: dict, dataset:
                   peak_mem_mb_eval: float) -> dict:
     split_metrics = dict(split_metrics)
     rank = split_metrics.pop("rank", None)
+    argmax = split_metrics.pop("argmax", None)
     metrics = {"dataset": dataset, "method": method, **{k: v for k, v in train_summary.items() if k != "config"},
                "peak_mem_mb": max(train_summary["peak_mem_mb_train"], peak_mem_mb_eval),
-               "splits": split_metrics, "rank": rank, "config": train_summary["config"]}
+               "splits": split_metrics, "rank": rank, **({"argmax": argmax} if argmax else {}),
+               "config": train_summary["config"]}
     write_json(path, metrics)
     return metrics

@@ -25,6 +25,7 @@ SUMMARY_COLUMNS = ["dataset", "method", "type", "seed", "split", "nll", "ppl", "
                    "head_flops_per_token_train", "head_flops_per_token_eval", "epochs", "best_epoch", "lr",
                    "logprob_rank", "rank_contexts", "head_dim", "device", "threads", "cpu_model", "load_avg",
                    "torch", "kept_epoch", "best_model_nll", "collapsed", "unigram_valid_ppl", "zero_prob_words",
+                   "unargmaxable", "argmax_words", "argmax_lp_s_per_word", "argmax_reached_share",
                    *[f"{band}_{what}" for band in BANDS for what in ("ppl", "gap_nll", "tokens")], "config_hash"]
 
 
@@ -53,9 +54,20 @@ def summary_rows(metrics: dict) -> list[dict]:
                      "load_avg": env.get("load_avg_start"), "torch": env.get("torch", metrics.get("torch")),
                      "kept_epoch": metrics.get("kept_epoch"), "best_model_nll": (best.get(split) or {}).get("nll"),
                      "collapsed": bool(metrics.get("collapsed")), "unigram_valid_ppl": metrics.get("unigram_valid_ppl"),
-                     "zero_prob_words": rank.get("zero_probability_words"), **band_columns(m),
+                     "zero_prob_words": rank.get("zero_probability_words"), **argmax_columns(metrics),
+                     **band_columns(m),
                      "config_hash": run_hash(metrics["config"])})
     return rows
+
+
+def argmax_columns(metrics: dict) -> dict:
+    """The unargmaxable-word diagnostic (argmax.py) as flat columns: NaN where the run has none, the exact
+    ones NaN where the test is not defined for the head."""
+    a = metrics.get("argmax") or {}
+    e = a.get("exact") or {}
+    return {"unargmaxable": e.get("unargmaxable"), "argmax_words": e.get("words"),
+            "argmax_lp_s_per_word": e.get("lp_s_per_word") if e.get("lp_solved") else None,
+            "argmax_reached_share": a.get("reached_share")}
 
 
 def band_columns(split_metrics: dict) -> dict:

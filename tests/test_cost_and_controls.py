@@ -24,6 +24,7 @@ SPECS = {
     "mos": {"type": "mos", "components": 4},
     "moss": {"type": "moss", "components": 4},
     "moc": {"type": "moc", "components": 4},
+    "mixtape": {"type": "mixtape", "components": 4, "frequent_share": 0.2},
     "sigsoftmax": {"type": "sigsoftmax"},
     "plif": {"type": "plif", "knots": 50},
     "monotonic-mlp": {"type": "monotonic-mlp", "hidden": 3},

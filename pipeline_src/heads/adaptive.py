@@ -87,6 +87,14 @@ class AdaptiveSoftmax(OutputLayer):
                 return self.asm(hidden.float(), target).loss
         return self.asm(hidden, target).loss
 
+    def affine_logits(self):
+        """The head cluster: the shortlist words' logits and one per tail cluster, affine in h. A shortlist
+        word that wins the head wins overall (a tail word's p is at most its cluster's); one that cannot win
+        the head might still win overall, so its count is an upper bound for the shortlist."""
+        head = self.asm.head
+        bias = head.bias if head.bias is not None else head.weight.new_zeros(head.out_features)
+        return head.weight, bias, self.asm.shortlist_size
+
     def log_prob(self, hidden: Tensor) -> Tensor:
         return self.asm.log_prob(hidden)
 

@@ -112,6 +112,15 @@ class OutputLayer(nn.Module):
         """Parameters that want their own learning rate, as (params, multiplier of the base lr)."""
         return []
 
+    # why the argmax of this head's distribution is not the argmax of affine logits (pipeline_src/argmax.py)
+    affine_why: ClassVar[str] = "its log-probabilities are not an increasing function of affine logits"
+
+    def affine_logits(self) -> tuple[Tensor, Tensor, int] | None:
+        """(W (R, e), b (R,), words) when the argmax of this head's test distribution is the argmax of
+        ``W c + b`` over its first ``words`` rows for one e-dimensional context c it computes from h (the
+        rest of the rows compete but are not words); None when it is not (``affine_why`` says why)."""
+        return None
+
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int = 1024) -> Tensor:
         """Exact log p(target | h), (N,). Chunked over rows so memory stays O(chunk x V)."""
         return chunked_rows(lambda h, t: self.log_prob(h).gather(1, t[:, None]).squeeze(1), hidden, target,

@@ -124,6 +124,12 @@ class DifferentiatedSoftmax(OutputLayer):
         return apply_in_fp32(ChunkedBandCrossEntropy, hidden, self.bias, target, self.opts.chunk_size, self.scratch,
                              self.edges, self.slices, *self.weights)
 
+    def affine_logits(self):  # one block-sparse W: band b's rows read only slice b of h
+        w = self.bias.new_zeros(self.vocab_size, self.in_dim)
+        for (s, e), (a, b), wb in zip(zip(self.edges, self.edges[1:]), zip(self.slices, self.slices[1:]), self.weights):
+            w[s:e, a:b] = wb
+        return w, self.bias, self.vocab_size
+
     def log_prob(self, hidden: Tensor) -> Tensor:
         return F.log_softmax(self.logits(hidden), dim=-1)
 

@@ -38,6 +38,8 @@ def frequency_classes(counts: Tensor | None, v: int, classes: int, clustering: s
 
 @register("hierarchical-softmax")
 class HierarchicalSoftmax(OutputLayer):
+    affine_why = "log p(w) = log p(class) + log p(w | class): two softmaxes, not one set of logits"
+
     @dataclass(frozen=True)
     class Options:
         classes: int | None = field(default=None, metadata={"minimum": 1, "description": (

@@ -170,6 +170,8 @@ class _Mixture(OutputLayer):
 
 
 class _MixtureOfComponents(_Mixture):
+    affine_why = "a mixture of K distributions: log p is a log-sum-exp over components, not one set of logits"
+
     def log_prob(self, hidden: Tensor) -> Tensor:
         log_prior, h = self.mixture(hidden)
         comp = F.log_softmax(self._component_logits(h), dim=-1)  # (n, K, V)
@@ -220,6 +222,9 @@ class MixtureOfContexts(_Mixture):
 
     def log_prob(self, hidden: Tensor) -> Tensor:
         return F.log_softmax(F.linear(self.context(hidden), self.weight, self.bias), dim=-1)
+
+    def affine_logits(self):  # one softmax over the mixed context
+        return self.weight, self.bias, self.vocab_size
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
         return chunked_rows(lambda h, t: target_log_softmax(F.linear(self.context(h), self.weight, self.bias), t),

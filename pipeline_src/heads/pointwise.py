@@ -47,6 +47,9 @@ class _PointwiseSoftmax(OutputLayer):
     def log_prob(self, hidden: Tensor) -> Tensor:
         return F.log_softmax(self.f(F.linear(hidden, self.weight, self.bias)), dim=-1)
 
+    def affine_logits(self):  # f is strictly increasing: argmax f(z) = argmax z (Grivas et al.'s point)
+        return self.weight, self.bias, self.vocab_size
+
     def _target_lp(self, h: Tensor, t: Tensor) -> Tensor:
         z = self.f(F.linear(h, self.weight, self.bias))  # (c, V)
         return z.gather(1, t[:, None]).squeeze(1) - torch.logsumexp(z, dim=1)

@@ -150,6 +150,10 @@ class _Sampled(OutputLayer):
     def log_prob(self, hidden: Tensor) -> Tensor:
         return F.log_softmax(self.test_logits(self.scores(hidden)), dim=-1)
 
+    def affine_logits(self):  # test_logits adds a constant per word (an offset, log Z, NEGLM's log Q)
+        at_zero = self.scores(self.weight.new_zeros(1, self.weight.shape[1]))  # the bias, or 0 (NEG, NEGLM)
+        return self.weight, self.test_logits(at_zero)[0], self.vocab_size
+
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
         score, log_z = self.self_normalisation(hidden, target, chunk_size)
         return score - log_z

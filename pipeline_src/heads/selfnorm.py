@@ -90,6 +90,9 @@ class SelfNormalisedSoftmax(OutputLayer):
     def log_prob(self, hidden: Tensor) -> Tensor:
         return F.log_softmax(F.linear(hidden, self.weight, self.bias), dim=-1)
 
+    def affine_logits(self):
+        return self.weight, self.bias, self.vocab_size
+
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
         score, log_z = self.self_normalisation(hidden, target, chunk_size)
         return score - log_z

@@ -110,6 +110,9 @@ class Softmax(OutputLayer):
     def log_prob(self, hidden: Tensor) -> Tensor:
         return F.log_softmax(F.linear(hidden, self.weight, self.bias), dim=-1)
 
+    def affine_logits(self):
+        return self.weight, self.bias, self.vocab_size
+
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
         return chunked_rows(lambda h, t: target_log_softmax(F.linear(h, self.weight, self.bias), t),  # (c, V)
                             hidden, target, chunk_size or self.opts.chunk_size)
@@ -168,6 +171,9 @@ class WideSoftmax(OutputLayer):
 
     def log_prob(self, hidden: Tensor) -> Tensor:
         return F.log_softmax(F.linear(self.context(hidden), self.weight, self.bias), dim=-1)
+
+    def affine_logits(self):  # affine in the widened context tanh(W' h + b')
+        return self.weight, self.bias, self.vocab_size
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
         return chunked_rows(lambda h, t: target_log_softmax(F.linear(self.context(h), self.weight, self.bias), t),

@@ -1,0 +1,123 @@
+"""Mixtape (Yang, Luong, Salakhutdinov & Le, NeurIPS 2019): break the softmax bottleneck with one softmax.
+
+MoS mixes K distributions; Mixtape mixes K *logits* per word with gates that depend on the word, then
+normalises once. For a context g (n, d):
+
+    h_k      = tanh(H_k g + c_k)                                   component contexts (n, K, e)
+    l_{x,j}  = v_x . tanh(U_j g + a_j) + u_j . g + b_{x,j}          gate logits, tree node j = 0 .. K-2
+    pi_{x,k} = prod over the path root -> leaf k of sigmoid(+-l_{x,j})   the sigmoid tree (K a power of 2)
+    z_x      = sum_k pi_{x,k} (h_k . w_x) + bias_x,     log p = log_softmax(z)
+
+For K = 4: pi_1 = g0 g1, pi_2 = g0 (1 - g1), pi_3 = (1 - g0) g2, pi_4 = (1 - g0)(1 - g2), g_j = sigmoid(l_j).
+
+**Gate sharing.** Only the ``frequent_share`` most frequent words (by train count) have their own gates
+(v_x in R^{d2}, b_{x,j}); every other word shares the context-only gate l_j = u_j . g, so its logit is
+(sum_k pi_k h_k) . w_x: one (e x V) product, a plain softmax's cost. The frequent words cost K products
+each, so a step costs about (1 + K share) softmaxes against MoS's K. Defaults: K = 4 and d2 = e / 4 (the
+paper's K; its d2 is "much smaller than d", the share 10% follows Mesh TensorFlow's Mixtape, the public
+implementation read for this layer). Differences: an output bias per word (the project's softmax has one).
+The logits are not affine in one context (the gates depend on the word), so the argmax test is not
+defined for it (pipeline_src/argmax.py).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .base import (HeadContext, OutputLayer, auto_chunk, chunked_mean_nll, chunked_rows, output_embedding, register,
+                   target_log_softmax)
+from .mixture import init_range_field
+
+
+def tree_log_gates(l: Tensor) -> Tensor:
+    """Gate logits of the K - 1 tree nodes (..., K - 1), heap order (node j's children: 2j + 1, 2j + 2) ->
+    log pi of the K leaves (..., K), left to right; sigmoid(l_j) goes to the left child."""
+    k = l.shape[-1] + 1
+    up, down = F.logsigmoid(l), F.logsigmoid(-l)
+    level = [l.new_zeros(l.shape[:-1])]  # log mass at the root
+    node = 0
+    while len(level) < k:
+        nxt = []
+        for mass in level:
+            nxt += [mass + up[..., node], mass + down[..., node]]
+            node += 1
+        level = nxt
+    return torch.stack(level, dim=-1)
+
+
+@register("mixtape")
+class Mixtape(OutputLayer):
+    affine_why = "the gates depend on the word: each word's logit mixes its own K logits, not one context's"
+    train_passes = 4  # the loss runs in checkpointed chunks: the forward is recomputed in backward
+
+    @dataclass(frozen=True)
+    class Options:
+        components: int = field(default=4, metadata={"enum": [2, 4, 8, 16], "description": (
+            "K, components: a power of 2, the leaves of the sigmoid tree (the paper: 4)")})
+        gate_dim: int | None = field(default=None, metadata={"minimum": 1, "description": (
+            "d2, the width of the word-specific gate vectors v_x (null = e / 4, at least 1)")})
+        frequent_share: float = field(default=0.1, metadata={"minimum": 0, "maximum": 1, "description": (
+            "share of the vocabulary (most frequent by train count) with word-specific gates; the rest share "
+            "one context-only gate (gate sharing)")})
+        context_dropout: float = field(default=0.0, metadata={"minimum": 0, "maximum": 1, "description":
+                                       "dropout on the component contexts h_k"})
+        chunk_size: int | None = field(default=None, metadata={"minimum": 1, "description": (
+            "rows whose logits are alive at once (null = as many as fit in 2^17 elements)")})
+        init_range: float = init_range_field()
+
+    def __init__(self, ctx: HeadContext, opts: Options):
+        super().__init__(ctx, opts)
+        k, d, v = opts.components, ctx.in_dim, ctx.vocab_size
+        self.weight, self.bias = output_embedding(ctx, opts.init_range)  # (V, e), (V,)
+        e = self.comp_dim = self.weight.shape[1]
+        d2 = self.gate_dim = opts.gate_dim or max(1, e // 4)
+        vf = self.frequent = min(v, math.ceil(opts.frequent_share * v))
+        counts = ctx.unigram_counts
+        order = torch.arange(v) if counts is None else torch.sort(counts, descending=True, stable=True).indices
+        self.register_buffer("frequent_ids", order[:vf].clone(), persistent=False)  # (Vf,)
+        self.latent = nn.Linear(d, k * e)  # H_k, c_k
+        self.gate_proj = nn.Linear(d, (k - 1) * d2)  # U_j, a_j
+        self.gate_ctx = nn.Linear(d, k - 1, bias=False)  # u_j
+        r = opts.init_range
+        self.gate_vec = nn.Parameter(torch.empty(vf, d2).uniform_(-r, r))  # v_x, frequent words
+        self.gate_bias = nn.Parameter(torch.zeros(vf, k - 1))  # b_{x,j}
+        self.drop = nn.Dropout(opts.context_dropout)
+
+    def forward_macs(self, exact: bool) -> float:
+        d, e, v, k, d2, vf = self.in_dim, self.comp_dim, self.vocab_size, self.opts.components, self.gate_dim, self.frequent
+        projections = d * k * e + d * (k - 1) * d2 + d * (k - 1)
+        return projections + e * v + vf * k * e + vf * (k - 1) * d2
+
+    def logits(self, g: Tensor) -> Tensor:
+        """(n, d) -> (n, V): shared-gate logits for every word, then the frequent words' own."""
+        n, k = g.shape[0], self.opts.components
+        h = self.drop(torch.tanh(self.latent(g))).view(n, k, -1)  # (n, K, e)
+        u = self.gate_ctx(g)  # (n, K-1)
+        shared = tree_log_gates(u).exp()  # (n, K)
+        z = F.linear((shared[:, :, None] * h).sum(1), self.weight, self.bias)  # (n, V)
+        if not self.frequent:
+            return z
+        t = torch.tanh(self.gate_proj(g)).view(n, k - 1, -1)  # (n, K-1, d2)
+        gate = torch.einsum("fa,nja->nfj", self.gate_vec, t) + u[:, None, :] + self.gate_bias  # (n, Vf, K-1)
+        pi = tree_log_gates(gate).exp()  # (n, Vf, K)
+        w = self.weight[self.frequent_ids]  # (Vf, e)
+        comp = torch.einsum("nke,fe->nfk", h, w)  # (n, Vf, K)
+        own = (pi * comp).sum(-1) + self.bias[self.frequent_ids]  # (n, Vf)
+        return z.index_copy(1, self.frequent_ids, own)
+
+    def chunk_rows(self) -> int:
+        return auto_chunk(self.opts.chunk_size, self.vocab_size + 2 * self.frequent * self.opts.components)
+
+    def log_prob(self, hidden: Tensor) -> Tensor:
+        return F.log_softmax(self.logits(hidden), dim=-1)
+
+    def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
+        return chunked_rows(lambda h, t: target_log_softmax(self.logits(h), t), hidden, target,
+                            chunk_size or self.chunk_rows())
+
+    def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
+        return chunked_mean_nll(lambda h, t: target_log_softmax(self.logits(h), t), hidden, target, self.chunk_rows())
