@@ -118,6 +118,33 @@ def curves(history: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: di
     return fig
 
 
+def anytime(points: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: dict):
+    """Validation perplexity against training seconds under a budget (the anytime curve): at each point, the
+    mean over seeds of the seconds and of the perplexity, the band from the lowest to the highest seed; the
+    truth of a synthetic language's whole valid split as a dashed line."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    own = points[points.dataset == dataset]
+    for m, g in own.groupby("method", sort=False):
+        st = style[m]
+        agg = g.groupby("point").agg(s=("train_seconds", "mean"), mean=("valid_ppl", "mean"),
+                                     low=("valid_ppl", "min"), high=("valid_ppl", "max"))
+        ax.plot(agg.s, agg["mean"], color=st["color"], marker=st["marker"], ms=3, label=m)
+        ax.fill_between(agg.s, agg.low, agg.high, color=st["color"], alpha=0.2, lw=0)
+    truth = summary[(summary.dataset == dataset) & (summary.split == "valid")].true_nll.dropna()
+    shown = own.valid_ppl
+    if len(truth):
+        ax.axhline(math.exp(float(truth.iloc[0])), color="k", ls="--", label="truth (whole valid split)")
+        shown = pd.concat([shown, pd.Series([math.exp(float(truth.iloc[0]))])])
+    _readable_axis(ax.yaxis, ax.set_yscale, shown)
+    ax.set_xlabel("training seconds (the budget's clock)")
+    ax.set_ylabel("valid perplexity (the fixed subset)")
+    ax.set_title(dataset)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def _placeholder(text: str):
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 1.2))

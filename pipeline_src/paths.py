@@ -61,6 +61,11 @@ def history_path(params: dict) -> Path:
     return Path(params["results_dir"]) / "history.csv"
 
 
+def anytime_path(params: dict) -> Path:
+    """Every budgeted run's anytime curve (valid ppl against training seconds and tokens)."""
+    return Path(params["results_dir"]) / "anytime.csv"
+
+
 def report_path(params: dict) -> Path:
     return Path(params["results_dir"]) / "report.html"
 

@@ -33,7 +33,7 @@ from .runtime import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
-TABLES = ("summary.csv", "summary.json", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "matrix.csv", "bench.csv", "bench.json", "tuning.csv",
+TABLES = ("summary.csv", "summary.json", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv", "matrix.csv", "bench.csv", "bench.json", "tuning.csv",
           "tuning_curves.csv", "step-bench.csv", "step-bench.json", "step-breakdown.csv")
 BLOCK = re.compile(r"(<!-- results-table: (?P<path>\S+?) -->\n)(?P<body>.*?)(<!-- end results-table -->)", re.S)
 

@@ -22,6 +22,7 @@ def render(params: dict, params_file: Path, notebook: Path = NOTEBOOK) -> Path:
     parameters = {
         "summary_csv": str(paths.summary_path(params).resolve()),
         "history_csv": str(paths.history_path(params).resolve()),
+        "anytime_csv": str(paths.anytime_path(params).resolve()),
         "bench_csv": str(paths.bench_path(params).resolve()),
         "matrix_csv": str(paths.matrix_summary_path(params).resolve()),
         "headline_csv": str(paths.headline_path(params).resolve()),

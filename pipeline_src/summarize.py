@@ -26,6 +26,7 @@ SUMMARY_COLUMNS = ["dataset", "method", "type", "seed", "split", "nll", "ppl", "
                    "logprob_rank", "rank_contexts", "head_dim", "device", "threads", "cpu_model", "load_avg",
                    "torch", "kept_epoch", "best_model_nll", "collapsed", "unigram_valid_ppl", "zero_prob_words",
                    "unargmaxable", "argmax_words", "argmax_lp_s_per_word", "argmax_reached_share",
+                   "budget_seconds", "tokens_reached",
                    *[f"{band}_{what}" for band in BANDS for what in ("ppl", "gap_nll", "tokens")], "config_hash"]
 
 
@@ -34,6 +35,7 @@ def summary_rows(metrics: dict) -> list[dict]:
     rank = metrics.get("rank") or {}
     env = metrics.get("environment") or {}
     best = metrics.get("best_valid_model") or {}  # keep: last: the best-validation epoch's scores too
+    budget = metrics.get("budget") or {}
     for split, m in metrics["splits"].items():
         rows.append({"dataset": metrics["dataset"], "method": metrics["method"],
                      "type": metrics["config"]["method"]["type"], "seed": metrics["seed"],
@@ -55,9 +57,21 @@ def summary_rows(metrics: dict) -> list[dict]:
                      "kept_epoch": metrics.get("kept_epoch"), "best_model_nll": (best.get(split) or {}).get("nll"),
                      "collapsed": bool(metrics.get("collapsed")), "unigram_valid_ppl": metrics.get("unigram_valid_ppl"),
                      "zero_prob_words": rank.get("zero_probability_words"), **argmax_columns(metrics),
+                     "budget_seconds": budget.get("seconds"), "tokens_reached": (budget.get("reached") or {}).get("tokens"),
                      **band_columns(m),
                      "config_hash": run_hash(metrics["config"])})
     return rows
+
+
+ANYTIME_COLUMNS = ["dataset", "method", "seed", "point", "fraction", "train_seconds", "tokens", "steps", "valid_nll",
+                   "valid_ppl", "validation_s"]
+
+
+def anytime_rows(metrics: dict) -> list[dict]:
+    """A budgeted run's anytime curve (training/budget.py), one row per point; none without a budget."""
+    points = (metrics.get("budget") or {}).get("anytime") or []
+    key = {"dataset": metrics["dataset"], "method": metrics["method"], "seed": metrics["seed"]}
+    return [{**key, **{k: p.get(k) for k in ANYTIME_COLUMNS[3:]}} for p in points]
 
 
 def argmax_columns(metrics: dict) -> dict:
@@ -169,7 +183,7 @@ def verdict_tables(summary: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, p
 def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
     """``partial``: summarise the runs that have finished and list the others in ``summary.json``
     (a long experiment publishes its results as they land; the tables then say how many runs they hold)."""
-    rows, curves, missing = [], [], []
+    rows, curves, anytime, missing = [], [], [], []
     for dataset in params["run"]["datasets"]:
         for method in params["run"]["methods"]:
             for seed in run_seeds(params):
@@ -181,6 +195,7 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
                 metrics = read_json(path, "config_hash", "config")
                 check_current(path, metrics, final_config(params, dataset, method, seed))
                 rows.extend(summary_rows(metrics))
+                anytime.extend(anytime_rows(metrics))
                 hist = read_csv(paths.run_dir(params, dataset, method, seed) / "history.csv")
                 curves.append(hist.assign(dataset=dataset, method=method, seed=seed))
     matrix_rows = []
@@ -201,6 +216,7 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
     head, con = verdict_tables(df, params)
     _write(paths.summary_path(params), df)
     _write(paths.history_path(params), history)
+    _write(paths.anytime_path(params), pd.DataFrame(anytime, columns=ANYTIME_COLUMNS))
     _write(paths.matrix_summary_path(params), pd.DataFrame(matrix_rows))
     _write(paths.headline_path(params), head)
     _write(paths.contrasts_path(params), con)

@@ -36,6 +36,12 @@ def test_a_token_budget_stops_at_the_step_that_reaches_it_and_draws_its_anytime_
     assert (tmp_path / "run/anytime.csv").read_text().splitlines()[0].startswith("point,fraction,train_seconds,tokens")
     # the anytime points validate on the fixed subset: the last one is the model's state at the end
     assert s["budget"]["anytime"][-1]["valid_nll"] == pytest.approx(s["last_valid_nll"], abs=1e-12)
+    # summarize's anytime.csv rows: one per point, keyed by the run
+    from pipeline_src.summarize import anytime_rows
+    rows = anytime_rows({**s, "dataset": "tiny", "method": "softmax"})
+    assert [(r["point"], r["tokens"], r["valid_nll"]) for r in rows] == \
+        [(p["point"], p["tokens"], p["valid_nll"]) for p in s["budget"]["anytime"]]
+    assert {(r["dataset"], r["method"], r["seed"]) for r in rows} == {("tiny", "softmax", s["seed"])}
 
 
 def test_a_time_budget_keeps_validation_out_and_replays_as_the_tokens_it_reached(tiny_data, tmp_path, monkeypatch):

@@ -29,6 +29,7 @@ rule summarize:
         summary=report(f"{RESULTS}/summary.csv", caption="../report/summary.rst", category="Results tables",
                        labels={"table": "every run and split"}),
         history=f"{RESULTS}/history.csv",
+        anytime=f"{RESULTS}/anytime.csv",
         matrix=f"{RESULTS}/matrix.csv",
         headline=report(f"{RESULTS}/headline.csv", caption="../report/headline.rst", category="Results tables",
                         labels={"table": "headline per dataset and method"}),
@@ -90,6 +91,7 @@ rule report:
     input:
         summary=f"{RESULTS}/summary.csv",
         history=f"{RESULTS}/history.csv",
+        anytime=f"{RESULTS}/anytime.csv",
         matrix=f"{RESULTS}/matrix.csv",
         headline=f"{RESULTS}/headline.csv",
         contrasts=f"{RESULTS}/contrasts.csv",
