@@ -114,15 +114,31 @@ def bench_one(method: str, spec: dict, v: int, n: int, d: int, device: torch.dev
         step()
         sgd.step()
 
+    # Adam as training runs it (pipeline_src/optim.py): its lazy sparse variant for rows with sparse gradients
+    sparse_ids = {id(p) for p in head.sparse_params()}
+    adams = [torch.optim.SparseAdam(ps, lr=1e-6) if sparse else torch.optim.Adam(ps, lr=1e-6)
+             for sparse, ps in ((True, [p for p in head.parameters() if id(p) in sparse_ids]),
+                                (False, [p for p in head.parameters() if id(p) not in sparse_ids])) if ps]
+
+    def step_and_adam() -> None:
+        step()
+        for opt in adams:
+            opt.step()
+
     def evaluate() -> None:
         with torch.no_grad():
             head.target_log_prob(h, target)
 
-    return {"method": method, "train_ms": time_fn(step, device, repeats, warmup),
-            "update_ms": time_fn(step_and_update, device, repeats, warmup),
-            "eval_ms": time_fn(evaluate, device, repeats, warmup),
-            "peak_mem_mb": (peak_bytes(step, device, clear) + scratch_bytes(head)) / 2**20,  # + blocks kept
-            "params": sum(p.numel() for p in head.parameters())}
+    out = {"method": method, "train_ms": time_fn(step, device, repeats, warmup),
+           "update_ms": time_fn(step_and_update, device, repeats, warmup),
+           "adam_ms": time_fn(step_and_adam, device, repeats, warmup),
+           "eval_ms": time_fn(evaluate, device, repeats, warmup),
+           "peak_mem_mb": (peak_bytes(step, device, clear) + scratch_bytes(head)) / 2**20,  # + blocks kept
+           "params": sum(p.numel() for p in head.parameters()),
+           "param_mb": sum(p.numel() * p.element_size() for p in head.parameters()) / 2**20,
+           "adam_state_mb": sum(t.numel() * t.element_size() for opt in adams for st in opt.state.values()
+                                for t in st.values() if torch.is_tensor(t)) / 2**20}
+    return out
 
 
 def floor_ms(h: torch.Tensor, w: torch.Tensor, device: torch.device, repeats: int, warmup: int) -> tuple[float, float]:
@@ -204,8 +220,9 @@ def run_bench(params: dict, device: torch.device, quick: bool = False) -> pd.Dat
             print(f"bench V={v} {method}: {r['train_ms']:.1f} ms/step ({rows[-1]['train_vs_floor']:.2f}x floor)",
                   file=sys.stderr)
     df = pd.DataFrame(rows)
-    cols = ["vocab", "method", "train_ms", "update_ms", "floor_ms", "train_vs_floor", "eval_ms", "floor_eval_ms",
-            "eval_vs_floor", "peak_mem_mb", "reference_peak_mem_mb", "mem_vs_reference", "reference_ms", "params"]
+    cols = ["vocab", "method", "train_ms", "update_ms", "adam_ms", "floor_ms", "train_vs_floor", "eval_ms",
+            "floor_eval_ms", "eval_vs_floor", "peak_mem_mb", "param_mb", "adam_state_mb", "reference_peak_mem_mb",
+            "mem_vs_reference", "reference_ms", "params"]
     cols += [c for c in df.columns if c.startswith("lce_")]  # the library peer, where PyTorch has it
     df = df[cols]
     out = paths.bench_path(params)

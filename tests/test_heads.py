@@ -148,3 +148,23 @@ def check_bf16_training_step(name: str, device: torch.device) -> None:
 @pytest.mark.parametrize("name", sorted(registry()))
 def test_every_head_trains_under_bf16_autocast(name):
     check_bf16_training_step(name, torch.device("cpu"))
+
+
+@pytest.mark.parametrize("v,cols", [(23, 4096), (23, 5), (1000, 96)])
+def test_blocked_evaluation_equals_log_softmax_whatever_the_blocks(v, cols):
+    """Exact evaluation over column blocks with a running logsumexp (heads/base.py) gives log softmax's values,
+    targets in every block, and its gradient when one is asked for."""
+    from pipeline_src.heads.base import linear_score_and_log_z
+
+    h, w, b, _ = _data(n=40, d=6, v=v, dtype=torch.float64)
+    t = torch.arange(40) * (v // 40)  # a target in every block
+    score, log_z = linear_score_and_log_z(h, w, b, t, cols)
+    ref = F.log_softmax(F.linear(h, w, b), dim=1)
+    assert torch.allclose(score - log_z, ref.gather(1, t[:, None]).squeeze(1), atol=1e-12, rtol=0)
+    assert torch.allclose(log_z, torch.logsumexp(F.linear(h, w, b), 1), atol=1e-12, rtol=0)
+    got = torch.autograd.grad((score - log_z).sum(), (h, w, b))
+    want = torch.autograd.grad(ref.gather(1, t[:, None]).sum(), (h, w, b))
+    assert all(torch.allclose(a, r, atol=1e-12) for a, r in zip(got, want))
+    with torch.no_grad():  # the in-place path
+        s2, z2 = linear_score_and_log_z(h, w, b, t, cols)
+    assert torch.allclose(s2 - z2, score - log_z, atol=1e-12)

@@ -9,6 +9,8 @@ V = vocabulary size.
 """
 from __future__ import annotations
 
+import math
+
 import dataclasses
 import typing
 from dataclasses import dataclass
@@ -157,6 +159,40 @@ def chunked_rows(fn, hidden: Tensor, target: Tensor, chunk_size: int) -> Tensor:
         return hidden.new_zeros(0)
     return torch.cat([fn(hidden[s:s + chunk_size], target[s:s + chunk_size])
                       for s in range(0, hidden.shape[0], chunk_size)])
+
+
+EVAL_COLS = 4096  # words per block in blocked exact evaluation (at 1M words: 0.65x the plain product's time,
+# which writes the whole (N, V) output; 8192 columns 0.74x, 65,536 1.06x; one thread, N = 256, d = 128)
+
+
+def linear_score_and_log_z(h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
+                           cols: int = EVAL_COLS) -> tuple[Tensor, Tensor]:
+    """(the target's logit (c,), logsumexp over V (c,)) of ``h W^T + b`` for h (c, d), weight (V, d), without
+    forming the (c, V) logits: column blocks of ``cols`` words, a running max and a rescaled running sum.
+    Each block is made, reduced and dropped while it is in cache, so exact evaluation at |V| = 1M reads no
+    (c x V) tensor from memory (the unblocked logsumexp read it twice)."""
+    c = h.shape[0]
+    score = torch.empty(c, dtype=h.dtype, device=h.device)
+    top = torch.full((c,), -math.inf, dtype=h.dtype, device=h.device)
+    total = torch.zeros(c, dtype=h.dtype, device=h.device)
+    for lo in range(0, weight.shape[0], cols):
+        hi = min(lo + cols, weight.shape[0])
+        z = torch.mm(h, weight[lo:hi].t()) if bias is None else torch.addmm(bias[lo:hi], h, weight[lo:hi].t())
+        here = (target >= lo) & (target < hi)
+        if here.any():
+            rows = here.nonzero().squeeze(1)
+            score[rows] = z[rows, target[rows] - lo]
+        new = torch.maximum(top, z.amax(dim=1))
+        e = (z - new[:, None]).exp() if z.requires_grad else z.sub_(new[:, None]).exp_()  # in place without autograd
+        total = total * torch.exp(top - new) + e.sum(dim=1)
+        top = new
+    return score, top + torch.log(total)
+
+
+def linear_target_log_prob(h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor) -> Tensor:
+    """log softmax(h W^T + b)[target], (c,), blocked over the vocabulary (:func:`linear_score_and_log_z`)."""
+    score, log_z = linear_score_and_log_z(h, weight, bias, target)
+    return score - log_z
 
 
 def target_log_softmax(logits: Tensor, target: Tensor) -> Tensor:

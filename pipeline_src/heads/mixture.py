@@ -21,8 +21,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .base import (HeadContext, OutputLayer, Scratch, apply_in_fp32, auto_chunk, chunked_rows, output_embedding,
-                   register, target_log_softmax)
+from .base import (HeadContext, OutputLayer, Scratch, apply_in_fp32, auto_chunk, chunked_rows, linear_target_log_prob,
+                   output_embedding, register)
 from .softmax import linear_cross_entropy
 
 
@@ -227,7 +227,7 @@ class MixtureOfContexts(_Mixture):
         return self.weight, self.bias, self.vocab_size
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
-        return chunked_rows(lambda h, t: target_log_softmax(F.linear(self.context(h), self.weight, self.bias), t),
+        return chunked_rows(lambda h, t: linear_target_log_prob(self.context(h), self.weight, self.bias, t),
                             hidden, target, chunk_size or self.chunk_rows())
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:

@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from ..errors import ConfigError
 from ..sampling import Negatives, Sampler, log_uniform_probs, unigram_probs
-from .base import HeadContext, OutputLayer, chunked_rows, output_embedding, register
+from .base import HeadContext, OutputLayer, chunked_rows, linear_score_and_log_z, output_embedding, register
 from .mixture import init_range_field
 
 
@@ -140,9 +140,10 @@ class _Sampled(OutputLayer):
                            chunk_size: int | None = None) -> tuple[Tensor, Tensor]:
         """(unnormalised log p of the targets (N,), log Z (N,)): how far the model is from normalised.
         Their difference is the exact log p(target | h). Chunked over rows: memory O(chunk x V)."""
+        weight, bias, _ = self.affine_logits()  # test logits = h W^T + (b + a constant per word)
+
         def rows(h: Tensor, t: Tensor) -> Tensor:
-            z = self.test_logits(self.scores(h))  # (c, V)
-            return torch.stack([z.gather(1, t[:, None]).squeeze(1), torch.logsumexp(z, dim=1)], dim=1)  # (c, 2)
+            return torch.stack(linear_score_and_log_z(h, weight, bias, t), dim=1)  # (c, 2), blocked over V
 
         score, log_z = chunked_rows(rows, hidden, target, chunk_size or self.opts.chunk_size).unbind(1)
         return score, log_z

@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import HeadContext, OutputLayer, Scratch, chunked_mean_nll, chunked_rows, output_embedding, register
+from .base import (HeadContext, OutputLayer, Scratch, chunked_mean_nll, chunked_rows, linear_score_and_log_z,
+                   output_embedding, register)
 from .softmax import linear_cross_entropy
 
 
@@ -61,8 +62,7 @@ class SelfNormalisedSoftmax(OutputLayer):
         return self.in_dim * (1 + self.opts.gamma * self.vocab_size)  # the target's score, Z on gamma of the rows
 
     def _score_and_log_z(self, h: Tensor, t: Tensor) -> tuple[Tensor, Tensor]:
-        logits = F.linear(h, self.weight, self.bias)  # (c, V)
-        return logits.gather(1, t[:, None]).squeeze(1), torch.logsumexp(logits, dim=1)
+        return linear_score_and_log_z(h, self.weight, self.bias, t)  # blocked over V
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         a = self.opts.alpha

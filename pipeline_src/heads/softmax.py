@@ -15,8 +15,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from .base import (HeadContext, OutputLayer, Scratch, apply_in_fp32, chunked_rows, output_embedding, register,
-                   target_log_softmax)
+from .base import (HeadContext, OutputLayer, Scratch, apply_in_fp32, chunked_rows, linear_target_log_prob,
+                   output_embedding, register)
 
 
 def softmax_(logits: Tensor) -> Tensor:
@@ -114,7 +114,7 @@ class Softmax(OutputLayer):
         return self.weight, self.bias, self.vocab_size
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
-        return chunked_rows(lambda h, t: target_log_softmax(F.linear(h, self.weight, self.bias), t),  # (c, V)
+        return chunked_rows(lambda h, t: linear_target_log_prob(h, self.weight, self.bias, t),
                             hidden, target, chunk_size or self.opts.chunk_size)
 
 
@@ -176,5 +176,5 @@ class WideSoftmax(OutputLayer):
         return self.weight, self.bias, self.vocab_size
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
-        return chunked_rows(lambda h, t: target_log_softmax(F.linear(self.context(h), self.weight, self.bias), t),
+        return chunked_rows(lambda h, t: linear_target_log_prob(self.context(h), self.weight, self.bias, t),
                             hidden, target, chunk_size or self.opts.chunk_size)
