@@ -221,25 +221,34 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
     _write(paths.headline_path(params), head)
     _write(paths.contrasts_path(params), con)
     _write(paths.references_summary_path(params), reference_rows(params, partial, missing))
-    total = len(params["run"]["datasets"]) * len(params["run"]["methods"]) * len(run_seeds(params))
-    write_json(paths.summary_path(params).with_suffix(".json"),
-               {"partial": bool(missing), "runs": total - sum(not m.startswith(("matrix/", "references/")) for m in missing),
-                "of": total, "missing": missing, "statistics": params["statistics"]})
     if (params.get("tuning") or {}).get("enabled"):
-        trials, tcurves = tuning_tables(params)
+        trials, tcurves = tuning_tables(params, partial, missing)
         _write(paths.tuning_summary_path(params), trials)
         _write(paths.tuning_summary_path(params).with_name("tuning_curves.csv"), tcurves)
+    total = len(params["run"]["datasets"]) * len(params["run"]["methods"]) * len(run_seeds(params))
+    write_json(paths.summary_path(params).with_suffix(".json"),
+               {"partial": bool(missing), "runs": total - sum(not m.startswith(("matrix/", "references/", "tuning/"))
+                                                              for m in missing),
+                "of": total, "missing": missing, "statistics": params["statistics"]})
     return df
 
 
-def tuning_tables(params: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+def tuning_tables(params: dict, partial: bool = False,
+                  missing: list | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every trial with its selection, and the expected best validation perplexity after n trials
-    (a diverged trial counts as a draw of the uniform distribution, nll = log |V|: no better than guessing)."""
+    (a diverged trial counts as a draw of the uniform distribution, nll = log |V|: no better than guessing).
+    ``partial``: a selection not made yet is listed in ``missing`` instead."""
     rows, curves = [], []
     for dataset in params["run"]["datasets"]:
+        if not paths.prepared_dir(params, dataset).exists() and partial:
+            continue
         vocab = read_json(paths.prepared_dir(params, dataset) / "meta.json", "vocab_size")["vocab_size"]
         for method in params["run"]["methods"]:
-            sel = read_json(paths.selected_path(params, dataset, method), "trials", "trial")
+            path = paths.selected_path(params, dataset, method)
+            if not _finished(path, partial, [] if missing is None else missing, f"tuning/{dataset}/{method}",
+                             f"select --dataset {dataset} --method {method}"):
+                continue
+            sel = read_json(path, "trials", "trial")
             for r in sel["trials"]:
                 rows.append({**r, "selected": r["trial"] == sel["trial"],  # null: a diverged trial (JSON has no inf)
                              **{k: math.inf for k in ("valid_nll", "valid_ppl") if r.get(k, 0) is None}})

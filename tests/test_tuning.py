@@ -127,3 +127,22 @@ def test_a_run_is_resolved_once_into_a_frozen_spec(default_params, tmp_path):
             resolve_run(p, "tiny", "mos", **bad)
     with pytest.raises(ConfigError, match="seed 5 is not in run.seeds"):
         resolve_run(plain, "tiny", "softmax", seed=5)
+
+
+def test_a_partial_summary_of_a_tuned_sweep_lists_the_selections_not_made_yet(default_params, tmp_path):
+    from pipeline_src.summarize import tuning_tables
+
+    p = tuned(default_params, tmp_path, trials=2)
+    p["run"]["methods"] = ["softmax", "adaptive-softmax"]
+    raw, prep = paths.raw_dir(p, "tiny"), paths.prepared_dir(p, "tiny")
+    generate(p["datasets"]["tiny"]["corpus"], raw, p["seed"])
+    prepare(raw, prep, data_config(p, "tiny"))
+    for i in range(2):
+        train(trial_config(p, "tiny", "softmax", i), prep, paths.trial_dir(p, "tiny", "softmax", i), CPU, trial=True)
+    select(p, "tiny", "softmax", trials(p, "tiny", "softmax"), selection_key(p, "tiny", "softmax"))
+    with pytest.raises(FileNotFoundError, match="select --dataset tiny --method adaptive-softmax"):
+        tuning_tables(p)
+    missing = []
+    rows, curves = tuning_tables(p, partial=True, missing=missing)
+    assert missing == ["tuning/tiny/adaptive-softmax"]
+    assert set(rows.method) == {"softmax"} and len(rows) == 2 and list(curves.trials) == [1, 2]
