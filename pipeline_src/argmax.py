@@ -7,9 +7,9 @@ makes word i the argmax for some c exactly when the linear program
 
 has an optimum t* > 0. Otherwise the word is *unargmaxable*: no context, however chosen, makes it the most
 likely word (with d < V - 1 this happens, e.g. to a word whose (w, b) lies inside the convex hull of
-others'). Most words are settled by a cheap sufficient check first: a context along the word's own output
-vector, ``c = s (w_i - mean w)`` at growing scales s, that makes it the argmax. The rest go to the exact LP
-(scipy's HiGHS). The contexts range over all of R^d: a bounded encoder output (an LSTM's tanh) can only
+others'). Most words are settled by cheap sufficient checks first: a context along the word's own output
+vector, ``c = s (w_i - mean w)`` at growing scales s, that makes it the argmax, then a perceptron walk from
+there towards the word's strongest rival. The rest go to the exact LP (scipy's HiGHS). The contexts range over all of R^d: a bounded encoder output (an LSTM's tanh) can only
 make more words unargmaxable, never fewer.
 
 For every head, affine or not, :func:`reached` is the empirical check on the same contexts for all: the
@@ -45,6 +45,30 @@ def cheap_argmaxable(w: np.ndarray, b: np.ndarray, chunk: int = 1024) -> np.ndar
     return found
 
 
+def perceptron_argmaxable(w: np.ndarray, b: np.ndarray, words: np.ndarray, steps: int = 200) -> np.ndarray:
+    """(len(words),) True where a perceptron walk finds a context that makes the word the strict argmax (a
+    sufficient condition only): from c = w_i - mean w, step towards w_i - w_j for the row j that beats it,
+    so the walk stops at a witness when one exists with some margin (the perceptron's convergence)."""
+    w, b = np.asarray(w, np.float64), np.asarray(b, np.float64)
+    words = np.asarray(words, dtype=np.int64)
+    c = w[words] - w.mean(axis=0)  # (p, d)
+    found = np.zeros(len(words), dtype=bool)
+    rows = np.arange(len(words))
+    for _ in range(steps):
+        live = rows[~found]
+        if not len(live):
+            break
+        z = c[live] @ w.T + b  # (l, V)
+        own = z[np.arange(len(live)), words[live]].copy()
+        z[np.arange(len(live)), words[live]] = -np.inf
+        rival = z.argmax(axis=1)
+        found[live] = own > z[np.arange(len(live)), rival] + TOL
+        step = w[words[live]] - w[rival]  # (l, d): the direction that raises the word over its rival
+        norm = np.linalg.norm(step, axis=1, keepdims=True)
+        c[live] += np.where(norm > 0, step / np.maximum(norm, 1e-300), 0.0) * np.linalg.norm(c[live], axis=1, keepdims=True) * 0.1
+    return found
+
+
 def lp_margin(w: np.ndarray, b: np.ndarray, i: int) -> float:
     """t*: the largest margin by which word i's logit can exceed every other row's (capped at 1)."""
     from scipy.optimize import linprog
@@ -68,6 +92,9 @@ def diagnose(w, b, counts: np.ndarray, words: int | None = None) -> dict:
     words = len(w) if words is None else words
     t0 = time.perf_counter()
     ok = cheap_argmaxable(w, b)[:words]
+    hard = np.flatnonzero(~ok)
+    if len(hard):
+        ok[hard] = perceptron_argmaxable(w, b, hard)
     cheap_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     pending = np.flatnonzero(~ok)

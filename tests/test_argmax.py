@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline_src.argmax import argmax_diagnostic, cheap_argmaxable, diagnose, lp_margin
+from pipeline_src.argmax import argmax_diagnostic, cheap_argmaxable, diagnose, lp_margin, perceptron_argmaxable
 from pipeline_src.heads import HeadContext, build_head, registry
 
 
@@ -30,8 +30,10 @@ def test_without_bias_the_argmaxable_words_are_the_convex_hull_s_vertices(d, see
     out = diagnose(w, np.zeros(60), np.ones(60))
     assert set(range(60)) - set(out["unargmaxable_ids"]) == vertices
     assert out["lp_solved"] > 0  # the interior words needed the LP
-    # the cheap check is sufficient only: whatever it accepts is a vertex
+    # the cheap checks are sufficient only: whatever they accept is a vertex
     assert set(np.flatnonzero(cheap_argmaxable(w, np.zeros(60))).tolist()) <= vertices
+    walked = perceptron_argmaxable(w, np.zeros(60), np.arange(60))
+    assert set(np.flatnonzero(walked).tolist()) <= vertices and walked.sum() >= len(vertices) // 2
 
 
 def _affine_heads():
