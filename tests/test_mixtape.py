@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from pipeline_src.heads import HeadContext, build_head
-from pipeline_src.heads.mixtape import tree_log_gates
+from pipeline_src.heads.mixtape import tree_mix
 
 
 def _leaf_prob(l, k, leaves):
@@ -65,14 +65,15 @@ def test_log_probs_equal_the_paper_s_formulas_word_by_word(k, share, gate_dim):
         assert head.loss(g, t).item() == pytest.approx(-ref.gather(1, t[:, None]).mean().item(), abs=1e-12)
 
 
-def test_the_sigmoid_tree_is_the_paper_s_for_four_components_and_sums_to_one():
-    l = torch.randn(6, 3, dtype=torch.float64)
+def test_the_sigmoid_tree_mixes_as_the_paper_s_products_for_four_components():
+    l = torch.randn(6, 3, 5, dtype=torch.float64)  # (n, K-1, words)
+    c = torch.randn(6, 4, 5, dtype=torch.float64)  # (n, K, words)
     g = torch.sigmoid(l)
     paper = torch.stack([g[:, 0] * g[:, 1], g[:, 0] * (1 - g[:, 1]),
-                         (1 - g[:, 0]) * g[:, 2], (1 - g[:, 0]) * (1 - g[:, 2])], dim=1)
-    assert torch.allclose(tree_log_gates(l).exp(), paper, atol=1e-15)
-    for k in (2, 8, 16):
-        assert torch.allclose(tree_log_gates(torch.randn(5, k - 1)).exp().sum(-1), torch.ones(5), atol=1e-6)
+                         (1 - g[:, 0]) * g[:, 2], (1 - g[:, 0]) * (1 - g[:, 2])], dim=1)  # pi (n, K, words)
+    assert torch.allclose(tree_mix(c, l), (paper * c).sum(1), atol=1e-14)
+    for k in (2, 8, 16):  # the leaf weights are a distribution: mixing ones gives one
+        assert torch.allclose(tree_mix(torch.ones(5, k, 3), torch.randn(5, k - 1, 3)), torch.ones(5, 3), atol=1e-6)
 
 
 def test_gradients_match_finite_differences():

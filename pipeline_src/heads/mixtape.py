@@ -33,20 +33,18 @@ from .base import (HeadContext, OutputLayer, auto_chunk, chunked_mean_nll, chunk
 from .mixture import init_range_field
 
 
-def tree_log_gates(l: Tensor) -> Tensor:
-    """Gate logits of the K - 1 tree nodes (..., K - 1), heap order (node j's children: 2j + 1, 2j + 2) ->
-    log pi of the K leaves (..., K), left to right; sigmoid(l_j) goes to the left child."""
-    k = l.shape[-1] + 1
-    up, down = F.logsigmoid(l), F.logsigmoid(-l)
-    level = [l.new_zeros(l.shape[:-1])]  # log mass at the root
-    node = 0
-    while len(level) < k:
-        nxt = []
-        for mass in level:
-            nxt += [mass + up[..., node], mass + down[..., node]]
-            node += 1
-        level = nxt
-    return torch.stack(level, dim=-1)
+def tree_mix(values: Tensor, gate_logits: Tensor) -> Tensor:
+    """sum_k pi_k values_k for the leaves of the sigmoid tree, without forming pi: values (n, K, ...) along
+    dim 1, gate logits (n, K - 1, ...) of the nodes in heap order (node j's children 2j + 1 and 2j + 2,
+    sigmoid(l_j) going to the left). Bottom-up, each node's value is right + g (left - right): K - 1 fused
+    steps where the products of sigmoids took a log-space pass per leaf."""
+    g = torch.sigmoid(gate_logits)
+    m = values.shape[1] // 2
+    while m >= 1:
+        left, right = values[:, 0::2], values[:, 1::2]
+        values = right + g[:, m - 1:2 * m - 1] * (left - right)
+        m //= 2
+    return values.squeeze(1)
 
 
 @register("mixtape")
@@ -96,17 +94,14 @@ class Mixtape(OutputLayer):
         """(n, d) -> (n, V): shared-gate logits for every word, then the frequent words' own."""
         n, k = g.shape[0], self.opts.components
         h = self.drop(torch.tanh(self.latent(g))).view(n, k, -1)  # (n, K, e)
-        u = self.gate_ctx(g)  # (n, K-1)
-        shared = tree_log_gates(u).exp()  # (n, K)
-        z = F.linear((shared[:, :, None] * h).sum(1), self.weight, self.bias)  # (n, V)
+        u = self.gate_ctx(g)  # (n, K-1): the shared gates' logits
+        z = F.linear(tree_mix(h, u[:, :, None]), self.weight, self.bias)  # (n, V): one product, the mixed context
         if not self.frequent:
             return z
         t = torch.tanh(self.gate_proj(g)).view(n, k - 1, -1)  # (n, K-1, d2)
-        gate = torch.einsum("fa,nja->nfj", self.gate_vec, t) + u[:, None, :] + self.gate_bias  # (n, Vf, K-1)
-        pi = tree_log_gates(gate).exp()  # (n, Vf, K)
-        w = self.weight[self.frequent_ids]  # (Vf, e)
-        comp = torch.einsum("nke,fe->nfk", h, w)  # (n, Vf, K)
-        own = (pi * comp).sum(-1) + self.bias[self.frequent_ids]  # (n, Vf)
+        gate = (t @ self.gate_vec.t()) + u[:, :, None] + self.gate_bias.t()  # (n, K-1, Vf)
+        comp = h @ self.weight[self.frequent_ids].t()  # (n, K, Vf): each component's logit of each frequent word
+        own = tree_mix(comp, gate) + self.bias[self.frequent_ids]  # (n, Vf)
         return z.index_copy(1, self.frequent_ids, own)
 
     def chunk_rows(self) -> int:
