@@ -19,7 +19,7 @@ from .provenance import StaleError
 from .stats import contrasts, expected_best, headline
 from .runspec import final_config
 
-SUMMARY_COLUMNS = ["dataset", "method", "type", "seed", "split", "nll", "ppl", "true_nll", "gap_nll", "log_z_mean",
+SUMMARY_COLUMNS = ["dataset", "vocab", "method", "type", "seed", "split", "nll", "ppl", "true_nll", "gap_nll", "log_z_mean",
                    "log_z_std", "unnormalised_ppl", "tokens",
                    "tokens_per_s_train", "tokens_per_s_eval", "train_time_s", "wall_time_s", "peak_mem_mb", "params",
                    "head_flops_per_token_train", "head_flops_per_token_eval", "epochs", "best_epoch", "lr",
@@ -154,6 +154,12 @@ def check_summary_current(params: dict, summary: pd.DataFrame | None = None) -> 
                          f"rerun `python -m pipeline_src summarize` (or `snakemake`)")
 
 
+def _vocab(params: dict, dataset: str) -> int | None:
+    """|V| of a dataset as prepared (its meta.json), for ordering datasets by vocabulary size."""
+    meta = paths.prepared_dir(params, dataset) / "meta.json"
+    return read_json(meta, "vocab_size")["vocab_size"] if meta.exists() else None
+
+
 def _finished(path, partial: bool, missing: list, label: str, command: str, hint: str = "") -> bool:
     """Whether a step's record exists; if not, ``partial`` lists it as missing, else it is an error naming the
     command that makes it."""
@@ -194,7 +200,7 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
                     continue
                 metrics = read_json(path, "config_hash", "config")
                 check_current(path, metrics, final_config(params, dataset, method, seed))
-                rows.extend(summary_rows(metrics))
+                rows.extend({**r, "vocab": _vocab(params, dataset)} for r in summary_rows(metrics))
                 anytime.extend(anytime_rows(metrics))
                 hist = read_csv(paths.run_dir(params, dataset, method, seed) / "history.csv")
                 curves.append(hist.assign(dataset=dataset, method=method, seed=seed))
