@@ -302,11 +302,17 @@ def selected_markdown(trials: pd.DataFrame) -> str:
 def bench_markdown(bench: pd.DataFrame) -> str:
     """A bench table: each head's step and exact evaluation against the floor measured in the same run,
     and its step's peak memory against F.linear + F.cross_entropy's."""
-    cols = ["V", "method", "step (ms)", "+ update (ms)", "x floor", "eval x floor", "peak memory (MB)",
-            "x F.cross_entropy's"]
-    lines = [markdown_table(cols, ([f"{r.vocab:,}", r.method, f"{r.train_ms:,.1f}", f"{r.update_ms:,.1f}",
-                                     f"{r.train_vs_floor:.2f}", f"{r.eval_vs_floor:.2f}", f"{r.peak_mem_mb:,.1f}",
-                                     f"{r.mem_vs_reference:.2f}"] for r in bench.itertuples()))]
+    adam = "adam_ms" in bench  # benches since the Adam step and the optimizer state were timed
+    cols = ["V", "method", "step (ms)", "+ update (ms)", *(["+ Adam (ms)"] if adam else []), "x floor", "eval x floor",
+            "peak memory (MB)", "x F.cross_entropy's", *(["params / Adam state (MB)"] if adam else [])]
+
+    def row(r) -> list[str]:
+        cells = [f"{r.vocab:,}", r.method, f"{r.train_ms:,.1f}", f"{r.update_ms:,.1f}"]
+        cells += [f"{r.adam_ms:,.1f}"] if adam else []
+        cells += [f"{r.train_vs_floor:.2f}", f"{r.eval_vs_floor:.2f}", f"{r.peak_mem_mb:,.1f}", f"{r.mem_vs_reference:.2f}"]
+        return cells + ([f"{r.param_mb:,.1f} / {r.adam_state_mb:,.1f}"] if adam else [])
+
+    lines = [markdown_table(cols, (row(r) for r in bench.itertuples()))]
     if "lce_auto_ms" in bench:  # the library peer of the softmax loss, once per V
         lines += ["", "| V | step (ms): F.linear + F.cross_entropy | F.linear_cross_entropy, auto | "
                       "chunks of 256, compact | x floor (auto / 256) | peak MB (auto / 256) | loss error (auto / 256) |",
