@@ -90,22 +90,31 @@ def diagnose(w, b, counts: np.ndarray, words: int | None = None) -> dict:
     w = np.asarray(w, np.float64)
     b = np.asarray(b, np.float64)
     words = len(w) if words is None else words
+    if np.isnan(b).any() or np.isposinf(b).any():
+        raise ValueError("argmax diagnostic: the bias has NaN or +inf entries")
+    # a row with bias -inf (NEGLM's log Q of a word unseen in train) is never predicted and never competes
+    live = np.flatnonzero(np.isfinite(b))
+    wl, bl = w[live], b[live]
     t0 = time.perf_counter()
-    ok = cheap_argmaxable(w, b)[:words]
-    hard = np.flatnonzero(~ok)
+    ok_live = cheap_argmaxable(wl, bl)
+    hard = np.flatnonzero(~ok_live)
     if len(hard):
-        ok[hard] = perceptron_argmaxable(w, b, hard)
+        ok_live[hard] = perceptron_argmaxable(wl, bl, hard)
     cheap_s = time.perf_counter() - t0
     t0 = time.perf_counter()
-    pending = np.flatnonzero(~ok)
+    pending = np.flatnonzero(~ok_live & (live < words))
     for i in pending:
-        ok[i] = lp_margin(w, b, int(i)) > TOL
+        ok_live[i] = lp_margin(wl, bl, int(i)) > TOL
     lp_s = time.perf_counter() - t0
+    ok = np.zeros(len(w), dtype=bool)
+    ok[live] = ok_live
+    ok = ok[:words]
     bad = np.flatnonzero(~ok)
     band = frequency_bands(counts)[:words]
     return {"rows": len(w), "words": words, "unargmaxable": len(bad), "unargmaxable_share": len(bad) / words,
             "by_band": {name: int((band[bad] == k).sum()) for k, name in enumerate(BANDS)},
-            "unargmaxable_ids": bad.tolist()[:100], "settled_cheaply": words - len(pending), "lp_solved": len(pending),
+            "unargmaxable_ids": bad.tolist()[:100], "never_predicted": int(words - (live < words).sum()),
+            "settled_cheaply": int((live < words).sum()) - len(pending), "lp_solved": len(pending),
             "cheap_s": cheap_s, "lp_s": lp_s, "lp_s_per_word": lp_s / max(len(pending), 1)}
 
 

@@ -19,6 +19,12 @@ def test_a_word_inside_the_hull_of_others_with_equal_bias_is_unargmaxable():
     b = np.zeros(6)
     b[4] = 0.5
     assert lp_margin(w, b, 4) == pytest.approx(0.5) and diagnose(w, b, counts)["unargmaxable_ids"] == [5]
+    # a word whose bias is -inf (NEGLM's log Q of a word unseen in train) is never predicted, and never competes:
+    # with the corner (1, 1) gone, (0.3, -0.2) becomes a vertex, and the centre lies on an edge: never strictly first
+    b = np.zeros(6)
+    b[0] = -np.inf
+    out = diagnose(w, b, counts)
+    assert out["unargmaxable_ids"] == [0, 4] and out["never_predicted"] == 1
 
 
 @pytest.mark.parametrize("d,seed", [(2, 0), (3, 1), (4, 2)])
