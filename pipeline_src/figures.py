@@ -93,56 +93,54 @@ def _readable_axis(axis, set_scale, values: pd.Series) -> None:
     axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
 
 
-def curves(history: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: dict):
-    """Validation perplexity per epoch: mean over seeds, band from the lowest to the highest seed; the
-    true perplexity of a synthetic language as a dashed line."""
+def _ppl_bands(ax, frame: pd.DataFrame, by: str, x: str, style: dict) -> None:
+    """Per method, the mean over seeds of ``valid_ppl`` (and of ``x``) at each ``by``, with a band from the
+    lowest to the highest seed."""
+    for m, g in frame.groupby("method", sort=False):
+        st = style[m]
+        agg = g.groupby(by).agg(x=(x, "mean"), mean=("valid_ppl", "mean"), low=("valid_ppl", "min"),
+                                high=("valid_ppl", "max"))
+        ax.plot(agg.x, agg["mean"], color=st["color"], marker=st["marker"], ms=3, label=m)
+        ax.fill_between(agg.x, agg.low, agg.high, color=st["color"], alpha=0.2, lw=0)
+
+
+def _valid_ppl_figure(frame: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: dict, by: str, x: str,
+                      xlabel: str, ylabel: str, truth_label: str):
+    """Validation perplexity curves of one dataset with the synthetic language's true valid perplexity as a
+    dashed line (``curves`` per epoch, ``anytime`` per budget point)."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(9, 4.2))
-    for m, g in history[history.dataset == dataset].groupby("method", sort=False):
-        st = style[m]
-        agg = g.groupby("epoch").valid_ppl.agg(["mean", "min", "max"])
-        ax.plot(agg.index, agg["mean"], color=st["color"], marker=st["marker"], ms=3, label=m)
-        ax.fill_between(agg.index, agg["min"], agg["max"], color=st["color"], alpha=0.2, lw=0)
+    own = frame[frame.dataset == dataset]
+    _ppl_bands(ax, own, by, x, style)
     truth = summary[(summary.dataset == dataset) & (summary.split == "valid")]
     truth = truth.true_nll.dropna() if "true_nll" in truth else pd.Series(dtype=float)
-    shown = history[history.dataset == dataset].valid_ppl
+    shown = own.valid_ppl
     if len(truth):
-        ax.axhline(math.exp(float(truth.iloc[0])), color="k", ls="--", label="truth")
+        ax.axhline(math.exp(float(truth.iloc[0])), color="k", ls="--", label=truth_label)
         shown = pd.concat([shown, pd.Series([math.exp(float(truth.iloc[0]))])])
     _readable_axis(ax.yaxis, ax.set_yscale, shown)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("valid perplexity")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(dataset)
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def curves(history: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: dict):
+    """Validation perplexity per epoch: mean over seeds, band from the lowest to the highest seed; the
+    true perplexity of a synthetic language as a dashed line."""
+    return _valid_ppl_figure(history, summary, dataset, style, "epoch", "epoch", "epoch", "valid perplexity",
+                             "truth")
 
 
 def anytime(points: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: dict):
     """Validation perplexity against training seconds under a budget (the anytime curve): at each point, the
     mean over seeds of the seconds and of the perplexity, the band from the lowest to the highest seed; the
     truth of a synthetic language's whole valid split as a dashed line."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(9, 4.2))
-    own = points[points.dataset == dataset]
-    for m, g in own.groupby("method", sort=False):
-        st = style[m]
-        agg = g.groupby("point").agg(s=("train_seconds", "mean"), mean=("valid_ppl", "mean"),
-                                     low=("valid_ppl", "min"), high=("valid_ppl", "max"))
-        ax.plot(agg.s, agg["mean"], color=st["color"], marker=st["marker"], ms=3, label=m)
-        ax.fill_between(agg.s, agg.low, agg.high, color=st["color"], alpha=0.2, lw=0)
-    truth = summary[(summary.dataset == dataset) & (summary.split == "valid")].true_nll.dropna()
-    shown = own.valid_ppl
-    if len(truth):
-        ax.axhline(math.exp(float(truth.iloc[0])), color="k", ls="--", label="truth (whole valid split)")
-        shown = pd.concat([shown, pd.Series([math.exp(float(truth.iloc[0]))])])
-    _readable_axis(ax.yaxis, ax.set_yscale, shown)
-    ax.set_xlabel("training seconds (the budget's clock)")
-    ax.set_ylabel("valid perplexity (the fixed subset)")
-    ax.set_title(dataset)
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _valid_ppl_figure(points, summary, dataset, style, "point", "train_seconds",
+                             "training seconds (the budget's clock)", "valid perplexity (the fixed subset)",
+                             "truth (whole valid split)")
 
 
 def _placeholder(text: str):
