@@ -36,8 +36,9 @@ def cheap_argmaxable(w: np.ndarray, b: np.ndarray, chunk: int = 1024) -> np.ndar
     dirs = w - w.mean(axis=0)
     found = np.zeros(len(w), dtype=bool)
     for s in SCALES:
-        for lo in range(0, len(w), chunk):
-            rows = np.arange(lo, min(lo + chunk, len(w)))
+        left = np.flatnonzero(~found)  # a larger scale only for the words no smaller one settled
+        for lo in range(0, len(left), chunk):
+            rows = left[lo:lo + chunk]
             z = s * dirs[rows] @ w.T + b  # (c, V): row k is the logits at word rows[k]'s context
             own = z[np.arange(len(rows)), rows].copy()
             z[np.arange(len(rows)), rows] = -np.inf

@@ -279,7 +279,9 @@ def _hashes(params: dict, args) -> None:
 
 
 def _check(params: dict, args) -> None:
-    print(f"{args.config}: valid; runs: {params['run']['datasets']} x {params['run']['methods']}")
+    extra = params["run"]["extra"]
+    also = f"; and {extra['datasets']} x {extra['methods']}" if extra["datasets"] else ""
+    print(f"{args.config}: valid; runs: {params['run']['datasets']} x {params['run']['methods']}{also}")
 
 
 COMMANDS = {

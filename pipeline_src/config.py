@@ -123,6 +123,7 @@ def validate(params: dict, source: str = DEFAULT_PARAMS, origin=None) -> dict:
         raise ConfigError("invalid config:\n  " + "\n  ".join(
             _format_error(e, origin(list(e.absolute_path)) if origin else source) for e in leaves))
     params["run"].setdefault("seeds", [0])
+    params["run"].setdefault("extra", {"datasets": [], "methods": []})
     params.setdefault("statistics", {})
     for k, v in STATISTICS_DEFAULTS.items():
         params["statistics"].setdefault(k, v)
@@ -152,8 +153,11 @@ def _undefined(source: str, key: str, name, section: str, params: dict) -> Confi
 def _check_names(params: dict, source: str) -> None:
     """Every name a section refers to is defined where it should be."""
     step = params["bench"].get("step") or {}
+    extra = params["run"]["extra"]
     for key, section, names in (("run.datasets", "datasets", params["run"]["datasets"]),
                                 ("run.methods", "methods", params["run"]["methods"]),
+                                ("run.extra.datasets", "datasets", extra["datasets"]),
+                                ("run.extra.methods", "methods", extra["methods"]),
                                 ("bench.methods", "methods", params["bench"]["methods"]),
                                 ("matrix.methods", "methods", params["matrix"]["methods"]),
                                 ("bench.step.methods", "methods", step.get("methods", [])),
@@ -161,11 +165,23 @@ def _check_names(params: dict, source: str) -> None:
                                 ("paper.ppl", "methods", list((params.get("paper") or {}).get("ppl", {})))):
         for name in names:
             if name not in params[section]:
-                raise _undefined(source, key, name, section, params)
-    ref, run = params["statistics"]["reference"], params["run"]["methods"]
-    if len(run) > 1 and ref not in run:
-        raise ConfigError(f"{source}: key 'statistics.reference': {ref!r} is not one of the methods run "
-                          f"(run.methods: {run}): every comparison would say 'no paired reference'")
+                e = _undefined(source, key, name, section, params)
+                if key.startswith("run.extra"):  # most likely inherited through extends: from the default run
+                    e = ConfigError(f"{e}; a file that extends params.yaml and sets its own run inherits the "
+                                    f"default run's second crossing unless it says `run: {{extra: {{datasets: [], "
+                                    f"methods: []}}}}`")
+                raise e
+    both = sorted(set(params["run"]["datasets"]) & set(extra["datasets"]))
+    if both:
+        raise ConfigError(f"{source}: key 'run.extra.datasets': {both} also in run.datasets; a dataset belongs to "
+                          f"one crossing (its methods are run.methods or run.extra.methods)")
+    if bool(extra["datasets"]) != bool(extra["methods"]):
+        raise ConfigError(f"{source}: key 'run.extra': give both datasets and methods (or neither); got {extra}")
+    ref = params["statistics"]["reference"]
+    for key, run in (("run.methods", params["run"]["methods"]), ("run.extra.methods", extra["methods"])):
+        if len(run) > 1 and ref not in run:
+            raise ConfigError(f"{source}: key 'statistics.reference': {ref!r} is not one of the methods run "
+                              f"({key}: {run}): every comparison would say 'no paired reference'")
     for i, (method, control) in enumerate(params["statistics"]["contrasts"]):
         for name in (method, control):
             if name not in params["methods"]:
@@ -183,7 +199,7 @@ def _check_tuning(params: dict, source: str) -> None:
     for key in ("trials", "seed", "epochs", "lr"):
         if key not in tuning:
             raise ConfigError(f"{source}: key 'tuning.{key}' is required when tuning.enabled is true")
-    for ds in params["run"]["datasets"]:
+    for ds in run_datasets(params):
         opt = train_config(params, ds).optimizer
         if opt not in tuning["lr"]:
             raise ConfigError(f"{source}: key 'tuning.lr.{opt}': no learning-rate range for the optimizer {opt!r} "
@@ -393,6 +409,23 @@ def run_seeds(params: dict) -> list[int]:
     return list(params["run"]["seeds"])
 
 
+def run_datasets(params: dict) -> list[str]:
+    """Every dataset a params file trains on: ``run.datasets``, then ``run.extra.datasets``."""
+    return [*params["run"]["datasets"], *params["run"]["extra"]["datasets"]]
+
+
+def dataset_methods(params: dict, dataset: str) -> list[str]:
+    """The methods that run on ``dataset``: ``run.extra.methods`` for a dataset of the second crossing (a
+    large vocabulary that runs the sampling family alone, say), else ``run.methods``."""
+    extra = params["run"]["extra"]
+    return list(extra["methods"] if dataset in extra["datasets"] else params["run"]["methods"])
+
+
+def run_pairs(params: dict) -> list[tuple[str, str]]:
+    """Every (dataset, method) of both crossings, in order; each runs once per seed of ``run.seeds``."""
+    return [(d, m) for d in run_datasets(params) for m in dataset_methods(params, d)]
+
+
 def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
                overrides: dict | None = None) -> dict:
     """Everything that determines one trained run; stored in its checkpoint and metrics.
@@ -414,7 +447,7 @@ def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
         "method": {**params["methods"][method], **overrides.get("method", {})},
         "model": dataclasses.asdict(model_config(params, dataset)),
         "training": dataclasses.asdict(TrainConfig(**training)),
-        "evaluation": params["evaluation"],
+        "evaluation": _merged(params, dataset, "evaluation"),
         "seed": run_seeds(params)[0] if seed is None else int(seed),
     }
     if overrides.get("tuning"):

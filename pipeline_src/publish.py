@@ -27,7 +27,7 @@ import pandas as pd
 from .artifacts import read_json, read_csv
 from . import paths
 from .atomic import write_json, write_text
-from .config import first_difference, run_seeds
+from .config import first_difference, run_datasets, run_seeds
 from .errors import ConfigError, OutputError
 from .runtime import cpu_model
 
@@ -98,7 +98,7 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
         summary = pd.DataFrame({"dataset": [], "method": [], "seed": [], "config_hash": []})
         _write(paths.references_summary_path(params), reference_rows(params, False, []))
         command = " && ".join(f"python -m pipeline_src reference --config {params_file} --dataset {d} --name {r}"
-                              for d in params["run"]["datasets"] for r in params.get("references", {}))
+                              for d in run_datasets(params) for r in params.get("references", {}))
     elif not paths.summary_path(params).exists():
         raise ConfigError(f"{results} has no summary.csv, bench.csv, step-bench.csv or references: nothing to publish")
     else:
@@ -223,12 +223,15 @@ def headline_markdown(head: pd.DataFrame, refs: pd.DataFrame | None = None) -> s
         if paper:
             cols += ["paper", "vs paper"]
         cols += ["rank", "train s", "head kFLOP/token (train)"]
+        budget = "tokens_reached" in h and h.tokens_reached.notna().any()  # a time budget: what it bought
+        if budget:
+            cols.insert(-1, "tokens in budget")
         rows = []
         for r in h.itertuples():
             if getattr(r, "row_kind", None) == "reference":  # no seeds, no verdict, no head: its fit time
                 cells = [r.method, f"{r.ppl:.1f}", "—", "reference (no seeds)"] + (["—"] if uneven else []) \
                     + ([f"{r.gap_nll:.3f}"] if synthetic else []) + (["—"] if best else []) \
-                    + (["—", "—"] if paper else []) + ["—", f"{r.train_time_s:.2g} (fit)", "—"]
+                    + (["—", "—"] if paper else []) + ["—", f"{r.train_time_s:.2g} (fit)"] + (["—"] if budget else []) + ["—"]
                 rows.append(cells)
                 continue
             cells = [r.method, _interval(r.ppl, r.ppl_low, r.ppl_high, 1),
@@ -246,11 +249,16 @@ def headline_markdown(head: pd.DataFrame, refs: pd.DataFrame | None = None) -> s
                 rank = "—"
             else:
                 rank = f"{r.logprob_rank:.0f}" + (f" (≤ {int(r.head_dim) + 2})" if r.logprob_rank <= r.head_dim + 2 else "")
-            cells += [rank, f"{r.train_time_s:.0f}", f"{r.head_flops_per_token_train / 1e3:.1f}"]
+            cells += [rank, f"{r.train_time_s:.0f}"] + ([_millions(r.tokens_reached)] if budget else []) \
+                + [f"{r.head_flops_per_token_train / 1e3:.1f}"]
             rows.append(cells)
         title = f"**{ds}** ({seeds} seeds{' at most' if uneven else ''})\n" if len(head.dataset.unique()) > 1 else ""
         out.append(title + markdown_table(cols, rows))
     return "\n\n".join(out) + "\n"
+
+
+def _millions(tokens: float) -> str:
+    return "—" if pd.isna(tokens) else f"{tokens / 1e6:.2f}M"
 
 
 def contrasts_markdown(con: pd.DataFrame) -> str:

@@ -95,7 +95,7 @@ def headline(summary: pd.DataFrame, reference: str, confidence: float = 0.95, re
                    "seeds": len(nll), "nll": m, "nll_low": lo, "nll_high": hi,
                    "ppl": math.exp(m), "ppl_low": math.exp(lo) if not math.isnan(lo) else math.nan,
                    "ppl_high": math.exp(hi) if not math.isnan(hi) else math.nan, "reference": reference}
-            for col in ("gap_nll", "tokens_per_s_train", "train_time_s", "peak_mem_mb", "params",
+            for col in ("gap_nll", "tokens_per_s_train", "train_time_s", "tokens_reached", "peak_mem_mb", "params",
                         "head_flops_per_token_train", "head_flops_per_token_eval", "logprob_rank", "head_dim"):
                 if col in gm and gm[col].notna().any():
                     row[col] = float(gm[col].mean())

@@ -14,7 +14,7 @@ from .artifacts import read_json, read_csv
 from . import paths
 from .atomic import atomic_path, write_json
 from .bands import BANDS
-from .config import canonical, first_difference, run_hash, run_seeds
+from .config import canonical, dataset_methods, first_difference, run_datasets, run_hash, run_pairs, run_seeds
 from .provenance import StaleError
 from .stats import contrasts, expected_best, headline
 from .runspec import final_config
@@ -114,7 +114,7 @@ def reference_rows(params: dict, partial: bool, missing: list) -> pd.DataFrame:
     from .reference import reference_config
 
     rows = []
-    for dataset in params["run"]["datasets"]:
+    for dataset in run_datasets(params):
         for name in params.get("references", {}):
             path = paths.reference_path(params, dataset, name)
             if not _finished(path, partial, missing, f"references/{dataset}/{name}",
@@ -190,20 +190,19 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
     """``partial``: summarise the runs that have finished and list the others in ``summary.json``
     (a long experiment publishes its results as they land; the tables then say how many runs they hold)."""
     rows, curves, anytime, missing = [], [], [], []
-    for dataset in params["run"]["datasets"]:
-        for method in params["run"]["methods"]:
-            for seed in run_seeds(params):
-                path = paths.metrics_path(params, dataset, method, seed)
-                if not _finished(path, partial, missing, f"{dataset}/{method}/seed{seed}",
-                                 f"evaluate --dataset {dataset} --method {method} --seed {seed}",
-                                 " (or `summarize --partial` to summarise the finished runs)"):
-                    continue
-                metrics = read_json(path, "config_hash", "config")
-                check_current(path, metrics, final_config(params, dataset, method, seed))
-                rows.extend({**r, "vocab": _vocab(params, dataset)} for r in summary_rows(metrics))
-                anytime.extend(anytime_rows(metrics))
-                hist = read_csv(paths.run_dir(params, dataset, method, seed) / "history.csv")
-                curves.append(hist.assign(dataset=dataset, method=method, seed=seed))
+    for dataset, method in run_pairs(params):
+        for seed in run_seeds(params):
+            path = paths.metrics_path(params, dataset, method, seed)
+            if not _finished(path, partial, missing, f"{dataset}/{method}/seed{seed}",
+                             f"evaluate --dataset {dataset} --method {method} --seed {seed}",
+                             " (or `summarize --partial` to summarise the finished runs)"):
+                continue
+            metrics = read_json(path, "config_hash", "config")
+            check_current(path, metrics, final_config(params, dataset, method, seed))
+            rows.extend({**r, "vocab": _vocab(params, dataset)} for r in summary_rows(metrics))
+            anytime.extend(anytime_rows(metrics))
+            hist = read_csv(paths.run_dir(params, dataset, method, seed) / "history.csv")
+            curves.append(hist.assign(dataset=dataset, method=method, seed=seed))
     matrix_rows = []
     for vocab in params["matrix"]["vocab_sizes"]:
         for dim in params["matrix"]["dims"]:
@@ -231,7 +230,7 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
         trials, tcurves = tuning_tables(params, partial, missing)
         _write(paths.tuning_summary_path(params), trials)
         _write(paths.tuning_summary_path(params).with_name("tuning_curves.csv"), tcurves)
-    total = len(params["run"]["datasets"]) * len(params["run"]["methods"]) * len(run_seeds(params))
+    total = len(run_pairs(params)) * len(run_seeds(params))
     write_json(paths.summary_path(params).with_suffix(".json"),
                {"partial": bool(missing), "runs": total - sum(not m.startswith(("matrix/", "references/", "tuning/"))
                                                               for m in missing),
@@ -245,11 +244,11 @@ def tuning_tables(params: dict, partial: bool = False,
     (a diverged trial counts as a draw of the uniform distribution, nll = log |V|: no better than guessing).
     ``partial``: a selection not made yet is listed in ``missing`` instead."""
     rows, curves = [], []
-    for dataset in params["run"]["datasets"]:
+    for dataset in run_datasets(params):
         if not paths.prepared_dir(params, dataset).exists() and partial:
             continue
         vocab = read_json(paths.prepared_dir(params, dataset) / "meta.json", "vocab_size")["vocab_size"]
-        for method in params["run"]["methods"]:
+        for method in dataset_methods(params, dataset):
             path = paths.selected_path(params, dataset, method)
             if not _finished(path, partial, [] if missing is None else missing, f"tuning/{dataset}/{method}",
                              f"select --dataset {dataset} --method {method}"):

@@ -66,7 +66,7 @@ def tiny_params(base: dict, tmp_path: Path) -> dict:
     p = copy.deepcopy(base)
     p["data_dir"] = str(tmp_path / "data")
     p["results_dir"] = str(tmp_path / "results")
-    p["run"] = {"datasets": ["tiny"], "methods": ["softmax"], "seeds": [0]}
+    p["run"] = {"datasets": ["tiny"], "methods": ["softmax"], "seeds": [0], "extra": {"datasets": [], "methods": []}}
     p["datasets"] = {"tiny": {
         "corpus": {"type": "synthetic", "vocab_size": 30, "order": 2, "dirichlet_beta": 0.5, "support": 5,
                    "smoothing": 0.01, "train_tokens": 6000, "valid_tokens": 1000, "test_tokens": 1000},

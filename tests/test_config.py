@@ -73,8 +73,7 @@ def test_contrasts_name_defined_methods_in_pairs(default_params):
     p["statistics"]["contrasts"] = [["mos", "moc"]]
     assert config.validate(p)["statistics"]["contrasts"] == [["mos", "moc"]]
     assert config.validate(copy.deepcopy(default_params))["statistics"]["contrasts"] == [
-        ["mos", "moc"], ["mos", "wide-softmax"], ["neg-offset", "neg"], ["neglm-offset", "neglm"],
-        ["adaptive-tail32", "adaptive-softmax"]]
+        ["mos", "moc"], ["mos", "wide-softmax"]]
 
 
 def test_too_large_synthetic_table_is_refused(default_params):
@@ -208,6 +207,12 @@ def test_replace_swaps_a_mapping_of_the_base_instead_of_merging(tmp_path):
         "methods: !replace {softmax: {type: softmax}, mos: {type: mos, components: 2}}\n"
         "run: {methods: [softmax, mos]}\nbench: {methods: [softmax]}\nmatrix: {methods: [softmax]}\n"
         "statistics: {contrasts: []}\n")
+    # the default run's second crossing is inherited with the rest of run: its methods are gone now
+    with pytest.raises(ConfigError, match=r"key 'run.extra.methods': 'sampled-softmax' is not defined under "
+                                          r"'methods'.*unless it says `run: \{extra: \{datasets: \[\], methods"):
+        config.load(tmp_path / "small.yaml")
+    (tmp_path / "small.yaml").write_text((tmp_path / "small.yaml").read_text().replace(
+        "run: {methods: [softmax, mos]}", "run: {methods: [softmax, mos], extra: {datasets: [], methods: []}}"))
     got = config.load(tmp_path / "small.yaml")
     assert got["methods"] == {"softmax": {"type": "softmax"}, "mos": {"type": "mos", "components": 2}}
     assert type(got["methods"]) is dict  # plain: it dumps as YAML (resolve) and validates
@@ -233,4 +238,32 @@ def test_a_transformer_option_on_an_lstm_names_the_key_that_is_set(default_param
     p = copy.deepcopy(default_params)
     p["model"]["heads"] = 2
     with pytest.raises(ConfigError, match=r"key 'model.heads' \(dataset synth\): a transformer option"):
+        config.validate(p)
+
+
+def test_the_second_crossing_runs_its_own_methods_on_its_own_datasets(default_params):
+    p = config.validate(copy.deepcopy(default_params))
+    extra = p["run"]["extra"]
+    assert extra["datasets"] == ["zipf-20k"] and "mos" not in extra["methods"]
+    assert config.run_datasets(p) == ["synth", "zipf-20k"]
+    assert config.dataset_methods(p, "synth") == p["run"]["methods"]
+    assert config.dataset_methods(p, "zipf-20k") == extra["methods"]
+    assert len(config.run_pairs(p)) == len(p["run"]["methods"]) + len(extra["methods"])
+    # a dataset's own evaluation keys lie over the global ones (the argmax LPs are off at 20,000 words)
+    assert config.run_config(p, "zipf-20k", "softmax")["evaluation"]["argmax"] is False
+    assert "argmax" not in config.run_config(p, "synth", "softmax")["evaluation"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"datasets": ["synth"], "methods": ["softmax"]}, r"'run.extra.datasets': \['synth'\] also in run.datasets"),
+    ({"datasets": ["nowhere"], "methods": ["softmax"]}, r"'run.extra.datasets': 'nowhere' is not defined"),
+    ({"datasets": ["ptb"], "methods": ["nothing"]}, r"'run.extra.methods': 'nothing' is not defined"),
+    ({"datasets": ["ptb"], "methods": ["nce", "mos"]}, r"'statistics.reference': 'softmax' is not one of the methods "
+                                                       r"run \(run.extra.methods"),
+    ({"datasets": ["ptb"], "methods": []}, r"'run.extra': give both datasets and methods"),
+])
+def test_a_bad_second_crossing_is_refused_naming_the_key(default_params, extra, message):
+    p = copy.deepcopy(default_params)
+    p["run"]["extra"] = extra
+    with pytest.raises(ConfigError, match=message):
         config.validate(p)

@@ -64,7 +64,9 @@ def test_snakemake_dag_and_dvc_stages_do_not_drift(tmp_path, default_params):
     p = tiny_params(default_params, tmp_path)
     p["datasets"]["ptb"] = default_params["datasets"]["ptb"]
     p["methods"]["softmax-small-chunks"] = {"type": "softmax", "chunk_size": 64}
-    p["run"] = {"datasets": ["tiny", "ptb"], "methods": ["softmax", "softmax-small-chunks"], "seeds": [3, 7]}
+    p["datasets"]["big"] = p["datasets"]["tiny"]  # the second crossing: its own dataset, fewer methods
+    p["run"] = {"datasets": ["tiny", "ptb"], "methods": ["softmax", "softmax-small-chunks"], "seeds": [3, 7],
+                "extra": {"datasets": ["big"], "methods": ["softmax"]}}
     proj = _project(tmp_path, p)
     smk_outs, smk_cmds = snakemake_jobs(proj)
     dvc_outs, dvc_cmds = dvc_stages(proj)
@@ -72,14 +74,19 @@ def test_snakemake_dag_and_dvc_stages_do_not_drift(tmp_path, default_params):
     assert "python -m pipeline_src hashes --config params.yaml" in dvc_cmds
     assert smk_cmds == dvc_cmds - {"python -m pipeline_src hashes --config params.yaml"}
     assert smk_outs == dvc_outs - {"results/hashes"}
-    # fetch, prepare, train, evaluate (2 datasets x 2 methods x 2 seeds), matrix fits (2 dims x 2 seeds);
-    # figures and the Kneser-Ney reference (per dataset); summarize, bench, report; hashes
-    assert len(dvc_cmds) == 2 + 2 + 8 + 8 + 4 + 2 + 2 + 3 + 1
-    assert "results/figures/ptb/forest.svg" in smk_outs
+    # fetch, prepare (3 datasets), train, evaluate (2 datasets x 2 methods x 2 seeds, then 1 x 1 x 2 of the
+    # second crossing), matrix fits (2 dims x 2 seeds); figures and the Kneser-Ney reference (per dataset);
+    # summarize, bench, report; hashes
+    assert len(dvc_cmds) == 3 + 3 + 10 + 10 + 4 + 3 + 3 + 3 + 1
+    assert "results/figures/ptb/forest.svg" in smk_outs and "results/figures/big/forest.svg" in smk_outs
     # seeds fan out into run directories that name them, shared data: seed k of two methods is a pair
     assert "results/runs/tiny/softmax-small-chunks/seed7/metrics.json" in smk_outs
+    # the second crossing runs its own methods only
+    assert "results/runs/big/softmax/seed7/metrics.json" in smk_outs
+    assert not any(o.startswith("results/runs/big/softmax-small-chunks") for o in smk_outs | dvc_outs)
     assert {o for o in smk_outs if o.startswith("data/")} == {"data/raw/tiny", "data/prepared/tiny",
-                                                            "data/raw/ptb", "data/prepared/ptb"}
+                                                            "data/raw/ptb", "data/prepared/ptb",
+                                                            "data/raw/big", "data/prepared/big"}
 
 
 def _planned(proj: Path, *args: str) -> set[str]:

@@ -4,7 +4,8 @@ from pathlib import Path
 sys.path.insert(0, workflow.basedir)
 
 from pipeline_src import paths
-from pipeline_src.config import ConfigError, config_hash, data_config, load, run_config, run_seeds, train_hash
+from pipeline_src.config import (ConfigError, config_hash, data_config, load, run_config, run_datasets, run_pairs,
+                                 run_seeds, train_hash)
 from pipeline_src.provenance import SUMMARY_SENTINEL, dvc_record, record_hashes
 
 
@@ -34,8 +35,8 @@ _CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_metho
 PY = f"{'python' if _CONDA else sys.executable} -m pipeline_src"
 ENV = "../../envs/environment.yaml"
 CLI = f"{PY} {{step}} --config {PARAMS_FILE}"
-DATASETS = P["run"]["datasets"]
-METHODS = P["run"]["methods"]
+DATASETS = run_datasets(P)  # run.datasets, then run.extra.datasets
+PAIRS = run_pairs(P)  # every (dataset, method) of both crossings
 SEEDS = run_seeds(P)
 TUNING = P["tuning"]
 TRIALS = list(range(TUNING["trials"])) if TUNING["enabled"] else []
@@ -103,7 +104,7 @@ def get_train_threads(wildcards):
     """A training or finetuning job gets every core Snakemake has when it is the DAG's only training job
     (one dataset x method x seed, no tuning: a paper config), else one: many one-thread jobs use the cores
     better than fewer wide ones (docs/bench.md times one run on one and two threads)."""
-    lone = len(DATASETS) * len(METHODS) * len(SEEDS) == 1 and not TUNING["enabled"]
+    lone = len(PAIRS) * len(SEEDS) == 1 and not TUNING["enabled"]
     return workflow.cores if lone else 1
 
 
@@ -129,7 +130,7 @@ def get_selected(wildcards):
 def get_all_selected(wildcards=None):
     if not TUNING["enabled"]:
         return []
-    return [str(paths.selected_path(P, d, m)) for d in DATASETS for m in METHODS]
+    return [str(paths.selected_path(P, d, m)) for d, m in PAIRS]
 
 
 def get_finetuned(wildcards):
@@ -143,11 +144,11 @@ def get_finetuned(wildcards):
 
 
 def get_all_metrics(wildcards=None):
-    return [str(paths.metrics_path(P, d, m, s)) for d in DATASETS for m in METHODS for s in SEEDS]
+    return [str(paths.metrics_path(P, d, m, s)) for d, m in PAIRS for s in SEEDS]
 
 
 def get_all_histories(wildcards=None):
-    return [str(paths.run_dir(P, d, m, s) / "history.csv") for d in DATASETS for m in METHODS for s in SEEDS]
+    return [str(paths.run_dir(P, d, m, s) / "history.csv") for d, m in PAIRS for s in SEEDS]
 
 
 def get_matrix_fits(wildcards=None):
