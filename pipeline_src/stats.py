@@ -111,8 +111,9 @@ def headline(summary: pd.DataFrame, reference: str, confidence: float = 0.95, re
         if "p_value" in out:
             out["p_holm"] = holm(out.p_value.values, alpha)
         rows.append(out)
-    res = pd.concat(rows, ignore_index=True).reindex(columns=HEADLINE_COLUMNS) if rows else \
-        pd.DataFrame(columns=HEADLINE_COLUMNS)
+    res = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=HEADLINE_COLUMNS)
+    budget = "tokens_reached" in res and res.tokens_reached.notna().any()  # runs under a budget: what it bought
+    res = res.reindex(columns=HEADLINE_COLUMNS + (["tokens_reached"] if budget else []))
     res["verdict"] = [verdict(r, alpha) for r in res.to_dict("records")]
     return res.sort_values(["dataset", "nll"], kind="stable").reset_index(drop=True)
 
