@@ -134,6 +134,13 @@ def curves(history: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: di
                              "truth")
 
 
+def _budgeted(summary: pd.DataFrame, dataset: str) -> bool:
+    """The dataset's runs trained under a time or token budget: their curve is the anytime one (a budget of
+    seconds can end inside the first epoch, where a per-epoch curve has one point)."""
+    own = summary[summary.dataset == dataset]
+    return "budget_seconds" in own and bool(own.budget_seconds.notna().any() or own.tokens_reached.notna().any())
+
+
 def anytime(points: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: dict):
     """Validation perplexity against training seconds under a budget (the anytime curve): at each point, the
     mean over seeds of the seconds and of the perplexity, the band from the lowest to the highest seed; the
@@ -176,7 +183,8 @@ def write(params: dict, dataset: str) -> list[Path]:
         "forest": forest(head, dataset, level, style)
         or _placeholder(f"{dataset}: no paired reference ({head.reference.iloc[0]} is not in this run)"),
         "pareto": pareto(head, dataset, style),
-        "curves": curves(history, summary, dataset, style),
+        "curves": _budgeted(summary, dataset) and anytime(read_csv(paths.anytime_path(params)), summary, dataset, style)
+        or curves(history, summary, dataset, style),
     }
     out = []
     for name in FIGURES:

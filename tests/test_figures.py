@@ -36,3 +36,28 @@ def test_every_method_has_its_own_colour_and_marker():
     # tell apart, so each takes its own colour and its own marker
     one = method_styles({"nce": "nce", "nce-zero-init": "nce", "neglm-b": "neglm-b", "neglm-b-nce-init": "neglm-b"})
     assert len({s["color"] for s in one.values()}) == 4 and len({s["marker"] for s in one.values()}) == 4
+
+
+def test_a_budgeted_dataset_s_curve_is_its_anytime_curve():
+    """A 12-second budget ends inside the first epoch: the per-epoch curve would be one point per run, so the
+    figures step draws validation perplexity against the budget's seconds for such a dataset, and the
+    per-epoch curve for an epoch-trained one."""
+    rows = []
+    for ds, budget in (("budgeted", 12.0), ("epochs", None)):
+        for m in ("a", "b"):
+            for seed in (1, 2):
+                for split in ("valid", "test"):
+                    rows.append({"dataset": ds, "method": m, "type": m, "seed": seed, "split": split,
+                                 "nll": 5.0 + seed / 10, "true_nll": 4.0, "budget_seconds": budget,
+                                 "tokens_reached": 1000 if budget else None, "config_hash": "x"})
+    summary = pd.DataFrame(rows)
+    history = pd.DataFrame([{"dataset": ds, "method": m, "seed": s, "epoch": e, "valid_ppl": 300 - 10 * e}
+                            for ds in ("budgeted", "epochs") for m in ("a", "b") for s in (1, 2) for e in (1, 2)])
+    points = pd.DataFrame([{"dataset": "budgeted", "method": m, "seed": s, "point": k, "train_seconds": 4.0 * k,
+                            "tokens": 100 * k, "valid_ppl": 400 - 20 * k} for m in ("a", "b") for s in (1, 2)
+                           for k in (1, 2, 3)])
+    assert figures._budgeted(summary, "budgeted") and not figures._budgeted(summary, "epochs")
+    style = figures.styles(summary)
+    budgeted = figures.anytime(points, summary, "budgeted", style)
+    assert budgeted.axes[0].get_xlabel() == "training seconds (the budget's clock)"
+    assert figures.curves(history, summary, "epochs", style).axes[0].get_xlabel() == "epoch"

@@ -50,6 +50,7 @@ rule figures:
     input:
         summary=f"{RESULTS}/summary.csv",
         history=f"{RESULTS}/history.csv",
+        anytime=f"{RESULTS}/anytime.csv",  # a budgeted dataset's learning curve is its anytime curve
         headline=f"{RESULTS}/headline.csv",
     output:
         forest=report(f"{RESULTS}/figures/{{dataset}}/forest.svg", caption="../report/forest.rst",
