@@ -130,7 +130,8 @@ def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.devi
     n_ctx = run_cfg["evaluation"].get("rank_contexts", 0)
     if n_ctx:
         out["rank"] = rank_diagnostic(model, load_split(prepared, "valid"), n_ctx, bptt, device)
-    if argmax and run_cfg["evaluation"].get("argmax", True) and len(counts) <= LP_MAX_VOCAB:  # which words no context can make the argmax (argmax.py)
+    argmax = argmax and run_cfg["evaluation"].get("argmax", True)  # off per dataset: its LPs cost V^2 d
+    if argmax and len(counts) <= LP_MAX_VOCAB:  # which words no context can make the argmax (argmax.py)
         out["argmax"] = argmax_diagnostic(model, batchify(load_split(prepared, "test"), bs, device), bptt, counts)
     return out
 

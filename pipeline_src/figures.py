@@ -183,8 +183,8 @@ def write(params: dict, dataset: str) -> list[Path]:
         "forest": forest(head, dataset, level, style)
         or _placeholder(f"{dataset}: no paired reference ({head.reference.iloc[0]} is not in this run)"),
         "pareto": pareto(head, dataset, style),
-        "curves": _budgeted(summary, dataset) and anytime(read_csv(paths.anytime_path(params)), summary, dataset, style)
-        or curves(history, summary, dataset, style),
+        "curves": anytime(read_csv(paths.anytime_path(params)), summary, dataset, style)
+        if _budgeted(summary, dataset) else curves(history, summary, dataset, style),
     }
     out = []
     for name in FIGURES:
