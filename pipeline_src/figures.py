@@ -134,7 +134,7 @@ def curves(history: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: di
                              "truth")
 
 
-def _budgeted(summary: pd.DataFrame, dataset: str) -> bool:
+def budgeted(summary: pd.DataFrame, dataset: str) -> bool:
     """The dataset's runs trained under a time or token budget: their curve is the anytime one (a budget of
     seconds can end inside the first epoch, where a per-epoch curve has one point)."""
     own = summary[summary.dataset == dataset]
@@ -184,7 +184,7 @@ def write(params: dict, dataset: str) -> list[Path]:
         or _placeholder(f"{dataset}: no paired reference ({head.reference.iloc[0]} is not in this run)"),
         "pareto": pareto(head, dataset, style),
         "curves": anytime(read_csv(paths.anytime_path(params)), summary, dataset, style)
-        if _budgeted(summary, dataset) else curves(history, summary, dataset, style),
+        if budgeted(summary, dataset) else curves(history, summary, dataset, style),
     }
     out = []
     for name in FIGURES:

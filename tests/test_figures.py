@@ -56,7 +56,7 @@ def test_a_budgeted_dataset_s_curve_is_its_anytime_curve():
     points = pd.DataFrame([{"dataset": "budgeted", "method": m, "seed": s, "point": k, "train_seconds": 4.0 * k,
                             "tokens": 100 * k, "valid_ppl": 400 - 20 * k} for m in ("a", "b") for s in (1, 2)
                            for k in (1, 2, 3)])
-    assert figures._budgeted(summary, "budgeted") and not figures._budgeted(summary, "epochs")
+    assert figures.budgeted(summary, "budgeted") and not figures.budgeted(summary, "epochs")
     style = figures.styles(summary)
     budgeted = figures.anytime(points, summary, "budgeted", style)
     assert budgeted.axes[0].get_xlabel() == "training seconds (the budget's clock)"
