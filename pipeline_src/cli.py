@@ -238,6 +238,26 @@ def _publish(params: dict, args) -> None:
     print(f"published {params['results_dir']} to {out}; README/docs tables regenerated: commit both")
 
 
+def _stash(params: dict, args) -> None:
+    from .publish import check_name
+    from .records import stash
+
+    out = check_name(args.name)
+    n, stale = stash(params, args.config, out)
+    print(f"stashed {n} current records of {params['results_dir']} in {out / 'records'}: commit them"
+          + "".join(f"\n  left out (stale): {s}" for s in stale))
+
+
+def _restore(params: dict, args) -> None:
+    from .publish import check_name
+    from .records import restore
+
+    src = check_name(args.name)
+    n, stale = restore(params, src)
+    print(f"restored {n} records from {src / 'records'} into {params['results_dir']}; `snakemake` plans what is "
+          f"left" + "".join(f"\n  not restored: {s}" for s in stale))
+
+
 def _restate(params: dict, args) -> None:
     from .publish import restate
 
@@ -311,6 +331,10 @@ COMMANDS = {
                 ("name",)),
     "restate": (_restate, "recompute a publication's headline and contrasts from its committed per-run rows "
                 "(benchmarks/NAME/summary.csv) under the params file's statistics; no retraining", ("name",)),
+    "stash": (_stash, "copy every finished, current record (trials, selections, final runs under keep_models: false, "
+              "references) to benchmarks/NAME/records with their sha256: a long run resumes in another clone", ("name",)),
+    "restore": (_restore, "put benchmarks/NAME/records back under results_dir, each checked against its sha256 and "
+                "the current config; Snakemake then runs only what is missing", ("name",)),
     "matrix": (_matrix, "fit every matrix.methods head to one synthetic target matrix (M = vocab, d = dim)",
                ("vocab", "dim", "seed")),
 }

@@ -128,6 +128,7 @@ def validate(params: dict, source: str = DEFAULT_PARAMS, origin=None) -> dict:
     for k, v in STATISTICS_DEFAULTS.items():
         params["statistics"].setdefault(k, v)
     params.setdefault("tuning", {"enabled": False})
+    params.setdefault("keep_models", True)
     _check_seeds(params, source)
     _check_names(params, source)
     if params["tuning"]["enabled"]:

@@ -133,6 +133,12 @@ def get_all_selected(wildcards=None):
     return [str(paths.selected_path(P, d, m)) for d, m in PAIRS]
 
 
+def model_output(path):
+    """A final run's model.pt: kept, or (``keep_models: false``) deleted once evaluated and not rebuilt while
+    the run's records are current (``python -m pipeline_src restore`` relies on it)."""
+    return path if P["keep_models"] else temp(path)
+
+
 def get_finetuned(wildcards):
     """A final run's finetuning outputs when training.finetune_epochs is set (evaluation scores that model)."""
     from pipeline_src.config import train_config

@@ -36,7 +36,7 @@ rule train:
         get_selected,
         get_train_hash_file,
     output:
-        model=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/model.pt",
+        model=model_output(f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/model.pt"),
         history=report(f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/history.csv", caption="../report/run.rst",
                        category="{dataset}", subcategory="{method}", labels={"seed": "{seed}", "file": "history"}),
         summary=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/train.json",
@@ -60,7 +60,7 @@ rule finetune:
         get_train_hash_file,
         model=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/model.pt",
     output:
-        model=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/finetune/model.pt",
+        model=model_output(f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/finetune/model.pt"),
         history=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/finetune/history.csv",
         summary=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/finetune/train.json",
     params:

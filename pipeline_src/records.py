@@ -1,0 +1,143 @@
+"""A long experiment across sessions: commit its finished records, put them back in a fresh clone.
+
+``results_dir`` is not committed (DVC and Snakemake own it), so a sweep that takes more than one session would
+start over in each. ``python -m pipeline_src stash --name NAME`` copies every finished, current record of the
+params file (tuning trials, selections, final runs' train.json / history.csv / metrics.json, count-based
+references) to ``benchmarks/NAME/records/`` with a manifest of their sha256 sums; commit it.
+``python -m pipeline_src restore --name NAME`` puts them back, each checked twice: its bytes against the
+manifest, and its config against the one the params file gives it now (a record another config made stays out
+and is listed). Snakemake then plans only what is missing. Restored files are written after the prepared data and
+the hash files, so their times are newer than their inputs; models are not records (a 1M-word model is 0.5 GB),
+so final runs are restored only under ``keep_models: false``, where Snakemake deletes a model once evaluated and
+does not rebuild it while the run's records are current.
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+from . import paths
+from .artifacts import read_json
+from .atomic import write_json
+from .config import config_hash, run_hash, run_pairs, run_seeds, train_config, train_hash
+from .errors import ConfigError
+
+MANIFEST = "records.json"
+RUN_FILES = ("train.json", "history.csv", "metrics.json")
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _trial_files(params: dict, dataset: str, method: str) -> list[tuple[Path, str]]:
+    """Each trial's record and the training hash its config must give now."""
+    from .runspec import resolve_run
+
+    if not (params.get("tuning") or {}).get("enabled"):
+        return []
+    return [(paths.trial_dir(params, dataset, method, t) / "train.json",
+             resolve_run(params, dataset, method, trial=t).train_hash) for t in range(params["tuning"]["trials"])]
+
+
+def _current(path: Path, want: str, hash_of) -> bool:
+    return path.is_file() and hash_of(read_json(path, "config")) == want
+
+
+def current_records(params: dict) -> tuple[list[Path], list[str]]:
+    """Every finished record under ``results_dir`` that the params file would make now, in the order a pipeline
+    makes them, and a line for each one present but made by another config (left out)."""
+    from .reference import reference_config
+    from .runspec import resolve_run, selection_key
+
+    keep, stale = [], []
+
+    def take(path: Path, ok: bool) -> bool:
+        if ok:
+            keep.append(path)
+        elif path.exists():
+            stale.append(f"{path}: made under another config")
+        return ok
+
+    for ds, method in run_pairs(params):
+        for path, want in _trial_files(params, ds, method):
+            take(path, _current(path, want, lambda r: train_hash(r["config"])))
+        if params["tuning"]["enabled"]:
+            sel = paths.selected_path(params, ds, method)
+            if not take(sel, sel.is_file() and read_json(sel).get("selection_key") == selection_key(params, ds, method)):
+                continue  # the final runs' settings come from the selection
+        if params.get("keep_models", True):
+            continue
+        for seed in run_seeds(params):
+            spec = resolve_run(params, ds, method, seed=seed)
+            files = [spec.out_dir / f for f in RUN_FILES]
+            if train_config(params, ds).finetune_epochs:
+                files[2:2] = [spec.out_dir / "finetune" / f for f in RUN_FILES[:2]]
+            metrics = files[-1]
+            if all(f.is_file() for f in files) and run_hash(read_json(metrics, "config")["config"]) == spec.hash:
+                keep += files
+            elif metrics.exists():
+                stale.append(f"{metrics}: made under another config")
+    for ds in sorted({d for d, _ in run_pairs(params)}):
+        for name in params.get("references", {}):
+            path = paths.reference_path(params, ds, name)
+            want = config_hash(reference_config(params, ds, name))
+            take(path, path.is_file() and read_json(path, "config_hash")["config_hash"] == want)
+    return keep, stale
+
+
+def stash(params: dict, params_file: str, out: Path) -> tuple[int, list[str]]:
+    """Copy the current records to ``out/records`` (replacing what an earlier stash put there) with their
+    manifest; returns how many and the stale ones left out."""
+    from .publish import _git
+
+    files, stale = current_records(params)
+    root = Path(params["results_dir"])
+    dest = out / "records"
+    if dest.exists():
+        shutil.rmtree(dest)
+    manifest = {}
+    for f in files:
+        rel = f.relative_to(root).as_posix()
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(f, dest / rel)
+        manifest[rel] = _sha256(f)
+    write_json(dest / MANIFEST, {"params_file": params_file, "commit": _git("rev-parse", "HEAD"),
+                                 "results_dir": params["results_dir"], "files": manifest})
+    return len(files), stale
+
+
+def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
+    """Put the stashed records of ``src/records`` back under ``results_dir``: each whose bytes match the
+    manifest and whose config is the params file's now. Needs the datasets prepared (current) first."""
+    from .provenance import StaleError, check_prepared, record_hashes
+
+    rec = src / "records"
+    manifest = read_json(rec / MANIFEST, "files")["files"]
+    for rel, digest in manifest.items():
+        if not (rec / rel).is_file() or _sha256(rec / rel) != digest:
+            raise ConfigError(f"{rec / rel}: missing or not the file the manifest {rec / MANIFEST} lists "
+                              f"(sha256 differs); restore nothing from a damaged stash")
+    for ds in sorted({d for d, _ in run_pairs(params)}):
+        try:
+            check_prepared(params, ds)
+        except (StaleError, ConfigError, FileNotFoundError) as e:
+            raise ConfigError(f"restore needs {paths.prepared_dir(params, ds)} current first ({e}); make it with "
+                              f"`snakemake --cores all --config params=FILE {paths.prepared_dir(params, ds)}`") from None
+    record_hashes(params)  # the hash files first: the records must be newer than these inputs of their rules
+    root = Path(params["results_dir"])
+    staged = root.parent / f".{root.name}.restore"
+    if staged.exists():
+        shutil.rmtree(staged)
+    # judge the stash by the same rule that stashed it, laid out as a results_dir of its own
+    shutil.copytree(rec, staged, ignore=shutil.ignore_patterns(MANIFEST))
+    try:
+        keep, stale = current_records({**params, "results_dir": str(staged)})
+        for f in keep:  # in pipeline order, so each file is newer than the ones it was made from
+            target = root / f.relative_to(staged)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(f, target)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    return len(keep), [s.replace(str(staged), str(rec)) for s in stale]
