@@ -373,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from .corpora import CorpusError
     from .prepare import CorpusContentError
-    from .train import Diverged, ResumeError, Stopped
+    from .errors import Diverged, ResumeError, Stopped
 
     try:
         params = load(args.config)

@@ -86,14 +86,14 @@ class TrainConfig:
 
 def schema() -> dict:
     """The params schema, with each registered head's options schema spliced in."""
-    from .heads import options_schema, registry
+    from .head_options import head_options
 
     s = yaml.safe_load(SCHEMA_PATH.read_text())
-    heads = registry()
+    heads = head_options()
     method = s["$defs"]["method"]
     method["properties"] = {"type": {"enum": sorted(heads)}}
-    method["allOf"] = [{"if": {"properties": {"type": {"const": name}}}, "then": options_schema(cls)}
-                       for name, cls in sorted(heads.items())]
+    method["allOf"] = [{"if": {"properties": {"type": {"const": name}}}, "then": options}
+                       for name, options in sorted(heads.items())]
     return s
 
 
@@ -194,7 +194,7 @@ def _check_names(params: dict, source: str) -> None:
 def _check_tuning(params: dict, source: str) -> None:
     """The trial budget, a learning-rate range for every optimizer a tuned dataset uses, and every point of a
     method's space (its range's ends, each of its choices) a value the method's options accept."""
-    from .heads import options_schema, registry
+    from .head_options import head_options
 
     tuning = params["tuning"]
     for key in ("trials", "seed", "epochs", "lr"):
@@ -212,9 +212,9 @@ def _check_tuning(params: dict, source: str) -> None:
         if name not in params["methods"]:
             raise _undefined(source, f"tuning.space.{name}", name, "methods", params)
         method = params["methods"][name]
-        cls = registry()[method["type"]]
-        fields = {f.name for f in dataclasses.fields(cls.Options)}
-        check = jsonschema.Draft202012Validator(options_schema(cls))
+        options = head_options()[method["type"]]
+        fields = set(options["properties"]) - {"type"}
+        check = jsonschema.Draft202012Validator(options)
         for opt, dim in space.items():
             if opt not in fields:
                 raise ConfigError(f"{source}: key 'tuning.space.{name}.{opt}': not an option of "
@@ -485,15 +485,16 @@ def canonical(cfg: dict) -> dict:
     """A run config in the form its hash is taken of: its model, training and method sections without the
     keys that hold their defaults (:func:`without_defaults`). Idempotent, and accepts a config written
     by any earlier version (one that spelled some defaults out), so a stored run is compared by what made it."""
-    from .heads import registry
+    from .head_options import head_options, option_defaults
 
     out = dict(cfg)
     for section, cls in (("model", ModelConfig), ("training", TrainConfig)):
         if isinstance(out.get(section), dict):
             out[section] = without_defaults(cls, out[section])
     method = out.get("method")
-    if isinstance(method, dict) and method.get("type") in registry():
-        out["method"] = without_defaults(registry()[method["type"]].Options, method)
+    if isinstance(method, dict) and method.get("type") in head_options():
+        defaults = option_defaults(method["type"])
+        out["method"] = {k: v for k, v in method.items() if not (k in defaults and same_value(v, defaults[k]))}
     return out
 
 

@@ -1,4 +1,4 @@
-"""The project's errors, in a module of their own (every other module may raise them; this one imports
+"""The project's errors and stops, in a module of their own (every other module may raise them; this one imports
 nothing of the project, so no import circle runs through it). The CLI turns each into one line and exit 2."""
 from __future__ import annotations
 
@@ -15,3 +15,24 @@ class OutputError(ConfigError):
 class ArtifactError(ConfigError):
     """An artifact the pipeline reads (JSON, CSV, YAML, checkpoint) that is missing a part, truncated or
     hand-broken: the message names the file and what is wrong."""
+
+
+class ResumeError(RuntimeError):
+    """A checkpoint that cannot resume this run (another config's, or unreadable)."""
+
+
+class Stopped(RuntimeError):
+    """Training stopped by a signal after writing its checkpoint; rerun to resume (exit 128 + the signal)."""
+
+    def __init__(self, signum: int, where: str, ckpt) -> None:
+        super().__init__(f"stopped by signal {signum} at {where}; checkpoint saved to {ckpt}; rerun to resume")
+        self.signum = signum
+
+
+class Diverged(RuntimeError):
+    """The run's loss became non-finite or its validation perplexity worse than uniform (exit 3)."""
+
+    def __init__(self, info: dict) -> None:
+        super().__init__(f"diverged at epoch {info['epoch']}, steps {info['steps']} (lr {info['lr']:.4g}): "
+                         f"{info['reason']}; lower training.lr or set training.clip")
+        self.info = info

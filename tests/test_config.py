@@ -1,7 +1,11 @@
 import copy
+import json
+import subprocess
+import sys
 
 import pytest
 
+from conftest import ROOT
 from pipeline_src import config
 from pipeline_src.config import ConfigError
 
@@ -267,3 +271,28 @@ def test_a_bad_second_crossing_is_refused_naming_the_key(default_params, extra, 
     p["run"]["extra"] = extra
     with pytest.raises(ConfigError, match=message):
         config.validate(p)
+
+
+def test_head_options_as_data_are_the_registry_s_and_a_damaged_cache_is_rebuilt():
+    """Configs are validated from a cache of every head's options schema (no torch import): it must be exactly
+    what the registry gives, and a cache file that is not JSON is rebuilt rather than trusted."""
+    from pipeline_src import head_options
+    from pipeline_src.heads import options_schema, registry
+
+    want = {name: options_schema(cls) for name, cls in registry().items()}
+    assert head_options.head_options() == want
+    cache = head_options.HEADS / "__pycache__" / f"options-{head_options._source_key()}.json"
+    assert json.loads(cache.read_text()) == want
+    cache.write_text('{"softmax": ')
+    assert head_options.head_options() == want and json.loads(cache.read_text()) == want
+    assert head_options.option_defaults("nce")["negatives"] == registry()["nce"].Options().negatives
+
+
+def test_light_steps_and_config_validation_do_not_import_torch(tmp_path):
+    """check-config, summarize's and figures' modules and the Snakefile's helpers run without torch (a second
+    of every light job and every Snakemake start); training and evaluation import it when they run."""
+    code = ("import sys; from pipeline_src import cli, summarize, figures, records, provenance, runspec;"
+            "from pipeline_src.config import load; load('params.yaml'); load('config/large-vocab.yaml');"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

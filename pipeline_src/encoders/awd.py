@@ -71,13 +71,6 @@ class AWDLSTMEncoder(nn.Module):
     """Embedding (with word dropout) -> locked dropout -> [weight-dropped LSTM layer -> locked dropout]
     x layers -> contexts (T, B, last layer size). ``dropout`` is the output's locked dropout."""
 
-    @staticmethod
-    def check(cfg: ModelConfig, bptt: int) -> tuple[str, str] | None:
-        """The first of its settings that cannot work, as (key, why); None when all can."""
-        if cfg.proj_dim is not None:
-            return "model.proj_dim", "not an awd-lstm option; size its last layer with model.last_dim"
-        return None
-
     def __init__(self, vocab_size: int, cfg: ModelConfig, init_range: float = 0.1):
         super().__init__()
         self.cfg = cfg

@@ -44,16 +44,6 @@ class TransformerEncoder(nn.Module):
     ``emb_dim`` (so the head can tie to the token embedding). ``hidden_dim`` is unused; the window is
     ``context`` tokens and ``heads`` attention heads divide ``emb_dim``."""
 
-    @staticmethod
-    def check(cfg: ModelConfig, bptt: int) -> tuple[str, str] | None:
-        """The first of its settings that cannot work, as (key, why); None when all can."""
-        if not cfg.context or not cfg.heads or cfg.emb_dim % cfg.heads:
-            return "model.context' / 'model.heads", (f"the transformer needs both, with heads dividing emb_dim "
-                                                    f"({cfg.emb_dim})")
-        if bptt > cfg.context:
-            return "training.bptt", f"{bptt} tokens per segment do not fit the transformer's context of {cfg.context}"
-        return None
-
     def __init__(self, vocab_size: int, cfg: ModelConfig, init_std: float = 0.02):
         super().__init__()
         self.cfg = cfg

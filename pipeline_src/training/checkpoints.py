@@ -9,21 +9,10 @@ from pathlib import Path
 import torch
 
 from ..atomic import atomic_path
+from ..errors import ResumeError, Stopped  # noqa: F401  (raised here, named by the loop)
 
 CHECKPOINT = "checkpoint.pt"
 PREVIOUS = "checkpoint.prev.pt"  # the generation before checkpoint.pt
-
-
-class ResumeError(RuntimeError):
-    pass
-
-
-class Stopped(RuntimeError):
-    """Training stopped by a signal after writing its checkpoint; rerun to resume."""
-
-    def __init__(self, signum: int, where: str, ckpt: Path) -> None:
-        super().__init__(f"stopped by signal {signum} at {where}; checkpoint saved to {ckpt}; rerun to resume")
-        self.signum = signum
 
 
 def save(path: Path, obj: dict) -> None:

@@ -8,18 +8,10 @@ import math
 
 import torch
 
+from ..errors import Diverged
 from .state import RunState
 
 CHECK_EVERY = 25  # steps between reads of the summed training loss (the non-finite check)
-
-
-class Diverged(RuntimeError):
-    """The run's loss became non-finite or its validation perplexity worse than uniform."""
-
-    def __init__(self, info: dict) -> None:
-        super().__init__(f"diverged at epoch {info['epoch']}, steps {info['steps']} (lr {info['lr']:.4g}): "
-                         f"{info['reason']}; lower training.lr or set training.clip")
-        self.info = info
 
 
 def safe_exp(x: float) -> float:
