@@ -29,7 +29,6 @@ from . import paths
 from .atomic import write_json, write_text
 from .config import first_difference, run_datasets, run_seeds
 from .errors import ConfigError, OutputError
-from .runtime import cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
@@ -109,6 +108,8 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
             command = f"python -m pipeline_src summarize --partial --config {params_file}"  # after the finished runs
     if not (bench_only or step_only or refs_only):  # every run from this params file (and, when tuned, its selection)
         check_summary_current(params, summary)
+    from .runtime import cpu_model  # (imports torch)
+
     dirty = _dirty_files()  # before this publication's own files change under benchmarks/
     earlier = _earlier_files(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -291,7 +291,7 @@ def test_head_options_as_data_are_the_registry_s_and_a_damaged_cache_is_rebuilt(
 def test_light_steps_and_config_validation_do_not_import_torch(tmp_path):
     """check-config, summarize's and figures' modules and the Snakefile's helpers run without torch (a second
     of every light job and every Snakemake start); training and evaluation import it when they run."""
-    code = ("import sys; from pipeline_src import cli, summarize, figures, records, provenance, runspec;"
+    code = ("import sys; from pipeline_src import cli, summarize, figures, records, provenance, runspec, publish;"
             "from pipeline_src.config import load; load('params.yaml'); load('config/large-vocab.yaml');"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout

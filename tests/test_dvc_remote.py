@@ -1,13 +1,14 @@
 """Artifacts through a DVC remote: `dvc push` after a run, `dvc pull` in another clone restores
-everything, and only the always-run fetch stages rerun (finding the raw data current)."""
+everything, and only the always-run fetch stages rerun (finding the raw data current). The round trip runs
+inside tests/test_pipeline.py's end-to-end test, on the results its `dvc repro` made."""
 import shutil
 import subprocess
+from pathlib import Path
 
 import pandas as pd
-import pytest
 
-from conftest import ROOT, tiny_params
-from test_pipeline import BIN, _project, _sh, assert_only_fetch_reruns
+from conftest import ROOT
+from test_pipeline import BIN, _sh, assert_only_fetch_reruns
 
 DVC = str(BIN / "dvc")
 
@@ -24,18 +25,16 @@ def test_the_committed_default_remote_lies_beside_the_checkout():
     assert url == str(ROOT.parent / "lmbench-dvc-storage")
 
 
-@pytest.mark.slow
-def test_push_then_pull_in_another_clone_restores_everything(tmp_path, default_params):
-    p = tiny_params(default_params, tmp_path)
-    p["matrix"]["dims"] = [2]
-    proj = _project(tmp_path, p)
-    shutil.copytree(ROOT / ".dvc", proj / ".dvc", ignore=shutil.ignore_patterns("tmp", "cache", "config.local"))
-    shutil.copy(ROOT / ".gitignore", proj / ".gitignore")
+def push_then_pull(proj: Path, tmp_path: Path) -> None:
+    """After a full `dvc repro` in the git repository ``proj`` (called from
+    tests/test_pipeline.py::test_end_to_end_snakemake_then_dvc, so the pipeline runs once for both): `dvc push`
+    to the project's default remote `storage`, pointed somewhere by each machine (git-ignored config.local);
+    `dvc pull` in another clone restores every output, and only the always-run fetch stages rerun."""
+    for f in (proj / ".dvc").glob("config*"):
+        f.unlink()
+    shutil.copy(ROOT / ".dvc" / "config", proj / ".dvc" / "config")
     remote = tmp_path / "remote"
-    _git("init", "-q", cwd=proj)
-    # each machine points the project's default remote `storage` somewhere (git-ignored config.local)
     _sh([DVC, "remote", "modify", "--local", "storage", "url", str(remote)], proj)
-    _sh([DVC, "repro"], proj)
     _git("add", "-A", cwd=proj)
     _git("commit", "-qm", "run", cwd=proj)
     pushed = _sh([DVC, "push"], proj).stdout

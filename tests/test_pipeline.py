@@ -15,6 +15,12 @@ from conftest import ROOT, clean_env, tiny_params, write_params
 BIN = Path(sys.executable).parent
 
 
+def push_then_pull_in_another_clone(proj: Path, tmp_path: Path) -> None:
+    from test_dvc_remote import push_then_pull
+
+    push_then_pull(proj, tmp_path)
+
+
 def _project(tmp_path: Path, params: dict) -> Path:
     """A copy of the workflow files with ``params`` as params.yaml (relative data/results dirs)."""
     proj = tmp_path / "proj"
@@ -105,11 +111,13 @@ def _dvc_changed(proj: Path) -> set[str]:
 def test_end_to_end_snakemake_then_dvc(tmp_path, default_params):
     """Either engine's results are current for the other: after `snakemake`, `dvc status` lists nothing
     (Snakemake records its outputs with `dvc commit`); after `dvc repro`, `snakemake -n` plans nothing;
-    and after an edit each plans exactly what the edit changed, whichever engine made the files."""
+    and after an edit each plans exactly what the edit changed, whichever engine made the files. What DVC
+    made goes through a remote to another clone (one pipeline run serves both tests)."""
     p = tiny_params(default_params, tmp_path)
     proj = _project(tmp_path, p)
     _sh(["git", "init", "-q"], proj)
     _sh([str(BIN / "dvc"), "init", "-q"], proj)
+    shutil.copy(ROOT / ".gitignore", proj / ".gitignore")
     made = _sh([str(BIN / "snakemake"), "--cores", "2"], proj)
     assert "recorded Snakemake's outputs in dvc.lock" in made.stdout + made.stderr
     summary = pd.read_csv(proj / "results" / "summary.csv")
@@ -142,6 +150,7 @@ def test_end_to_end_snakemake_then_dvc(tmp_path, default_params):
     assert_only_fetch_reruns(proj)
     # DVC made every file: Snakemake finds nothing to do, and an evaluation setting re-evaluates, never retrains
     assert _planned(proj) == set()
+    push_then_pull_in_another_clone(proj, tmp_path)  # tests/test_dvc_remote.py
     p["evaluation"]["rank_contexts"] = 50
     write_params(dict(p, data_dir="data", results_dir="results"), proj / "params.yaml")
     assert _planned(proj) == {"evaluate", "summarize", "figures", "report", "all"}

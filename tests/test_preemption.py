@@ -5,6 +5,7 @@ when a node dies), and Snakemake interrupted while its training job runs.
 """
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,7 +24,7 @@ ENV = {"PATH": f"{BIN}:/usr/bin:/bin", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED
 def _params(default_params: dict, tmp_path: Path) -> dict:
     p = tiny_params(default_params, tmp_path)
     tiny = p["datasets"]["tiny"]
-    tiny["corpus"]["train_tokens"] = 40000  # 500 steps per epoch: a few seconds, so the kill lands mid-epoch
+    tiny["corpus"]["train_tokens"] = 24000  # 300 steps per epoch (a checkpoint every 10): the kill lands mid-epoch
     tiny["training"].update(epochs=2, checkpoint_every_steps=10)
     return p
 
@@ -56,25 +57,33 @@ def _assert_same_run(a: Path, b: Path) -> None:
         assert ma["splits"][split]["nll"] == mb["splits"][split]["nll"]
 
 
-@pytest.fixture
-def prepared(default_params, tmp_path):
-    cfg = write_params(_params(default_params, tmp_path), tmp_path / "params.yaml")
-    _cli("fetch", "--config", str(cfg), "--dataset", "tiny", cwd=tmp_path)
-    _cli("prepare", "--config", str(cfg), "--dataset", "tiny", cwd=tmp_path)
-    return cfg
+RUN = ["--dataset", "tiny", "--method", "softmax", "--seed", "0", "--threads", "1"]
+
+
+@pytest.fixture(scope="module")
+def reference(default_params, tmp_path_factory):
+    """The run uninterrupted, made once for both signals: its directory, data and params file."""
+    base = tmp_path_factory.mktemp("preemption")
+    cfg = write_params(_params(default_params, base), base / "params.yaml")
+    for step in ("fetch", "prepare"):
+        _cli(step, "--config", str(cfg), "--dataset", "tiny", cwd=base)
+    _cli("train", "--config", str(cfg), *RUN, cwd=base)
+    _cli("evaluate", "--config", str(cfg), *RUN, cwd=base)
+    runs = base / "results" / "runs" / "tiny"
+    (runs / "softmax" / "seed0").rename(runs / "reference")
+    return base
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
-def test_cli_training_killed_mid_epoch_resumes_to_the_same_result(prepared, tmp_path, sig):
-    cfg = prepared
-    run_args = ["--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--seed", "0", "--threads", "1"]
-    runs = tmp_path / "results" / "runs" / "tiny"
+def test_cli_training_killed_mid_epoch_resumes_to_the_same_result(reference, tmp_path, sig):
+    base = tmp_path / "proj"  # the reference's data and params; its own results
+    shutil.copytree(reference, base, ignore=shutil.ignore_patterns("results"))
+    cfg = base / "params.yaml"
+    cfg.write_text(cfg.read_text().replace(str(reference), str(base)))
+    run_args = ["--config", str(cfg), *RUN]
+    runs = base / "results" / "runs" / "tiny"
 
-    _cli("train", *run_args, cwd=tmp_path)  # uninterrupted reference
-    _cli("evaluate", *run_args, cwd=tmp_path)
-    (runs / "softmax" / "seed0").rename(runs / "reference")
-
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline_src", "train", *run_args], cwd=tmp_path, env=ENV,
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline_src", "train", *run_args], cwd=base, env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ckpt = runs / "softmax" / "seed0" / "checkpoint.pt"
     _wait_for(ckpt, proc)
@@ -82,23 +91,23 @@ def test_cli_training_killed_mid_epoch_resumes_to_the_same_result(prepared, tmp_
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == (128 + sig if sig == signal.SIGTERM else -sig), err[-2000:]
     state = torch.load(ckpt, weights_only=False)["state"]
-    assert state["epoch"] == 0 and 0 < state["step_in_epoch"] < 500  # really mid-epoch
+    assert state["epoch"] == 0 and 0 < state["step_in_epoch"] < 300  # really mid-epoch
     if sig == signal.SIGTERM:
         assert f"stopped by signal {int(sig)} at epoch 1, step {state['step_in_epoch']}" in err
     assert not (runs / "softmax" / "seed0" / "model.pt").exists()
     assert not (runs / "softmax" / "seed0" / "train.json").exists()
 
-    r = _cli("train", *run_args, cwd=tmp_path)
+    r = _cli("train", *run_args, cwd=base)
     assert f"resumed from {ckpt}: epoch 1, step {state['step_in_epoch']}" in r.stderr
-    _cli("evaluate", *run_args, cwd=tmp_path)
+    _cli("evaluate", *run_args, cwd=base)
     assert not ckpt.exists()
-    _assert_same_run(runs / "reference", runs / "softmax" / "seed0")
+    _assert_same_run(reference / "results" / "runs" / "tiny" / "reference", runs / "softmax" / "seed0")
 
 
 @pytest.mark.slow
 def test_snakemake_interrupted_keeps_the_checkpoint_and_resumes(default_params, tmp_path):
     p = _params(default_params, tmp_path)
-    p["datasets"]["tiny"]["training"]["epochs"] = 8  # seconds: Snakemake and the job must start first
+    p["datasets"]["tiny"]["training"]["epochs"] = 3  # 1,500 steps: the kill lands at the first checkpoint
     p["run"] = {"datasets": ["tiny"], "methods": ["softmax"], "seeds": [0]}
     proj = _project(tmp_path, p)
     run = proj / "results" / "runs" / "tiny" / "softmax" / "seed0"

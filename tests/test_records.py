@@ -45,7 +45,9 @@ def _fresh(src: Path, dest: Path) -> Path:
 def test_restored_records_leave_snakemake_only_what_is_missing_and_nothing_stale_or_damaged(tmp_path, default_params):
     p = _tuned(default_params, tmp_path)
     proj = _project(tmp_path, p)
-    summary = ["results/summary.csv"]
+    # what the records are: the runs and the references (the summary would add matrix fits, not records)
+    summary = [f"results/runs/tiny/{m}/seed0/metrics.json" for m in p["run"]["methods"]] + \
+        ["results/references/tiny/kn.json"]
     _sh([str(BIN / "snakemake"), "--cores", "2", *summary], proj)
     run = proj / "results" / "runs" / "tiny" / "nce" / "seed0"
     assert (run / "metrics.json").exists() and not (run / "model.pt").exists()  # keep_models: false
@@ -68,7 +70,8 @@ def test_restored_records_leave_snakemake_only_what_is_missing_and_nothing_stale
     assert "restored 11 records" in _sh(PY + ["restore", "--name", "sweep"], fresh).stdout
     assert json.loads((fresh / "results/runs/tiny/nce/seed0/metrics.json").read_text()) == \
         json.loads((run / "metrics.json").read_text())
-    assert _planned(fresh, *summary) == {"summarize", "matrix_fit"}  # nothing trained or selected again
+    assert _planned(fresh, *summary) == set()  # nothing trained, selected or fitted again
+    assert _planned(fresh, "results/summary.csv") == {"summarize", "matrix_fit"}
 
     # another clone whose nce differs: nce's trial, selection and run are another config's, softmax's are not
     other = _fresh(proj, tmp_path / "other")
