@@ -162,6 +162,22 @@ def test_publish_refuses_a_folder_it_did_not_make_and_its_own_input(monkeypatch,
         pub.publish(p2, cfg, "self")
 
 
+def test_publish_goes_beside_a_stash_and_leaves_it(monkeypatch, proj, tmp_path):
+    """A long experiment stashes its records (records.py) to benchmarks/N/records before it has tables: the
+    folder holding only records/ is no one else's, so publish writes beside it and leaves it as it is."""
+    from pipeline_src import publish as pub
+
+    p, cfg = proj
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
+    monkeypatch.setattr(pub, "update_docs", lambda: [])
+    _bench_results(p)
+    stash = tmp_path / "benchmarks" / "sweep" / "records"
+    stash.mkdir(parents=True)
+    (stash / "records.json").write_text('{"files": {}}\n')
+    out = pub.publish(p, cfg, "sweep")
+    assert (out / "bench.csv").exists() and (stash / "records.json").read_text() == '{"files": {}}\n'
+
+
 def test_publish_says_when_the_tree_has_uncommitted_changes(monkeypatch, proj, tmp_path):
     from pipeline_src import publish as pub
 
