@@ -1,6 +1,7 @@
 """The paper configs (config/paper/): each resolves and dry-runs through Snakemake as shipped, and runs
 end to end on a CPU through a small file that extends it and shrinks only sizes and budgets."""
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +38,14 @@ def _project(tmp_path: Path) -> Path:
     import yaml
 
     return project(tmp_path, tiny_params(yaml.safe_load((ROOT / "params.yaml").read_text()), tmp_path))
+
+
+def _shared_data(small: Path, dataset: str, tmp_path: Path) -> Path:
+    """Where this pytest worker keeps a dataset fetched and prepared under one data config (its hash in the
+    name): the configs that share it skip fetch and prepare (the pipeline checks the hash before training)."""
+    from pipeline_src.config import config_hash, data_config
+
+    return tmp_path.parent / "paper-data" / f"{dataset}-{config_hash(data_config(load(small), dataset))}"
 
 
 def _sh(cmd, cwd, mirror):
@@ -86,7 +95,12 @@ def test_paper_config_runs_end_to_end_shrunk(tmp_path, path, mirror):
     report = path == PAPER[0]
     dataset, seed = p["run"]["datasets"][0], p["run"]["seeds"][0]
     targets = [] if report else [f"results/{path.stem}/runs/{dataset}/{method}/seed{seed}/metrics.json"]
+    data = _shared_data(small, dataset, tmp_path)
+    if data.exists():  # prepared by an earlier config of this worker under the same data config
+        shutil.copytree(data, proj / "data")
     _sh([str(BIN / "snakemake"), *targets, "--cores", "2", "--config", f"params={small}"], proj, mirror)
+    if not data.exists():
+        shutil.copytree(proj / "data", data)
     res = proj / "results" / path.stem
     metrics = json.loads((res / "runs" / dataset / method / f"seed{seed}" / "metrics.json").read_text())
     cfg = metrics["config"]
