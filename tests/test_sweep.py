@@ -1,0 +1,72 @@
+"""Reading a sweep over vocabulary sizes (pipeline_src/sweep.py) on a constructed headline whose answers are
+known by hand: the winner per size and whether it is clear, the size from which each method beats the
+softmax for good, and the gap to the truth per band."""
+import math
+
+import pandas as pd
+
+from pipeline_src.sweep import by_size, crossovers, winners
+
+# (dataset, |V|, method, ppl, [low, high], verdict against softmax)
+ROWS = [
+    ("z10k", 10_000, "softmax", 200.0, (190.0, 210.0), "reference"),
+    ("z10k", 10_000, "nce", 230.0, (220.0, 240.0), "worse"),
+    ("z10k", 10_000, "hs", 205.0, (195.0, 215.0), "better"),
+    ("z100k", 100_000, "softmax", 900.0, (850.0, 950.0), "reference"),
+    ("z100k", 100_000, "nce", 500.0, (480.0, 520.0), "better"),
+    ("z100k", 100_000, "hs", 520.0, (500.0, 540.0), "worse"),
+    ("z1m", 1_000_000, "softmax", 3000.0, (2500.0, 3500.0), "reference"),
+    ("z1m", 1_000_000, "nce", 1400.0, (1300.0, 1500.0), "better"),
+    ("z1m", 1_000_000, "hs", 1000.0, (950.0, 1050.0), "better"),
+]
+
+
+def _tables():
+    head = pd.DataFrame([{"dataset": d, "method": m, "ppl": p, "ppl_low": lo, "ppl_high": hi, "verdict": v,
+                          "delta_nll": math.log(p / dict(((r[0], r[2]), r[3]) for r in ROWS)[(d, "softmax")]),
+                          "delta_low": None, "delta_high": None, "tokens_reached": 1000}
+                         for d, _, m, p, (lo, hi), v in ROWS])
+    runs = []
+    for d, vocab, m, *_ in ROWS:
+        for seed, rare in ((1, 2.0), (2, 4.0)):  # the band gaps differ by seed: the table holds their mean
+            for split in ("valid", "test"):
+                runs.append({"dataset": d, "vocab": vocab, "method": m, "seed": seed, "split": split,
+                             "frequent_gap_nll": 0.1, "middle_gap_nll": 0.5,
+                             "rare_gap_nll": rare if split == "test" else 99.0})
+    return head, pd.DataFrame(runs)
+
+
+def test_winner_per_size_and_whether_its_interval_clears_the_runner_up():
+    table = by_size(*_tables())
+    won = winners(table).set_index("vocab")
+    assert won.winner.to_dict() == {10_000: "softmax", 100_000: "nce", 1_000_000: "hs"}
+    assert won.runner_up.to_dict() == {10_000: "hs", 100_000: "hs", 1_000_000: "nce"}
+    # 10k: softmax [190, 210] overlaps hs [195, 215]; 100k: nce's 520 touches hs's 500 from above; 1M: 1050 < 1300
+    assert won.clear.to_dict() == {10_000: False, 100_000: False, 1_000_000: True}
+
+
+def test_a_crossover_is_the_smallest_size_from_which_a_method_stays_better():
+    cross = crossovers(by_size(*_tables()), "softmax").set_index("method")
+    assert cross.loc["nce", "from_vocab"] == 100_000  # worse at 10k, better at 100k and 1M
+    assert cross.loc["hs", "from_vocab"] == 1_000_000  # better at 10k, worse at 100k: only 1M counts
+    assert cross.loc["hs", "better"] == [10_000, 1_000_000] and cross.loc["hs", "worse"] == [100_000]
+    head, runs = _tables()
+    head.loc[(head.method == "nce") & (head.dataset == "z1m"), "verdict"] = "no clear difference"
+    cross = crossovers(by_size(head, runs), "softmax").set_index("method")
+    assert math.isnan(cross.loc["nce", "from_vocab"])  # better at 100k only: not for good
+
+
+def test_rank_at_size_and_the_test_split_s_band_gaps_averaged_over_seeds():
+    table = by_size(*_tables())
+    at_1m = table[table.vocab == 1_000_000].set_index("method")
+    assert at_1m.rank_at_size.to_dict() == {"hs": 1, "nce": 2, "softmax": 3}
+    assert (table.rare_gap_nll == 3.0).all() and (table.frequent_gap_nll == 0.1).all()
+    assert list(table.vocab) == sorted(table.vocab)
+
+
+def test_a_method_run_at_one_size_has_no_crossover():
+    head, runs = _tables()
+    head = pd.concat([head, head[head.method == "nce"].assign(method="mos").iloc[:1]], ignore_index=True)
+    runs = pd.concat([runs, runs[(runs.method == "nce") & (runs.dataset == "z10k")].assign(method="mos")])
+    cross = crossovers(by_size(head, runs), "softmax")
+    assert sorted(cross.method) == ["hs", "nce"]
