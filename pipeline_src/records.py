@@ -110,7 +110,8 @@ def stash(params: dict, params_file: str, out: Path) -> tuple[int, list[str]]:
 
 def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
     """Put the stashed records of ``src/records`` back under ``results_dir``: each whose bytes match the
-    manifest and whose config is the params file's now. Needs the datasets prepared (current) first."""
+    manifest and whose config is the params file's now. Needs the datasets it holds records of prepared
+    (current) first."""
     from .provenance import StaleError, check_prepared, record_hashes
 
     rec = src / "records"
@@ -119,7 +120,8 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
         if not (rec / rel).is_file() or _sha256(rec / rel) != digest:
             raise ConfigError(f"{rec / rel}: missing or not the file the manifest {rec / MANIFEST} lists "
                               f"(sha256 differs); restore nothing from a damaged stash")
-    for ds in sorted({d for d, _ in run_pairs(params)}):
+    stashed = {rel.split("/")[1] for rel in manifest}  # tuning/<dataset>/..., runs/<dataset>/..., references/<dataset>/...
+    for ds in sorted(stashed & {d for d, _ in run_pairs(params)}):
         try:
             check_prepared(params, ds)
         except (StaleError, ConfigError, FileNotFoundError) as e:
