@@ -470,7 +470,10 @@ def field_defaults(cls) -> dict:
 def without_defaults(cls, values: dict) -> dict:
     """``values`` without the keys that hold their field's default in ``cls``: the one rule that keeps a run's
     hash (and so every published result) unchanged when an option with a default is added later."""
-    defaults = field_defaults(cls)
+    return drop_defaults(values, field_defaults(cls))
+
+
+def drop_defaults(values: dict, defaults: dict) -> dict:
     return {k: v for k, v in values.items() if not (k in defaults and same_value(v, defaults[k]))}
 
 
@@ -493,8 +496,7 @@ def canonical(cfg: dict) -> dict:
             out[section] = without_defaults(cls, out[section])
     method = out.get("method")
     if isinstance(method, dict) and method.get("type") in head_options():
-        defaults = option_defaults(method["type"])
-        out["method"] = {k: v for k, v in method.items() if not (k in defaults and same_value(v, defaults[k]))}
+        out["method"] = drop_defaults(method, option_defaults(method["type"]))  # a head's: from its options schema
     return out
 
 

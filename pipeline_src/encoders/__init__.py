@@ -13,7 +13,6 @@ encoder is built.
 from __future__ import annotations
 
 import dataclasses
-
 import importlib
 
 from ..config import ModelConfig, same_value
