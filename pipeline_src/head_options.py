@@ -9,6 +9,7 @@ each time.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -32,9 +33,11 @@ def build() -> dict[str, dict]:
     return {name: options_schema(cls) for name, cls in sorted(registry().items())}
 
 
+@functools.lru_cache(maxsize=1)
 def head_options() -> dict[str, dict]:
     """Each registered head's options schema: ``{"additionalProperties": false, "properties": {...},
-    "required": [...]}`` with each option's ``default`` where it has one."""
+    "required": [...]}`` with each option's ``default`` where it has one. Read once per process (``canonical``
+    asks for it per run config; the source hash reads every head's file)."""
     cache = HEADS / "__pycache__" / f"options-{_source_key()}.json"
     try:
         return json.loads(cache.read_text())

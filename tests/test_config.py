@@ -280,10 +280,12 @@ def test_head_options_as_data_are_the_registry_s_and_a_damaged_cache_is_rebuilt(
     from pipeline_src.heads import options_schema, registry
 
     want = {name: options_schema(cls) for name, cls in registry().items()}
+    head_options.head_options.cache_clear()
     assert head_options.head_options() == want
     cache = head_options.HEADS / "__pycache__" / f"options-{head_options._source_key()}.json"
     assert json.loads(cache.read_text()) == want
     cache.write_text('{"softmax": ')
+    head_options.head_options.cache_clear()  # as a new process would read it
     assert head_options.head_options() == want and json.loads(cache.read_text()) == want
     assert head_options.option_defaults("nce")["negatives"] == registry()["nce"].Options().negatives
 
