@@ -37,10 +37,12 @@ def sampled_findings(contrasts: pd.DataFrame | None, summary: pd.DataFrame) -> l
 
 def collapse_findings(summary: pd.DataFrame) -> list[str]:
     """One sentence per method with runs whose validation after the first epoch was no better than the
-    unigram model's (``collapsed`` in summary.csv): collapsed for good when its final validation is no better
+    unigram model's (``collapsed`` in summary.csv; under a budget, the first validation may close a budget spent
+    inside the first epoch): collapsed for good when its final validation is no better
     either (its numbers are a context-free solution, not the method's), else a slow start it recovered from."""
     if "collapsed" not in summary or not summary.collapsed.fillna(False).astype(bool).any():
         return []
+    from .figures import budgeted
     valid = summary[summary.split == "valid"].drop_duplicates(["dataset", "method", "seed"])
     flagged = valid[valid.collapsed.fillna(False).astype(bool)]
     out = []
@@ -49,8 +51,10 @@ def collapse_findings(summary: pd.DataFrame) -> list[str]:
         line = g.unigram_valid_ppl if "unigram_valid_ppl" in g else pd.Series(float("nan"), index=g.index)
         unigram = line.mean()
         stuck = int((~(g.ppl < line)).sum())  # a run without the line (an earlier version) counts as stuck
+        when = "at their first validation (the end of the first epoch or of the budget, whichever came first)" \
+            if budgeted(summary, dataset) else "after the first epoch"
         head = f"**{method}** on {dataset}: {len(g)} of {total} runs no better than the unigram model " \
-               f"(valid ppl {unigram:.1f}) after the first epoch"
+               f"(valid ppl {unigram:.1f}) {when}"
         if stuck:
             out.append(f"{head}, {stuck} of them still not at the end (final valid ppl {g.ppl.mean():.1f}): "
                        f"read its row as a failure to train (a collapse), not as the method's quality.")

@@ -129,7 +129,7 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
                               f"`snakemake --cores all --config params=FILE {paths.prepared_dir(params, ds)}`") from None
     record_hashes(params)  # the hash files first: the records must be newer than these inputs of their rules
     root = Path(params["results_dir"])
-    staged = root.parent / f".{root.name}.restore"
+    staged = root / ".restore"  # inside results_dir: restore writes nowhere else
     if staged.exists():
         shutil.rmtree(staged)
     # judge the stash by the same rule that stashed it, laid out as a results_dir of its own

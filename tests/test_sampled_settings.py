@@ -101,6 +101,9 @@ def test_the_collapse_line_is_the_add_one_unigram_model_on_the_same_tokens():
     assert collapse(want - 0.01, want) is None and collapse(float("nan"), want) is None
     flag = collapse(want + 0.2, want)
     assert flag["valid_ppl"] == pytest.approx(math.exp(want + 0.2)) and "collapsed" in flag["message"]
+    assert "after the first epoch" in flag["message"] and not flag["budget_ended"]
+    flag = collapse(want + 0.2, want, budget_ended=True)  # a budget spent inside the first epoch
+    assert "at the end of its budget (inside the first epoch)" in flag["message"] and flag["budget_ended"]
 
 
 def test_the_report_flags_collapsed_runs_and_words_a_head_cannot_score():
@@ -123,6 +126,10 @@ def test_the_report_flags_collapsed_runs_and_words_a_head_cannot_score():
     assert zero_probability_findings(summary) == [
         "**neglm** on synth gives 1 word probability 0 (no training count, so Q(w) = 0): it cannot score a "
         "text that contains it (`smooth_q: true` floors Q)."]
+    timed = summary.assign(budget_seconds=180.0, tokens_reached=1000)  # budgeted runs: no "first epoch" claim
+    assert collapse_findings(timed)[0].startswith(
+        "**adaptive** on synth: 3 of 3 runs no better than the unigram model (valid ppl 480.0) at their first "
+        "validation (the end of the first epoch or of the budget, whichever came first); all of them")
     old = summary.drop(columns=["collapsed", "zero_prob_words", "unigram_valid_ppl"])  # a summary written before the columns
     assert collapse_findings(old) == [] and zero_probability_findings(old) == []
 

@@ -250,7 +250,7 @@ def end_epoch(run: Run, stop) -> None:
     check_validation(st, valid_nll, run.model.head.vocab_size, run.model.head.trains_exact_likelihood, run.cost)
     improved = valid_nll < st.best_valid_nll
     _record(run, valid_nll, improved)
-    if st.epoch == 0 and not run.finetune and (flag := collapse(valid_nll, run.unigram_nll)):
+    if st.epoch == 0 and not run.finetune and (flag := collapse(valid_nll, run.unigram_nll, bool(st.budget_spent))):
         st.collapsed = flag
         print(f"warning: {flag['message']}", file=sys.stderr)
     if improved:

@@ -62,13 +62,16 @@ def check_validation(st: RunState, valid_nll: float, vocab_size: int, exact: boo
                        cost())
 
 
-def collapse(valid_nll: float, unigram_nll: float) -> dict | None:
+def collapse(valid_nll: float, unigram_nll: float, budget_ended: bool = False) -> dict | None:
     """A run whose validation after its first epoch is no better than the add-one unigram model of the train
     counts (prepare.unigram_nll, on the same validation tokens) has collapsed to a context-free solution, or
-    not yet left it: the flag a report shows beside its numbers, so nobody reads them as the method's."""
+    not yet left it: the flag a report shows beside its numbers, so nobody reads them as the method's.
+    ``budget_ended``: that validation closed a training budget spent inside the first epoch."""
     if not valid_nll >= unigram_nll:  # a NaN is the divergence guard's
         return None
+    when = "at the end of its budget (inside the first epoch)" if budget_ended else "after the first epoch"
     return {"epoch": 1, "valid_ppl": safe_exp(valid_nll), "unigram_valid_ppl": safe_exp(unigram_nll),
-            "message": f"validation ppl {safe_exp(valid_nll):.2f} after the first epoch is no better than the "
+            "budget_ended": budget_ended,
+            "message": f"validation ppl {safe_exp(valid_nll):.2f} {when} is no better than the "
                        f"unigram model's {safe_exp(unigram_nll):.2f}: the model has not left the context-free "
                        f"solution (collapsed)"}
