@@ -2,6 +2,7 @@
 against direct float64 implementations of their formulas, on several shapes: exact log-probabilities that sum
 to one, the training loss, and gradients by finite differences."""
 import math
+from unittest.mock import patch
 
 import pytest
 import torch
@@ -9,6 +10,7 @@ import torch.nn.functional as F
 
 from pipeline_src.errors import ConfigError
 from pipeline_src.heads import HeadContext, build_head
+from pipeline_src.heads.base import EVAL_COLS, linear_score_and_log_z
 from pipeline_src.heads.hierarchical import frequency_classes
 
 SHAPES = [(37, 5, 9), (200, 8, 33), (1000, 6, 17)]  # (V, d, N)
@@ -111,6 +113,10 @@ def test_differentiated_softmax_is_one_softmax_over_band_logits_from_context_sli
     want = torch.log_softmax(h @ big.T + head.bias, dim=1)
     torch.testing.assert_close(head.log_prob(h), want, rtol=0, atol=1e-12)
     torch.testing.assert_close(head.loss(h, t), F.cross_entropy(h @ big.T + head.bias, t), rtol=0, atol=1e-12)
+    for cols in (EVAL_COLS, 7):  # exact evaluation, blocked over each band's words: one block, then many
+        with patch.object(linear_score_and_log_z, "__defaults__", (cols,)):
+            torch.testing.assert_close(head.target_log_prob(h, t, chunk_size=4), want.gather(1, t[:, None]).squeeze(1),
+                                       rtol=0, atol=1e-12)
     assert head.forward_macs(exact=True) == sum((e - s) * (b - a) for s, e, a, b in
                                                 zip(edges, edges[1:], slices, slices[1:]))
 

@@ -22,7 +22,7 @@ from ..errors import ConfigError
 from torch.autograd.function import once_differentiable
 
 from .adaptive import default_cutoffs
-from .base import HeadContext, OutputLayer, Scratch, apply_in_fp32, chunked_rows, register, target_log_softmax
+from .base import HeadContext, OutputLayer, Scratch, apply_in_fp32, chunked_rows, linear_score_and_log_z, register
 from .softmax import softmax_
 
 
@@ -134,5 +134,14 @@ class DifferentiatedSoftmax(OutputLayer):
         return F.log_softmax(self.logits(hidden), dim=-1)
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
-        return chunked_rows(lambda h, t: target_log_softmax(self.logits(h), t), hidden, target,
-                            chunk_size or self.opts.chunk_size)
+        return chunked_rows(self._band_target_log_prob, hidden, target, chunk_size or self.opts.chunk_size)
+
+    def _band_target_log_prob(self, h: Tensor, t: Tensor) -> Tensor:
+        """log p(t | h), (c,): each band's logits blocked over its words as the softmax's exact evaluation is
+        (``linear_score_and_log_z``), the bands' log Z joined by logaddexp; no (c, V) tensor is formed."""
+        score, log_z = torch.zeros_like(t, dtype=h.dtype), None
+        for (v0, v1), (a, b), w in zip(zip(self.edges, self.edges[1:]), zip(self.slices, self.slices[1:]), self.weights):
+            s, lz = linear_score_and_log_z(h[:, a:b].contiguous(), w, self.bias[v0:v1], t - v0)
+            score = torch.where((t >= v0) & (t < v1), s, score)  # s is a target's logit only inside its band
+            log_z = lz if log_z is None else torch.logaddexp(log_z, lz)
+        return score - log_z
