@@ -262,6 +262,55 @@ def _millions(tokens: float) -> str:
     return "—" if pd.isna(tokens) else f"{tokens / 1e6:.2f}M"
 
 
+def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame) -> str:
+    """A sweep over vocabulary sizes (``sweep.py``), from a publication's summary.csv and headline.csv: per |V|
+    the methods ranked by test perplexity with the verdict against the reference, the tokens the budget bought
+    and the gap to the truth per frequency band (nats; each band's share of the test tokens in its header);
+    then the winner at each size and, over several sizes, where each method overtakes the reference."""
+    from .bands import BANDS
+    from .sweep import by_size, crossovers, winners
+
+    if "vocab" not in summary:
+        raise ConfigError("summary.csv has no 'vocab' column (summarized by an earlier version): run `summarize` "
+                          "again before reading it as a sweep")
+    table = by_size(head, summary)
+    if table.empty:
+        return "*No finished run in this publication.*\n"
+    test = summary[summary.split == "test"]
+    ref = head.reference.dropna().iloc[0]
+    out = []
+    for vocab, at in table.groupby("vocab"):
+        ds = test[test.vocab == vocab]
+        total = ds.tokens.iloc[0]
+        share = {b: ds[f"{b}_tokens"].iloc[0] / total if f"{b}_tokens" in ds else math.nan for b in BANDS}
+        cols = ["rank", "method", "test ppl [95% CI]", f"verdict vs {ref}", "tokens in budget",
+                *[f"gap: {b} ({share[b]:.0%} of tokens)" for b in BANDS]]
+        rows = [[str(r.rank_at_size), r.method, _interval(r.ppl, r.ppl_low, r.ppl_high, 1), r.verdict,
+                 _millions(r.tokens_reached), *[_fixed(getattr(r, f"{b}_gap_nll"), 3) for b in BANDS]]
+                for r in at.itertuples()]
+        out.append(f"**|V| = {vocab:,}** ({ds.dataset.iloc[0]})\n" + markdown_table(cols, rows))
+    lines = []
+    for w in winners(table).itertuples():
+        apart = "its interval clear of the runner-up's" if w.clear else "intervals overlapping the runner-up's"
+        lines.append(f"- |V| = {w.vocab:,}: **{w.winner}** ({w.ppl:.1f}), runner-up {w.runner_up} "
+                     f"({w.runner_up_ppl:.1f}); {apart}.")
+    text = "\n\n".join(out) + "\n\nLowest test perplexity at each size:\n\n" + "\n".join(lines) + "\n"
+    cross = []
+    for c in crossovers(table, ref).to_dict("records"):
+        start = "never better" if pd.isna(c["from_vocab"]) else f"better from |V| = {int(c['from_vocab']):,} on"
+        cross.append(f"- {c['method']}: {start} (better at {_sizes(c['better'])}; no clear difference at "
+                     f"{_sizes(c['no clear difference'])}; worse at {_sizes(c['worse'])}).")
+    return text + (f"\nAgainst {ref} across sizes:\n\n" + "\n".join(cross) + "\n" if cross else "")
+
+
+def _fixed(x: float, digits: int) -> str:
+    return "—" if pd.isna(x) else f"{x:.{digits}f}"
+
+
+def _sizes(vocabs: list[int]) -> str:
+    return ", ".join(f"{v:,}" for v in vocabs) or "none"
+
+
 def contrasts_markdown(con: pd.DataFrame) -> str:
     """Each declared contrast (a method against its own control), for the README and docs."""
     if con.empty:
@@ -381,6 +430,8 @@ def render_table(path: str) -> str:
         return headline_markdown(pd.read_csv(file), pd.read_csv(refs) if refs.exists() and refs.stat().st_size > 1 else None)
     if file.name == "contrasts.csv":
         return contrasts_markdown(pd.read_csv(file))
+    if file.name == "summary.csv":  # a sweep's reading across sizes, with the headline beside it
+        return sweep_markdown(pd.read_csv(file), pd.read_csv(file.with_name("headline.csv")))
     if file.name == "references.csv":
         return references_markdown(pd.read_csv(file))
     if file.name == "bench.csv":

@@ -70,3 +70,22 @@ def test_a_method_run_at_one_size_has_no_crossover():
     runs = pd.concat([runs, runs[(runs.method == "nce") & (runs.dataset == "z10k")].assign(method="mos")])
     cross = crossovers(by_size(head, runs), "softmax")
     assert sorted(cross.method) == ["hs", "nce"]
+
+
+def test_the_published_reading_of_a_sweep_states_each_size_s_ranking_bands_winner_and_crossovers():
+    from pipeline_src.publish import sweep_markdown
+
+    head, runs = _tables()
+    head["reference"] = "softmax"
+    runs = runs.assign(tokens=100, frequent_tokens=40, middle_tokens=35, rare_tokens=25)
+    md = sweep_markdown(runs, head)
+    assert "**|V| = 1,000,000** (z1m)\n| rank | method | test ppl [95% CI] | verdict vs softmax | tokens in budget | " \
+           "gap: frequent (40% of tokens) | gap: middle (35% of tokens) | gap: rare (25% of tokens) |" in md
+    assert "| 1 | hs | 1000.0 [950.0, 1050.0] | better | 0.00M | 0.100 | 0.500 | 3.000 |" in md
+    assert "- |V| = 1,000,000: **hs** (1000.0), runner-up nce (1400.0); its interval clear of the runner-up's." in md
+    assert "- |V| = 10,000: **softmax** (200.0), runner-up hs (205.0); intervals overlapping the runner-up's." in md
+    assert "- nce: better from |V| = 100,000 on (better at 100,000, 1,000,000; no clear difference at none; " \
+           "worse at 10,000)." in md
+    assert md.index("|V| = 10,000**") < md.index("|V| = 100,000**") < md.index("|V| = 1,000,000**")
+    one = sweep_markdown(runs[runs.dataset == "z100k"], head[head.dataset == "z100k"])  # one size: no crossovers
+    assert "Against softmax across sizes" not in one and "- |V| = 100,000: **nce** (500.0)" in one
