@@ -408,9 +408,22 @@ def provenance_markdown(prov: dict) -> str:
             ("run seeds", ", ".join(map(str, prov["seeds"]))),
             ("wall time", "not recorded" if wall is None else f"{wall // 60:.0f} min {wall % 60:.0f} s"),
             *([("runs", f"{prov['runs']['runs']} of {prov['runs']['of']}; not yet run: "
-                        f"{', '.join(prov['runs']['missing'])}")] if (prov.get("runs") or {}).get("partial") else []),
+                        f"{_missing(prov['runs']['missing'])}")] if (prov.get("runs") or {}).get("partial") else []),
             ("machine", prov["cpu_model"]), ("published", prov["published"])]
     return "| | |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
+
+
+def _missing(missing: list[str], listed: int = 8) -> str:
+    """What a partial summary has not run yet: each item while they are few, else a count per group (a
+    dataset's runs, ``tuning/<dataset>``'s methods, references, matrix fits)."""
+    if len(missing) <= listed:
+        return ", ".join(missing)
+    groups: dict[str, int] = {}
+    for m in missing:
+        parts = m.split("/")
+        key = "/".join(parts[:2]) if parts[0] in ("tuning", "references") else parts[0]
+        groups[key] = groups.get(key, 0) + 1
+    return ", ".join(f"{k} ({n})" for k, n in groups.items()) + f"; {len(missing)} in all"
 
 
 def _interval(m: float, lo: float, hi: float, digits: int, signed: bool = False) -> str:

@@ -285,3 +285,5 @@ def test_a_partial_summary_lists_the_missing_runs_and_a_full_one_refuses(capsys,
         monkey.undo()
     table = pub.provenance_markdown(json.loads((out / "provenance.json").read_text()))
     assert "| runs | 1 of 2; not yet run: tiny/moc/seed0, matrix/" in table and "summarize --partial" in table
+    many = [f"{ds}/m{i}/seed1" for ds in ("z1m", "z10k") for i in range(5)] + ["tuning/z1m/nce", "tuning/z1m/hs"]
+    assert pub._missing(many) == "z1m (5), z10k (5), tuning/z1m (2); 12 in all"  # many: counted per group
