@@ -58,11 +58,17 @@ def test_the_library_peer_is_exact_and_in_the_table(tiny):
     assert "F.linear_cross_entropy, auto" in table and table.strip().splitlines()[-1].startswith("| 50 |")
 
 
-def test_time_fn_returns_a_median_in_ms():
-    import time
+def test_time_fn_returns_a_median_in_ms(monkeypatch):
+    import pipeline_src.bench as bench
 
-    sleeps = iter([0.001, 0.02, 0.002])  # a median (2 ms), not a mean (7.7 ms), in milliseconds
-    assert 1.5 < time_fn(lambda: time.sleep(next(sleeps)), CPU, repeats=3, warmup=0) < 6.0
+    now = [0.0]  # a clock each call advances by its own duration: no sleeping, so a busy machine cannot move it
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: now[0])
+    durations = iter([0.5, 0.001, 0.02, 0.002])  # a warmup call, then a median of 2 ms (the mean is 7.7 ms)
+
+    def fn():
+        now[0] += next(durations)
+
+    assert time_fn(fn, CPU, repeats=3, warmup=1) == pytest.approx(2.0)
 
 
 def test_bench_table(tiny, capsys):
