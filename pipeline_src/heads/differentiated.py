@@ -36,6 +36,11 @@ def default_widths(d: int, bands: int) -> list[int]:
     return [first] + rest
 
 
+def bands(edges: list[int], slices: list[int], weights) -> list[tuple[int, int, int, int, Tensor]]:
+    """(v0, v1, a, b, W_b) per band: its words [v0, v1), its slice [a, b) of the context, its weight."""
+    return list(zip(edges, edges[1:], slices, slices[1:], weights))
+
+
 class ChunkedBandCrossEntropy(torch.autograd.Function):
     """The softmax's fused loss (``softmax.ChunkedLinearCrossEntropy``) over band logits: per chunk of rows the
     bands' products are written side by side into one (c, V) block, one in-place row softmax, then each band's
@@ -46,7 +51,7 @@ class ChunkedBandCrossEntropy(torch.autograd.Function):
     def forward(ctx, h: Tensor, bias: Tensor, target: Tensor, chunk_size: int, scratch: Scratch | None,
                 edges: list[int], slices: list[int], *weights: Tensor):
         n = h.shape[0]  # h (N, d), bias (V,), weights[b] (|band b|, d_b)
-        bands = list(zip(edges, edges[1:], slices, slices[1:], weights))
+        parts = bands(edges, slices, weights)
         grad_h = torch.empty_like(h) if ctx.needs_input_grad[0] else None
         grad_b = torch.zeros_like(bias) if ctx.needs_input_grad[1] else None
         grad_w = [torch.empty_like(w) if ctx.needs_input_grad[7 + i] else None for i, w in enumerate(weights)]
@@ -56,14 +61,14 @@ class ChunkedBandCrossEntropy(torch.autograd.Function):
             rows = torch.arange(hc.shape[0], device=h.device)
             logits = scratch.get(hc.shape[0], bias.shape[0], h) if scratch is not None else \
                 h.new_empty(hc.shape[0], bias.shape[0])  # (c, V)
-            for v0, v1, a, b, w in bands:
+            for v0, v1, a, b, w in parts:
                 torch.addmm(bias[v0:v1], hc[:, a:b], w.t(), out=logits[:, v0:v1])
             picked = logits[rows, tc]
             top = logits.amax(dim=1)
             p = softmax_(logits)
             total += (top - p.amax(dim=1).log() - picked).sum(dtype=torch.float64)
             p[rows, tc] -= 1.0  # N x d(mean loss)/d logits; the 1/N goes into the products
-            for i, (v0, v1, a, b, w) in enumerate(bands):
+            for i, (v0, v1, a, b, w) in enumerate(parts):
                 if grad_h is not None:
                     grad_h[s:s + chunk_size, a:b].addmm_(p[:, v0:v1], w, beta=0.0, alpha=1.0 / n)
                 if grad_w[i] is not None:
@@ -112,12 +117,15 @@ class DifferentiatedSoftmax(OutputLayer):
         self.bias = nn.Parameter(torch.zeros(v))
         self.scratch = Scratch()
 
+    def bands(self) -> list[tuple[int, int, int, int, Tensor]]:
+        return bands(self.edges, self.slices, self.weights)
+
     def forward_macs(self, exact: bool) -> float:
         return float(sum(w.numel() for w in self.weights))  # sum over bands of |band| d_b
 
     def logits(self, hidden: Tensor) -> Tensor:
         """(N, V) logits: each band's from its own slice of h."""
-        parts = [F.linear(hidden[:, a:b], w) for a, b, w in zip(self.slices, self.slices[1:], self.weights)]
+        parts = [F.linear(hidden[:, a:b], w) for _, _, a, b, w in self.bands()]
         return torch.cat(parts, dim=1) + self.bias
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
@@ -126,8 +134,8 @@ class DifferentiatedSoftmax(OutputLayer):
 
     def affine_logits(self):  # one block-sparse W: band b's rows read only slice b of h
         w = self.bias.new_zeros(self.vocab_size, self.in_dim)
-        for (s, e), (a, b), wb in zip(zip(self.edges, self.edges[1:]), zip(self.slices, self.slices[1:]), self.weights):
-            w[s:e, a:b] = wb
+        for v0, v1, a, b, wb in self.bands():
+            w[v0:v1, a:b] = wb
         return w, self.bias, self.vocab_size
 
     def log_prob(self, hidden: Tensor) -> Tensor:
@@ -140,7 +148,7 @@ class DifferentiatedSoftmax(OutputLayer):
         """log p(t | h), (c,): each band's logits blocked over its words as the softmax's exact evaluation is
         (``linear_score_and_log_z``), the bands' log Z joined by logaddexp; no (c, V) tensor is formed."""
         score, log_z = torch.zeros_like(t, dtype=h.dtype), None
-        for (v0, v1), (a, b), w in zip(zip(self.edges, self.edges[1:]), zip(self.slices, self.slices[1:]), self.weights):
+        for v0, v1, a, b, w in self.bands():
             s, lz = linear_score_and_log_z(h[:, a:b].contiguous(), w, self.bias[v0:v1], t - v0)
             score = torch.where((t >= v0) & (t < v1), s, score)  # s is a target's logit only inside its band
             log_z = lz if log_z is None else torch.logaddexp(log_z, lz)
