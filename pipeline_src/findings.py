@@ -51,8 +51,7 @@ def collapse_findings(summary: pd.DataFrame) -> list[str]:
         line = g.unigram_valid_ppl if "unigram_valid_ppl" in g else pd.Series(float("nan"), index=g.index)
         unigram = line.mean()
         stuck = int((~(g.ppl < line)).sum())  # a run without the line (an earlier version) counts as stuck
-        when = "at their first validation (the end of the first epoch or of the budget, whichever came first)" \
-            if budgeted(summary, dataset) else "after the first epoch"
+        when = _when_collapsed(g, budgeted(summary, dataset))
         head = f"**{method}** on {dataset}: {len(g)} of {total} runs no better than the unigram model " \
                f"(valid ppl {unigram:.1f}) {when}"
         if stuck:
@@ -61,6 +60,16 @@ def collapse_findings(summary: pd.DataFrame) -> list[str]:
         else:
             out.append(f"{head}; all of them ended below it (final valid ppl {g.ppl.mean():.1f}): a slow start.")
     return out
+
+
+def _when_collapsed(flagged: pd.DataFrame, budgeted: bool) -> str:
+    """When the flagged runs' first validation came: each run's own record (``collapse_budget_ended``) where
+    every one has it and they agree, else what the dataset allows (a budget may end inside the first epoch)."""
+    ended = flagged.collapse_budget_ended if "collapse_budget_ended" in flagged else pd.Series(dtype=object)
+    if len(ended) and ended.notna().all() and ended.nunique() == 1:
+        return "at the end of their budget (inside the first epoch)" if bool(ended.iloc[0]) else "after the first epoch"
+    return "at their first validation (the end of the first epoch or of the budget, whichever came first)" \
+        if budgeted else "after the first epoch"
 
 
 def zero_probability_findings(summary: pd.DataFrame) -> list[str]:

@@ -130,6 +130,13 @@ def test_the_report_flags_collapsed_runs_and_words_a_head_cannot_score():
     assert collapse_findings(timed)[0].startswith(
         "**adaptive** on synth: 3 of 3 runs no better than the unigram model (valid ppl 480.0) at their first "
         "validation (the end of the first epoch or of the budget, whichever came first); all of them")
+    ended = timed.assign(collapse_budget_ended=timed.collapsed.map(lambda c: True if c else None))  # each run's record
+    assert "valid ppl 480.0) at the end of their budget (inside the first epoch); all" in collapse_findings(ended)[0]
+    epoch = timed.assign(collapse_budget_ended=timed.collapsed.map(lambda c: False if c else None))
+    assert "valid ppl 480.0) after the first epoch; all" in collapse_findings(epoch)[0]
+    mixed = ended.copy()
+    mixed.loc[(mixed.method == "adaptive") & (mixed.seed == 1), "collapse_budget_ended"] = False  # runs disagree
+    assert "at their first validation (the end of the first epoch or of the budget" in collapse_findings(mixed)[0]
     old = summary.drop(columns=["collapsed", "zero_prob_words", "unigram_valid_ppl"])  # a summary written before the columns
     assert collapse_findings(old) == [] and zero_probability_findings(old) == []
 
