@@ -128,6 +128,10 @@ def test_report_runs_without_errors_and_states_the_headline(reports, seeds):
         assert "3 run seeds per method" in html and "Student-t intervals over seeds" in html
         assert "standard errors each side" in html  # with 3 seeds the note says how wide t is, and why
         assert re.search(r"<td>[+-]?\d\.\d{3} \[[+-]?\d\.\d{3}, [+-]?\d\.\d{3}\]</td>", controls)  # Δ nll with its interval
+        # the self-normalisation table's nce ppl is the headline's (exp of the mean nll), not a mean of ppl
+        headline = re.search(r"<td>nce</td>\s*<td>(\d+\.\d\d) \[", body).group(1)
+        selfnorm = body[body.index("Self-normalisation (sampling"):]
+        assert re.search(r"<td>nce</td>\s*<td>(\d+\.\d\d)</td>", selfnorm).group(1) == headline
 
 
 @pytest.mark.slow
