@@ -29,6 +29,7 @@ from . import paths
 from .atomic import write_json, write_text
 from .config import first_difference, run_datasets, run_seeds
 from .errors import ConfigError, OutputError
+from .report_style import fmt_ratio
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
@@ -367,7 +368,7 @@ def bench_markdown(bench: pd.DataFrame) -> str:
     def row(r) -> list[str]:
         cells = [f"{r.vocab:,}", r.method, f"{r.train_ms:,.1f}", f"{r.update_ms:,.1f}"]
         cells += [f"{r.adam_ms:,.1f}"] if adam else []
-        cells += [f"{r.train_vs_floor:.2f}", f"{r.eval_vs_floor:.2f}", f"{r.peak_mem_mb:,.1f}", f"{r.mem_vs_reference:.2f}"]
+        cells += [fmt_ratio(r.train_vs_floor), fmt_ratio(r.eval_vs_floor), f"{r.peak_mem_mb:,.1f}", fmt_ratio(r.mem_vs_reference)]
         return cells + ([f"{r.param_mb:,.1f} / {r.adam_state_mb:,.1f}"] if adam else [])
 
     lines = [markdown_table(cols, (row(r) for r in bench.itertuples()))]

@@ -63,6 +63,12 @@ def fmt_interval(mean: float, low: float, high: float, digits: int = 2) -> str:
     return f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
+def fmt_ratio(x: float) -> str:
+    """A ratio to a floor: two decimals, or two significant digits below 0.1 (a sampled step is 0.00057 of a
+    1M-word softmax's floor, which two decimals write as 0.00)."""
+    return "—" if pd.isna(x) else f"{x:.2f}" if abs(x) >= 0.1 else f"{x:.2g}"
+
+
 def fmt_si(x: float, unit: str = "") -> str:
     """1.23k, 4.5M, 6.7G with a unit."""
     if x is None or (isinstance(x, float) and math.isnan(x)):

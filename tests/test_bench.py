@@ -58,6 +58,13 @@ def test_the_library_peer_is_exact_and_in_the_table(tiny):
     assert "F.linear_cross_entropy, auto" in table and table.strip().splitlines()[-1].startswith("| 50 |")
 
 
+def test_a_ratio_far_below_the_floor_keeps_two_significant_digits():
+    """A sampled step at 1M words is 0.00057 of the softmax's floor: two decimals wrote it as 0.00."""
+    from pipeline_src.report_style import fmt_ratio
+
+    assert [fmt_ratio(x) for x in (1.0834, 0.1, 0.0999, 0.000575, float("nan"))] == ["1.08", "0.10", "0.1", "0.00057", "—"]
+
+
 def test_time_fn_returns_a_median_in_ms(monkeypatch):
     import pipeline_src.bench as bench
 
