@@ -10,11 +10,12 @@ import pandas as pd
 # head type -> family, in the order the report lists families
 FAMILIES = {
     "softmax and its controls": ["softmax", "moc", "wide-softmax"],
-    "mixtures": ["mos", "moss"],
+    "mixtures": ["mos", "moss", "mixtape"],
     "pointwise functions": ["sigsoftmax", "plif", "monotonic-mlp"],
     "sampled objectives": ["sampled-softmax", "nce", "neg", "neglm", "neglm-b"],
-    "large-vocabulary baseline": ["adaptive-softmax"],
-}
+    "structured and self-normalised heads": ["adaptive-softmax", "hierarchical-softmax", "differentiated-softmax",
+                                             "self-normalised-softmax"],
+}  # every registered head type has its family (tests/test_figures.py)
 FAMILY_OF = {t: f for f, ts in FAMILIES.items() for t in ts}
 FAMILY_MARKER = dict(zip(FAMILIES, ["o", "s", "^", "D", "P"]))
 # per family a colormap; methods of a family take evenly spaced shades of it

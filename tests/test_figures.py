@@ -38,6 +38,20 @@ def test_every_method_has_its_own_colour_and_marker():
     assert len({s["color"] for s in one.values()}) == 4 and len({s["marker"] for s in one.values()}) == 4
 
 
+def test_every_head_type_has_a_family():
+    """A head without one was drawn in tab10's blue or orange with an X, beside the softmax's blues and the
+    adaptive softmax's oranges (the large-vocabulary sweep's hierarchical and differentiated softmax)."""
+    import pipeline_src.heads  # noqa: F401  (registers every head)
+    from pipeline_src.heads.base import registry
+    from pipeline_src.report_style import FAMILY_OF, method_styles
+
+    assert len(registry()) >= 18 and sorted(set(registry()) - set(FAMILY_OF)) == []
+    sweep = {m: m for m in ("softmax", "sampled-softmax", "nce", "neglm", "neglm-b", "adaptive-softmax",
+                            "hierarchical-softmax", "differentiated-softmax", "self-normalised-softmax")}
+    styles = method_styles(sweep)
+    assert len({s["color"] for s in styles.values()}) == 9 and "X" not in {s["marker"] for s in styles.values()}
+
+
 def test_a_budgeted_dataset_s_curve_is_its_anytime_curve():
     """A 12-second budget ends inside the first epoch: the per-epoch curve would be one point per run, so the
     figures step draws validation perplexity against the budget's seconds for such a dataset, and the
