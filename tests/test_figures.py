@@ -1,5 +1,6 @@
 """The headline figures read as a person reads them: labelled ticks on every axis."""
 import pandas as pd
+import pytest
 
 from pipeline_src import figures
 
@@ -24,6 +25,12 @@ def test_pareto_axes_have_readable_tick_labels():
     assert all("10^" not in s and "times" not in s for s in _labels(time_ax.yaxis))  # plain numbers
     assert mem_ax.get_xscale() == "linear" and time_ax.get_xscale() == "log"
     assert "RSS on a CPU" in mem_ax.get_xlabel()  # what the number is: PyTorch's process, not the head
+    # under a time budget every run trains 180 s: the time panel shows what a token cost instead
+    timed = head.assign(train_time_s=[180.1, 180.0, 180.4, 181.0], tokens_reached=[1.9e5, 1.03e7, 2.75e6, 5.6e5])
+    ax = figures.pareto(timed, "d", figures.styles(timed.assign(type=timed.method))).axes[0]
+    assert ax.get_xlabel() == "training seconds per million tokens (the budget's clock)"
+    xs = sorted(x for line in ax.lines[:4] for x in line.get_xdata())
+    assert xs == pytest.approx(sorted(t / n * 1e6 for t, n in zip(timed.train_time_s, timed.tokens_reached)))
 
 
 def test_every_method_has_its_own_colour_and_marker():
