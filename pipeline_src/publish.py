@@ -263,11 +263,12 @@ def _millions(tokens: float) -> str:
     return "—" if pd.isna(tokens) else f"{tokens / 1e6:.2f}M"
 
 
-def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame) -> str:
+def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame | None = None) -> str:
     """A sweep over vocabulary sizes (``sweep.py``), from a publication's summary.csv and headline.csv: per |V|
     the methods ranked by test perplexity with the verdict against the reference, the tokens the budget bought
     and the gap to the truth per frequency band (nats; each band's share of the test tokens in its header);
-    then the winner at each size and, over several sizes, where each method overtakes the reference."""
+    then the lowest neural test perplexity at each size, beside the count-based reference where
+    references.csv has one, and, over several sizes, where each method overtakes the reference."""
     from .bands import BANDS
     from .sweep import by_size, crossovers, winners
 
@@ -283,25 +284,47 @@ def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame) -> str:
     for vocab, at in table.groupby("vocab"):
         ds = test[test.vocab == vocab]
         total = ds.tokens.iloc[0]
-        share = {b: ds[f"{b}_tokens"].iloc[0] / total if f"{b}_tokens" in ds else math.nan for b in BANDS}
-        cols = ["rank", "method", "test ppl [95% CI]", f"verdict vs {ref}", "tokens in budget",
-                *[f"gap: {b} ({share[b]:.0%} of tokens)" for b in BANDS]]
+        share = {b: f" ({ds[f'{b}_tokens'].iloc[0] / total:.0%} of tokens)" if f"{b}_tokens" in ds else "" for b in BANDS}
+        ci = "95% CI" if at.ppl_low.notna().any() else "one seed: no CI"
+        cols = ["rank", "method", f"test ppl [{ci}]", f"verdict vs {ref}", "tokens in budget",
+                *[f"gap: {b}{share[b]}" for b in BANDS]]
         rows = [[str(r.rank_at_size), r.method, _interval(r.ppl, r.ppl_low, r.ppl_high, 1), r.verdict,
                  _millions(r.tokens_reached), *[_fixed(getattr(r, f"{b}_gap_nll"), 3) for b in BANDS]]
                 for r in at.itertuples()]
         out.append(f"**|V| = {vocab:,}** ({ds.dataset.iloc[0]})\n" + markdown_table(cols, rows))
-    lines = []
-    for w in winners(table).itertuples():
-        apart = "its interval clear of the runner-up's" if w.clear else "intervals overlapping the runner-up's"
-        lines.append(f"- |V| = {w.vocab:,}: **{w.winner}** ({w.ppl:.1f}), runner-up {w.runner_up} "
-                     f"({w.runner_up_ppl:.1f}); {apart}.")
-    text = "\n\n".join(out) + "\n\nLowest test perplexity at each size:\n\n" + "\n".join(lines) + "\n"
-    cross = []
-    for c in crossovers(table, ref).to_dict("records"):
-        start = "never better" if pd.isna(c["from_vocab"]) else f"better from |V| = {int(c['from_vocab']):,} on"
-        cross.append(f"- {c['method']}: {start} (better at {_sizes(c['better'])}; no clear difference at "
-                     f"{_sizes(c['no clear difference'])}; worse at {_sizes(c['worse'])}).")
+    kn = {} if refs is None or refs.empty else \
+        {int(r.vocab): r for r in refs[refs.split == "test"].itertuples() if pd.notna(getattr(r, "vocab", None))}
+    lines = [_winner_line(w, kn.get(int(w.vocab))) for w in winners(table).itertuples()]
+    text = "\n\n".join(out) + "\n\nLowest test perplexity of a neural output layer at each size:\n\n" + "\n".join(lines) + "\n"
+    cross = [_crossover_line(c) for c in crossovers(table, ref).to_dict("records")]
     return text + (f"\nAgainst {ref} across sizes:\n\n" + "\n".join(cross) + "\n" if cross else "")
+
+
+def _winner_line(w, kn) -> str:
+    """One size's winner, how it stands against the runner-up, and the count-based reference beside it."""
+    head = f"- |V| = {w.vocab:,}: **{w.winner}** ({w.ppl:.1f})"
+    if w.runner_up is None or pd.isna(w.runner_up):
+        head += ", the only method run at this size"
+    else:
+        apart = ("the same perplexity as the runner-up" if w.tie else
+                 "its interval clear of the runner-up's" if w.clear else
+                 "intervals overlapping the runner-up's" if w.intervals else "one seed: no intervals to compare")
+        head += f", runner-up {w.runner_up} ({w.runner_up_ppl:.1f}); {apart}"
+    if kn is not None:
+        head += f"; count-based {kn.method}-{kn.order}: {kn.ppl:.1f}"
+    return head + "."
+
+
+def _crossover_line(c: dict) -> str:
+    if pd.notna(c["from_vocab"]):
+        start = f"better from |V| = {int(c['from_vocab']):,} on"
+    else:
+        start = "not better for good" if c["better"] else "never better"
+    parts = [f"better at {_sizes(c['better'])}", f"no clear difference at {_sizes(c['no clear difference'])}",
+             f"worse at {_sizes(c['worse'])}"]
+    parts += [f"no verdict at {_sizes(c['no verdict'])}"] if c["no verdict"] else []
+    parts += [f"not run at {_sizes(c['not run'])}"] if c["not run"] else []
+    return f"- {c['method']}: {start} ({'; '.join(parts)})."
 
 
 def _fixed(x: float, digits: int) -> str:
@@ -445,7 +468,9 @@ def render_table(path: str) -> str:
     if file.name == "contrasts.csv":
         return contrasts_markdown(pd.read_csv(file))
     if file.name == "summary.csv":  # a sweep's reading across sizes, with the headline beside it
-        return sweep_markdown(pd.read_csv(file), pd.read_csv(file.with_name("headline.csv")))
+        refs = file.with_name("references.csv")
+        return sweep_markdown(pd.read_csv(file), pd.read_csv(file.with_name("headline.csv")),
+                              pd.read_csv(refs) if refs.exists() and refs.stat().st_size > 1 else None)
     if file.name == "references.csv":
         return references_markdown(pd.read_csv(file))
     if file.name == "bench.csv":

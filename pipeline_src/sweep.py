@@ -8,54 +8,81 @@ from __future__ import annotations
 import pandas as pd
 
 from .bands import BANDS
+from .errors import ConfigError
 
-SIZE_COLUMNS = ["vocab", "method", "ppl", "ppl_low", "ppl_high", "delta_nll", "delta_low", "delta_high", "verdict",
-                "rank_at_size", "tokens_reached", *[f"{b}_gap_nll" for b in BANDS]]
+SIZE_COLUMNS = ["vocab", "dataset", "method", "ppl", "ppl_low", "ppl_high", "delta_nll", "delta_low", "delta_high",
+                "verdict", "rank_at_size", "tokens_reached", *[f"{b}_gap_nll" for b in BANDS]]
+VERDICTS = ("better", "no clear difference", "worse")  # anything else (one seed, no paired reference): no verdict
+
+
+def sizes(summary: pd.DataFrame) -> pd.Series:
+    """|V| per dataset (from the test rows), or a one-line error when a size is unknown or two datasets share
+    one: a sweep reads one dataset per vocabulary size."""
+    vocab = summary[summary.split == "test"].groupby("dataset").vocab.first()
+    if vocab.isna().any():
+        raise ConfigError(f"summary.csv has no vocabulary size for {', '.join(vocab[vocab.isna()].index)}: "
+                          "summarize again (it reads each dataset's meta.json)")
+    shared = vocab[vocab.duplicated(keep=False)]
+    if len(shared):
+        raise ConfigError(f"datasets {', '.join(sorted(shared.index))} share |V| = {int(shared.iloc[0]):,}: a sweep "
+                          "reads one dataset per vocabulary size")
+    return vocab.astype(int)
+
+
+def is_sweep(summary: pd.DataFrame) -> bool:
+    """Two datasets or more, each with its own known |V|: what the per-size reading needs."""
+    vocab = summary[summary.split == "test"].groupby("dataset").vocab.first() if "vocab" in summary else None
+    return vocab is not None and len(vocab) > 1 and vocab.notna().all() and not vocab.duplicated().any()
 
 
 def by_size(head: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     """One row per (|V|, method): the headline's test perplexity, interval and verdict against the reference,
-    its rank at that size (1 = lowest perplexity), the tokens its budget bought, and the mean gap to the truth
-    per frequency band on the test split (nats; NaN without a known truth)."""
+    its rank at that size (1 = lowest perplexity; a run without a perplexity ranks last), the tokens its budget
+    bought, and the mean gap to the truth per frequency band on the test split (nats; NaN without a truth)."""
     test = summary[summary.split == "test"]
-    vocab = test.groupby("dataset").vocab.first()
     bands = test.groupby(["dataset", "method"])[[f"{b}_gap_nll" for b in BANDS if f"{b}_gap_nll" in test]].mean()
     out = head.copy()
-    out["vocab"] = out.dataset.map(vocab).astype(int)
+    out["vocab"] = out.dataset.map(sizes(summary))
     out = out.join(bands, on=["dataset", "method"])
-    out["rank_at_size"] = out.groupby("vocab").ppl.rank(method="min").astype(int)
+    out["rank_at_size"] = out.groupby("vocab").ppl.rank(method="min", na_option="bottom").astype(int)
     return out.reindex(columns=SIZE_COLUMNS).sort_values(["vocab", "rank_at_size", "method"], ignore_index=True)
 
 
 def winners(table: pd.DataFrame) -> pd.DataFrame:
-    """Per |V|: the method with the lowest test perplexity, the runner-up, and whether their intervals are
-    apart (``clear``: the winner's upper end below the runner-up's lower end; with one seed, never)."""
+    """Per |V|: the method with the lowest test perplexity, the runner-up (None when one method ran at that
+    size), whether their intervals are apart (``clear``: the winner's upper end below the runner-up's lower
+    end) and whether there are intervals to compare at all (``intervals``: not with one seed)."""
     rows = []
     for vocab, at in table.groupby("vocab"):
-        at = at.sort_values("ppl")
+        at = at.sort_values(["ppl", "method"], kind="stable")
         first = at.iloc[0]
         second = at.iloc[1] if len(at) > 1 else None
-        clear = bool(second is not None and pd.notna(first.ppl_high) and pd.notna(second.ppl_low)
-                     and first.ppl_high < second.ppl_low)
+        intervals = second is not None and pd.notna(first.ppl_high) and pd.notna(second.ppl_low)
         rows.append({"vocab": vocab, "winner": first.method, "ppl": first.ppl,
                      "runner_up": None if second is None else second.method,
-                     "runner_up_ppl": None if second is None else second.ppl, "clear": clear})
-    return pd.DataFrame(rows, columns=["vocab", "winner", "ppl", "runner_up", "runner_up_ppl", "clear"])
+                     "runner_up_ppl": None if second is None else second.ppl,
+                     "tie": second is not None and first.ppl == second.ppl,
+                     "intervals": intervals, "clear": bool(intervals and first.ppl_high < second.ppl_low)})
+    return pd.DataFrame(rows, columns=["vocab", "winner", "ppl", "runner_up", "runner_up_ppl", "tie", "intervals",
+                                       "clear"]).astype({"runner_up": object, "runner_up_ppl": object})
 
 
 def crossovers(table: pd.DataFrame, reference: str) -> pd.DataFrame:
     """Per method run at two sizes or more: the smallest |V| from which it is better than ``reference`` (a
-    "better" verdict) at that size and at every larger one it ran at (``from_vocab``; NaN when it never is),
-    and the sizes at which it is better, with no clear difference, or worse. A method run at one size has no
-    crossover to speak of (the default run's two crossings: each method at one language) and is left out."""
+    "better" verdict) at that size and at every larger size of the sweep (``from_vocab``; NaN when it never
+    is; a larger size it did not run at, or ran at without a verdict, does not count as better), and the
+    sizes at which it is better, with no clear difference, worse, without a verdict (one seed, no paired
+    reference) or not run. A method run at one size has no crossover to speak of and is left out."""
+    every = sorted(table.vocab.unique())
     rows = []
     for method, own in table[table.method != reference].groupby("method"):
-        own = own.sort_values("vocab")
         if own.vocab.nunique() < 2:
             continue
-        better = own.verdict.eq("better").tolist()
-        start = next((i for i in range(len(better)) if all(better[i:])), None)
-        rows.append({"method": method, "from_vocab": own.vocab.iloc[start] if start is not None else float("nan"),
-                     **{v: [int(x) for x in own.vocab[own.verdict == v]]
-                        for v in ("better", "no clear difference", "worse")}})
-    return pd.DataFrame(rows, columns=["method", "from_vocab", "better", "no clear difference", "worse"])
+        verdict = dict(zip(own.vocab, own.verdict))
+        better = [verdict.get(v) == "better" for v in every]
+        start = next((i for i in range(len(every)) if all(better[i:])), None)
+        rows.append({"method": method, "from_vocab": every[start] if start is not None else float("nan"),
+                     **{v: [int(x) for x in every if verdict.get(x) == v] for v in VERDICTS},
+                     "no verdict": [int(x) for x in every if x in verdict and verdict[x] not in VERDICTS],
+                     "not run": [int(x) for x in every if x not in verdict]})
+    return pd.DataFrame(rows, columns=["method", "from_vocab", *VERDICTS, "no verdict", "not run"])

@@ -89,3 +89,61 @@ def test_the_published_reading_of_a_sweep_states_each_size_s_ranking_bands_winne
     assert md.index("|V| = 10,000**") < md.index("|V| = 100,000**") < md.index("|V| = 1,000,000**")
     one = sweep_markdown(runs[runs.dataset == "z100k"], head[head.dataset == "z100k"])  # one size: no crossovers
     assert "Against softmax across sizes" not in one and "- |V| = 100,000: **nce** (500.0)" in one
+
+
+def test_a_crossover_needs_a_better_verdict_at_every_larger_size_of_the_sweep():
+    """Not run at 1M (a partial sweep) or run there without a verdict (one seed) is not 'better for good'."""
+    head, runs = _tables()
+    gone = head[~((head.method == "nce") & (head.dataset == "z1m"))]
+    cross = crossovers(by_size(gone, runs), "softmax").set_index("method")
+    assert math.isnan(cross.loc["nce", "from_vocab"]) and cross.loc["nce", "not run"] == [1_000_000]
+    one = head.copy()
+    one.loc[(one.method == "nce") & (one.dataset == "z1m"), "verdict"] = "one seed: no verdict"
+    cross = crossovers(by_size(one, runs), "softmax").set_index("method")
+    assert math.isnan(cross.loc["nce", "from_vocab"]) and cross.loc["nce", "no verdict"] == [1_000_000]
+    assert cross.loc["nce", "better"] == [100_000]
+
+
+def test_the_reading_of_partial_and_one_seed_sweeps_says_what_it_lacks():
+    from pipeline_src.publish import sweep_markdown
+
+    head, runs = _tables()
+    head["reference"] = "softmax"
+    runs = runs.assign(tokens=100, frequent_tokens=40, middle_tokens=35, rare_tokens=25)
+    alone = head[(head.dataset != "z10k") | (head.method == "softmax")]  # one method at 10k
+    md = sweep_markdown(runs, alone)
+    assert "- |V| = 10,000: **softmax** (200.0), the only method run at this size." in md
+    seedless = head.assign(ppl_low=float("nan"), ppl_high=float("nan"))  # one seed: no intervals
+    seedless.loc[seedless.method != "softmax", "verdict"] = "one seed: no verdict"
+    md = sweep_markdown(runs, seedless)
+    assert "test ppl [one seed: no CI]" in md and "one seed: no intervals to compare" in md
+    assert "- nce: never better (better at none; no clear difference at none; worse at none; no verdict at " \
+           "10,000, 100,000, 1,000,000)." in md
+    flip = head.copy()  # better at 10k and 100k, then no clear difference: not better for good
+    flip.loc[flip.method == "hs", "verdict"] = ["better", "better", "no clear difference"]
+    assert "- hs: not better for good (better at 10,000, 100,000; no clear difference at 1,000,000; worse at " \
+           "none)." in sweep_markdown(runs, flip)
+    tied = head.copy()
+    tied.loc[(tied.dataset == "z10k") & (tied.method == "hs"), "ppl"] = 200.0
+    assert "- |V| = 10,000: **hs** (200.0), runner-up softmax (200.0); the same perplexity as the runner-up." \
+        in sweep_markdown(runs, tied)
+    kn = pd.DataFrame([{"dataset": "z1m", "method": "kn", "order": 3, "split": "test", "ppl": 900.0,
+                        "vocab": 1_000_000}])
+    assert "its interval clear of the runner-up's; count-based kn-3: 900.0." in sweep_markdown(runs, head, kn)
+
+
+def test_a_sweep_reads_one_dataset_per_size_and_ranks_a_missing_perplexity_last():
+    import pytest
+
+    from pipeline_src.errors import ConfigError
+    from pipeline_src.sweep import is_sweep
+
+    head, runs = _tables()
+    assert is_sweep(runs)
+    same = runs.assign(vocab=runs.vocab.where(runs.dataset != "z10k", 100_000))
+    assert not is_sweep(same)
+    with pytest.raises(ConfigError, match="datasets z100k, z10k share |V| = 100,000"):
+        by_size(head, same)
+    head.loc[(head.dataset == "z1m") & (head.method == "hs"), "ppl"] = float("nan")
+    at_1m = by_size(head, runs).query("vocab == 1_000_000").set_index("method")
+    assert at_1m.rank_at_size.to_dict() == {"nce": 1, "softmax": 2, "hs": 3}
