@@ -2,6 +2,7 @@
 says about where their rows come from (the objective, or a setting such as the initial bias)."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 SAMPLED = {"sampled-softmax", "nce", "neg", "neglm", "neglm-b"}
@@ -38,8 +39,10 @@ def sampled_findings(contrasts: pd.DataFrame | None, summary: pd.DataFrame) -> l
 def collapse_findings(summary: pd.DataFrame) -> list[str]:
     """One sentence per method with runs whose validation after the first epoch was no better than the
     unigram model's (``collapsed`` in summary.csv; under a budget, the first validation may close a budget spent
-    inside the first epoch): collapsed for good when its final validation is no better
-    either (its numbers are a context-free solution, not the method's), else a slow start it recovered from."""
+    inside the first epoch): collapsed for good when the evaluated model's validation is no better either (its
+    numbers are a context-free solution, not the method's), else a slow start it recovered from. Both sides of
+    the comparison are on the same tokens: ``kept_valid_ppl`` is measured on the validation tokens the unigram
+    line was (``training.valid_tokens``); summaries written before that column compare ``ppl`` on the split."""
     if "collapsed" not in summary or not summary.collapsed.fillna(False).astype(bool).any():
         return []
     from .figures import budgeted
@@ -49,17 +52,23 @@ def collapse_findings(summary: pd.DataFrame) -> list[str]:
     for (dataset, method), g in flagged.groupby(["dataset", "method"], sort=True):
         total = valid[(valid.dataset == dataset) & (valid.method == method)].seed.nunique()
         line = g.unigram_valid_ppl if "unigram_valid_ppl" in g else pd.Series(float("nan"), index=g.index)
-        unigram = line.mean()
-        stuck = int((~(g.ppl < line)).sum())  # a run without the line (an earlier version) counts as stuck
-        when = _when_collapsed(g, budgeted(summary, dataset))
-        head = f"**{method}** on {dataset}: {len(g)} of {total} runs no better than the unigram model " \
-               f"(valid ppl {unigram:.1f}) {when}"
-        if stuck:
-            out.append(f"{head}, {stuck} of them still not at the end (final valid ppl {g.ppl.mean():.1f}): "
-                       f"read its row as a failure to train (a collapse), not as the method's quality.")
+        final = g.kept_valid_ppl.fillna(g.ppl) if "kept_valid_ppl" in g else g.ppl
+        stuck = ~(final < line)  # a run without the line (an earlier version) counts as stuck
+        model = f"the unigram model (valid ppl {line.mean():.1f})" if line.notna().any() else "the unigram model"
+        head = f"**{method}** on {dataset}: {len(g)} of {total} runs no better than {model} " \
+               f"{_when_collapsed(g, budgeted(summary, dataset))}"
+        if stuck.any():
+            out.append(f"{head}, {int(stuck.sum())} of them still not at the end (final valid ppl "
+                       f"{_geomean(final[stuck]):.1f}): read its row as a failure to train (a collapse), not as the "
+                       f"method's quality.")
         else:
-            out.append(f"{head}; all of them ended below it (final valid ppl {g.ppl.mean():.1f}): a slow start.")
+            out.append(f"{head}; all of them ended below it (final valid ppl {_geomean(final):.1f}): a slow start.")
     return out
+
+
+def _geomean(ppl: pd.Series) -> float:
+    """Perplexities over seeds as the headline averages them: exp of the mean nll."""
+    return float(np.exp(np.log(ppl.astype(float)).mean()))
 
 
 def _when_collapsed(flagged: pd.DataFrame, budgeted: bool) -> str:

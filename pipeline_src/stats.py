@@ -171,6 +171,9 @@ def verdict(row: dict, alpha: float) -> str:
         return "no paired reference"
     if row["pairs"] < 2:
         return "one seed: no verdict"
+    d = row.get("delta_nll")
+    if d is not None and not pd.isna(d) and math.isinf(d):  # a word scored probability 0 (an infinite nll) on
+        return "worse" if d > 0 else "better"                # a seed: the t-test's p is NaN, the answer is plain
     p = row.get("p_holm")
     if p is None or pd.isna(p) or p >= alpha:
         return "no clear difference"

@@ -24,7 +24,7 @@ SUMMARY_COLUMNS = ["dataset", "vocab", "method", "type", "seed", "split", "nll",
                    "tokens_per_s_train", "tokens_per_s_eval", "train_time_s", "wall_time_s", "peak_mem_mb", "params",
                    "head_flops_per_token_train", "head_flops_per_token_eval", "epochs", "best_epoch", "lr",
                    "logprob_rank", "rank_contexts", "head_dim", "device", "threads", "cpu_model", "load_avg",
-                   "torch", "kept_epoch", "best_model_nll", "collapsed", "collapse_budget_ended", "unigram_valid_ppl", "zero_prob_words",
+                   "torch", "kept_epoch", "best_model_nll", "collapsed", "collapse_budget_ended", "unigram_valid_ppl", "kept_valid_ppl", "zero_prob_words",
                    "unargmaxable", "argmax_words", "argmax_lp_s_per_word", "argmax_reached_share",
                    "budget_seconds", "tokens_reached",
                    *[f"{band}_{what}" for band in BANDS for what in ("ppl", "gap_nll", "tokens")], "config_hash"]
@@ -57,12 +57,19 @@ def summary_rows(metrics: dict) -> list[dict]:
                      "kept_epoch": metrics.get("kept_epoch"), "best_model_nll": (best.get(split) or {}).get("nll"),
                      "collapsed": bool(metrics.get("collapsed")),
                      "collapse_budget_ended": (metrics.get("collapsed") or {}).get("budget_ended"),
-                     "unigram_valid_ppl": metrics.get("unigram_valid_ppl"),
+                     "unigram_valid_ppl": metrics.get("unigram_valid_ppl"), "kept_valid_ppl": _kept_valid_ppl(metrics),
                      "zero_prob_words": rank.get("zero_probability_words"), **argmax_columns(metrics),
                      "budget_seconds": budget.get("seconds"), "tokens_reached": (budget.get("reached") or {}).get("tokens"),
                      **band_columns(m),
                      "config_hash": run_hash(metrics["config"])})
     return rows
+
+
+def _kept_valid_ppl(metrics: dict) -> float | None:
+    """The evaluated model's validation perplexity as training measured it: on the validation tokens the
+    unigram line was measured on (``training.valid_tokens``; ``ppl`` on the valid split is on all of them)."""
+    nll = metrics.get("best_valid_nll" if metrics.get("kept") == "best" else "last_valid_nll")
+    return None if nll is None or not math.isfinite(nll) else math.exp(nll)
 
 
 ANYTIME_COLUMNS = ["dataset", "method", "seed", "point", "fraction", "train_seconds", "tokens", "steps", "valid_nll",

@@ -137,6 +137,15 @@ def test_the_report_flags_collapsed_runs_and_words_a_head_cannot_score():
     mixed = ended.copy()
     mixed.loc[(mixed.method == "adaptive") & (mixed.seed == 1), "collapse_budget_ended"] = False  # runs disagree
     assert "at their first validation (the end of the first epoch or of the budget" in collapse_findings(mixed)[0]
+    # the unigram line is measured on training's validation tokens (training.valid_tokens): the published NCE
+    # runs at 100k words were 1334.0 on the whole split but 1366.8 on those tokens, against a line of 1337.2
+    same = summary[summary.method == "nce"].assign(collapsed=True, unigram_valid_ppl=1337.2, ppl=1334.0)
+    assert "all of them ended below it (final valid ppl 1334.0): a slow start" in collapse_findings(same)[0]
+    same = same.assign(kept_valid_ppl=[1366.8, 1366.8, 1329.7, 1329.7, 1340.7, 1340.7])
+    assert "3 of 3 runs no better than the unigram model (valid ppl 1337.2) after the first epoch, 2 of them still " \
+           "not at the end (final valid ppl 1353.7)" in collapse_findings(same)[0]  # exp(mean log) of the two stuck
+    blind = same.assign(unigram_valid_ppl=float("nan"))
+    assert "3 of 3 runs no better than the unigram model after the first epoch, 3 of them" in collapse_findings(blind)[0]
     old = summary.drop(columns=["collapsed", "zero_prob_words", "unigram_valid_ppl"])  # a summary written before the columns
     assert collapse_findings(old) == [] and zero_probability_findings(old) == []
 

@@ -81,6 +81,16 @@ def test_headline_pairs_seeds_and_gives_verdicts():
     assert list(h.index) == list(h.sort_values("nll").index)  # ranked by mean nll
 
 
+def test_a_method_with_an_infinite_test_nll_is_worse_not_undecided():
+    """NEGLM's factor Q(w) = 0 gives an unseen word probability 0: an infinite nll on every seed made the paired
+    t-test's p NaN, and the verdict read 'no clear difference'."""
+    base = np.array([4.0, 4.1, 3.9])
+    h = headline(_summary({"softmax": base, "zero": np.full(3, np.inf), "one": base + [0.1, np.inf, 0.1]}),
+                 "softmax", 0.95, 999).set_index("method")
+    assert h.loc["zero", "verdict"] == "worse" and h.loc["one", "verdict"] == "worse"
+    assert h.loc["zero", "ppl"] == math.inf
+
+
 def test_headline_with_one_seed_says_so():
     h = headline(_summary({"softmax": [4.0], "mos": [3.9]}), "softmax").set_index("method")
     assert h.loc["mos", "verdict"] == "one seed: no verdict" and math.isnan(h.loc["mos", "delta_low"])
