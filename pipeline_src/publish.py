@@ -270,7 +270,7 @@ def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame
     then the lowest neural test perplexity at each size, beside the count-based reference where
     references.csv has one, and, over several sizes, where each method overtakes the reference."""
     from .bands import BANDS
-    from .sweep import by_size, crossovers, winners
+    from .sweep import by_size, crossover_lines, winner_lines
 
     if "vocab" not in summary:
         raise ConfigError("summary.csv has no 'vocab' column (summarized by an earlier version): run `summarize` "
@@ -292,47 +292,14 @@ def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame
                  _millions(r.tokens_reached), *[_fixed(getattr(r, f"{b}_gap_nll"), 3) for b in BANDS]]
                 for r in at.itertuples()]
         out.append(f"**|V| = {vocab:,}** ({ds.dataset.iloc[0]})\n" + markdown_table(cols, rows))
-    kn = {} if refs is None or refs.empty else \
-        {int(r.vocab): r for r in refs[refs.split == "test"].itertuples() if pd.notna(getattr(r, "vocab", None))}
-    lines = [_winner_line(w, kn.get(int(w.vocab))) for w in winners(table).itertuples()]
-    text = "\n\n".join(out) + "\n\nLowest test perplexity of a neural output layer at each size:\n\n" + "\n".join(lines) + "\n"
-    cross = [_crossover_line(c) for c in crossovers(table, ref).to_dict("records")]
+    text = "\n\n".join(out) + "\n\nLowest test perplexity of a neural output layer at each size:\n\n" + \
+        "\n".join(winner_lines(table, refs)) + "\n"
+    cross = crossover_lines(table, ref)
     return text + (f"\nAgainst {ref} across sizes:\n\n" + "\n".join(cross) + "\n" if cross else "")
-
-
-def _winner_line(w, kn) -> str:
-    """One size's winner, how it stands against the runner-up, and the count-based reference beside it."""
-    head = f"- |V| = {w.vocab:,}: **{w.winner}** ({w.ppl:.1f})"
-    if w.runner_up is None or pd.isna(w.runner_up):
-        head += ", the only method run at this size"
-    else:
-        apart = ("the same perplexity as the runner-up" if w.tie else
-                 "its interval clear of the runner-up's" if w.clear else
-                 "intervals overlapping the runner-up's" if w.intervals else "one seed: no intervals to compare")
-        head += f", runner-up {w.runner_up} ({w.runner_up_ppl:.1f}); {apart}"
-    if kn is not None:
-        head += f"; count-based {kn.method}-{kn.order}: {kn.ppl:.1f}"
-    return head + "."
-
-
-def _crossover_line(c: dict) -> str:
-    if pd.notna(c["from_vocab"]):
-        start = f"better from |V| = {int(c['from_vocab']):,} on"
-    else:
-        start = "not better for good" if c["better"] else "never better"
-    parts = [f"better at {_sizes(c['better'])}", f"no clear difference at {_sizes(c['no clear difference'])}",
-             f"worse at {_sizes(c['worse'])}"]
-    parts += [f"no verdict at {_sizes(c['no verdict'])}"] if c["no verdict"] else []
-    parts += [f"not run at {_sizes(c['not run'])}"] if c["not run"] else []
-    return f"- {c['method']}: {start} ({'; '.join(parts)})."
 
 
 def _fixed(x: float, digits: int) -> str:
     return "—" if pd.isna(x) else f"{x:.{digits}f}"
-
-
-def _sizes(vocabs: list[int]) -> str:
-    return ", ".join(f"{v:,}" for v in vocabs) or "none"
 
 
 def contrasts_markdown(con: pd.DataFrame) -> str:

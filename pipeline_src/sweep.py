@@ -88,3 +88,47 @@ def crossovers(table: pd.DataFrame, reference: str) -> pd.DataFrame:
                      "no verdict": [int(x) for x in every if x in verdict and verdict[x] not in VERDICTS],
                      "not run": [int(x) for x in every if x not in verdict]})
     return pd.DataFrame(rows, columns=["method", "from_vocab", *VERDICTS, "no verdict", "not run"])
+
+
+def winner_lines(table: pd.DataFrame, refs: pd.DataFrame | None = None) -> list[str]:
+    """One markdown bullet per |V|: the winner, how it stands against the runner-up, and the count-based
+    reference at that size where ``refs`` (references.csv) has one; the wording publish and the report share."""
+    kn = {} if refs is None or refs.empty or "vocab" not in refs else \
+        {int(r.vocab): r for r in refs[refs.split == "test"].itertuples() if pd.notna(r.vocab)}
+    return [_winner_line(w, kn.get(int(w.vocab))) for w in winners(table).itertuples()]
+
+
+def crossover_lines(table: pd.DataFrame, reference: str) -> list[str]:
+    """One markdown bullet per method run at two sizes or more: where it overtakes ``reference`` for good, and
+    its verdict at every size."""
+    return [_crossover_line(c) for c in crossovers(table, reference).to_dict("records")]
+
+
+def _winner_line(w, kn) -> str:
+    line = f"- |V| = {w.vocab:,}: **{w.winner}** ({w.ppl:.1f})"
+    if w.runner_up is None or pd.isna(w.runner_up):
+        line += ", the only method run at this size"
+    else:
+        apart = ("the same perplexity as the runner-up" if w.tie else
+                 "its interval clear of the runner-up's" if w.clear else
+                 "intervals overlapping the runner-up's" if w.intervals else "one seed: no intervals to compare")
+        line += f", runner-up {w.runner_up} ({w.runner_up_ppl:.1f}); {apart}"
+    if kn is not None:
+        line += f"; count-based {kn.method}-{kn.order}: {kn.ppl:.1f}"
+    return line + "."
+
+
+def _crossover_line(c: dict) -> str:
+    if pd.notna(c["from_vocab"]):
+        start = f"better from |V| = {int(c['from_vocab']):,} on"
+    else:
+        start = "not better for good" if c["better"] else "never better"
+    parts = [f"better at {_sizes(c['better'])}", f"no clear difference at {_sizes(c['no clear difference'])}",
+             f"worse at {_sizes(c['worse'])}"]
+    parts += [f"no verdict at {_sizes(c['no verdict'])}"] if c["no verdict"] else []
+    parts += [f"not run at {_sizes(c['not run'])}"] if c["not run"] else []
+    return f"- {c['method']}: {start} ({'; '.join(parts)})."
+
+
+def _sizes(vocabs: list[int]) -> str:
+    return ", ".join(f"{v:,}" for v in vocabs) or "none"
