@@ -36,33 +36,49 @@ def sampled_findings(contrasts: pd.DataFrame | None, summary: pd.DataFrame) -> l
     return out
 
 
-def collapse_findings(summary: pd.DataFrame) -> list[str]:
-    """One sentence per method with runs whose validation after the first epoch was no better than the
+COLLAPSE_COLUMNS = ["dataset", "method", "flagged", "runs", "when", "unigram_valid_ppl", "stuck", "final_valid_ppl"]
+
+
+def collapse_table(summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per (dataset, method) with runs whose validation after the first epoch was no better than the
     unigram model's (``collapsed`` in summary.csv; under a budget, the first validation may close a budget spent
-    inside the first epoch): collapsed for good when the evaluated model's validation is no better either (its
-    numbers are a context-free solution, not the method's), else a slow start it recovered from. Both sides of
-    the comparison are on the same tokens: ``kept_valid_ppl`` is measured on the validation tokens the unigram
-    line was (``training.valid_tokens``); summaries written before that column compare ``ppl`` on the split."""
+    inside the first epoch): how many of its runs were flagged, when (``when``, a key of ``WHEN``), the unigram
+    line, how many of them are still no better at the end (``stuck``: collapsed for good, a context-free solution, not the
+    method's numbers; none: a slow start it recovered from) and their final validation perplexity (exp of the
+    mean nll over the stuck runs, or over all flagged ones when none is stuck). Both sides of the comparison are
+    on the same tokens: ``kept_valid_ppl`` is measured on the validation tokens the unigram line was
+    (``training.valid_tokens``); summaries written before that column compare ``ppl`` on the split."""
     if "collapsed" not in summary or not summary.collapsed.fillna(False).astype(bool).any():
-        return []
+        return pd.DataFrame(columns=COLLAPSE_COLUMNS)
     from .figures import budgeted
     valid = summary[summary.split == "valid"].drop_duplicates(["dataset", "method", "seed"])
     flagged = valid[valid.collapsed.fillna(False).astype(bool)]
-    out = []
+    rows = []
     for (dataset, method), g in flagged.groupby(["dataset", "method"], sort=True):
-        total = valid[(valid.dataset == dataset) & (valid.method == method)].seed.nunique()
         line = g.unigram_valid_ppl if "unigram_valid_ppl" in g else pd.Series(float("nan"), index=g.index)
         final = g.kept_valid_ppl.fillna(g.ppl) if "kept_valid_ppl" in g else g.ppl
         stuck = ~(final < line)  # a run without the line (an earlier version) counts as stuck
-        model = f"the unigram model (valid ppl {line.mean():.1f})" if line.notna().any() else "the unigram model"
-        head = f"**{method}** on {dataset}: {len(g)} of {total} runs no better than {model} " \
-               f"{_when_collapsed(g, budgeted(summary, dataset))}"
-        if stuck.any():
-            out.append(f"{head}, {int(stuck.sum())} of them still not at the end (final valid ppl "
-                       f"{_geomean(final[stuck]):.1f}): read its row as a failure to train (a collapse), not as the "
-                       f"method's quality.")
+        rows.append({"dataset": dataset, "method": method, "flagged": len(g),
+                     "runs": valid[(valid.dataset == dataset) & (valid.method == method)].seed.nunique(),
+                     "when": _when_collapsed(g, budgeted(summary, dataset)),
+                     "unigram_valid_ppl": line.mean() if line.notna().any() else float("nan"),
+                     "stuck": int(stuck.sum()), "final_valid_ppl": _geomean(final[stuck] if stuck.any() else final)})
+    return pd.DataFrame(rows, columns=COLLAPSE_COLUMNS)
+
+
+def collapse_findings(summary: pd.DataFrame) -> list[str]:
+    """``collapse_table`` as one sentence per row: a collapse (runs still no better at the end: read the row as
+    a failure to train) or a slow start."""
+    out = []
+    for r in collapse_table(summary).itertuples():
+        model = "the unigram model" if pd.isna(r.unigram_valid_ppl) else \
+            f"the unigram model (valid ppl {r.unigram_valid_ppl:.1f})"
+        head = f"**{r.method}** on {r.dataset}: {r.flagged} of {r.runs} runs no better than {model} {WHEN[r.when]}"
+        if r.stuck:
+            out.append(f"{head}, {r.stuck} of them still not at the end (final valid ppl {r.final_valid_ppl:.1f}): "
+                       "read its row as a failure to train (a collapse), not as the method's quality.")
         else:
-            out.append(f"{head}; all of them ended below it (final valid ppl {_geomean(final):.1f}): a slow start.")
+            out.append(f"{head}; all of them ended below it (final valid ppl {r.final_valid_ppl:.1f}): a slow start.")
     return out
 
 
@@ -71,14 +87,19 @@ def _geomean(ppl: pd.Series) -> float:
     return float(np.exp(np.log(ppl.astype(float)).mean()))
 
 
+WHEN = {"budget": "at the end of their budget (inside the first epoch)", "epoch": "after the first epoch",
+        "first validation": "at their first validation (the end of the first epoch or of the budget, whichever came "
+                            "first)"}
+
+
 def _when_collapsed(flagged: pd.DataFrame, budgeted: bool) -> str:
-    """When the flagged runs' first validation came: each run's own record (``collapse_budget_ended``) where
-    every one has it and they agree, else what the dataset allows (a budget may end inside the first epoch)."""
+    """When the flagged runs' first validation came (a key of ``WHEN``): each run's own record
+    (``collapse_budget_ended``) where every one has it and they agree, else what the dataset allows (a budget
+    may end inside the first epoch)."""
     ended = flagged.collapse_budget_ended if "collapse_budget_ended" in flagged else pd.Series(dtype=object)
     if len(ended) and ended.notna().all() and ended.nunique() == 1:
-        return "at the end of their budget (inside the first epoch)" if bool(ended.iloc[0]) else "after the first epoch"
-    return "at their first validation (the end of the first epoch or of the budget, whichever came first)" \
-        if budgeted else "after the first epoch"
+        return "budget" if bool(ended.iloc[0]) else "epoch"
+    return "first validation" if budgeted else "epoch"
 
 
 def zero_probability_findings(summary: pd.DataFrame) -> list[str]:

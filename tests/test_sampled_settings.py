@@ -108,7 +108,7 @@ def test_the_collapse_line_is_the_add_one_unigram_model_on_the_same_tokens():
 
 def test_the_report_flags_collapsed_runs_and_words_a_head_cannot_score():
     import pandas as pd
-    from pipeline_src.findings import collapse_findings, zero_probability_findings
+    from pipeline_src.findings import collapse_findings, collapse_table, zero_probability_findings
 
     rows = [{"dataset": "synth", "method": m, "seed": s, "split": sp, "collapsed": c, "zero_prob_words": z,
              "ppl": ppl, "unigram_valid_ppl": 480.0}
@@ -123,6 +123,9 @@ def test_the_report_flags_collapsed_runs_and_words_a_head_cannot_score():
         "**neg** on synth: 2 of 3 runs no better than the unigram model (valid ppl 480.0) after the first epoch, "
         "2 of them still not at the end (final valid ppl 590.0): read its row as a failure to train (a collapse), "
         "not as the method's quality."]
+    table = collapse_table(summary).set_index("method")  # what the report's table shows
+    assert table.loc["neg", ["flagged", "runs", "stuck", "when"]].tolist() == [2, 3, 2, "epoch"]
+    assert table.loc["adaptive", ["flagged", "stuck"]].tolist() == [3, 0] and table.final_valid_ppl.round(6).tolist() == [300.0, 590.0]
     assert zero_probability_findings(summary) == [
         "**neglm** on synth gives 1 word probability 0 (no training count, so Q(w) = 0): it cannot score a "
         "text that contains it (`smooth_q: true` floors Q)."]
@@ -147,7 +150,7 @@ def test_the_report_flags_collapsed_runs_and_words_a_head_cannot_score():
     blind = same.assign(unigram_valid_ppl=float("nan"))
     assert "3 of 3 runs no better than the unigram model after the first epoch, 3 of them" in collapse_findings(blind)[0]
     old = summary.drop(columns=["collapsed", "zero_prob_words", "unigram_valid_ppl"])  # a summary written before the columns
-    assert collapse_findings(old) == [] and zero_probability_findings(old) == []
+    assert collapse_findings(old) == [] and collapse_table(old).empty and zero_probability_findings(old) == []
 
 
 @pytest.fixture(scope="module")
