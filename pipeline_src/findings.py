@@ -36,7 +36,12 @@ def sampled_findings(contrasts: pd.DataFrame | None, summary: pd.DataFrame) -> l
     return out
 
 
-COLLAPSE_COLUMNS = ["dataset", "method", "flagged", "runs", "when", "unigram_valid_ppl", "stuck", "final_valid_ppl"]
+COLLAPSE_COLUMNS = ["dataset", "method", "flagged", "runs", "when", "unigram_valid_ppl", "stuck", "final_valid_ppl",
+                    "reading"]
+READING = {  # what a row whose runs are still no better than the unigram model at the end says, by when they were flagged
+    "epoch": "a failure to train (a collapse)",
+    "first validation": "a failure to train in the time (a collapse, or a budget too short to leave the context-free "
+                        "solution)"}
 
 
 def collapse_table(summary: pd.DataFrame) -> pd.DataFrame:
@@ -44,8 +49,11 @@ def collapse_table(summary: pd.DataFrame) -> pd.DataFrame:
     unigram model's (``collapsed`` in summary.csv; under a budget, the first validation may close a budget spent
     inside the first epoch): how many of its runs were flagged, when (``when``, a key of ``WHEN``), the unigram
     line, how many of them are still no better at the end (``stuck``: collapsed for good, a context-free solution, not the
-    method's numbers; none: a slow start it recovered from) and their final validation perplexity (exp of the
-    mean nll over the stuck runs, or over all flagged ones when none is stuck). Both sides of the comparison are
+    method's numbers; none: a slow start it recovered from), their final validation perplexity (exp of the
+    mean nll over the stuck runs, or over all flagged ones when none is stuck; runs that diverged left out, NaN
+    when every one did) and the ``reading``: "slow start", "collapse" (flagged after the first epoch),
+    "under-trained" (a budget spent inside the first epoch: the first validation was the last) or "collapse or
+    under-trained" (runs that disagree). Both sides of the comparison are
     on the same tokens: ``kept_valid_ppl`` is measured on the validation tokens the unigram line was
     (``training.valid_tokens``); summaries written before that column compare ``ppl`` on the split."""
     if "collapsed" not in summary or not summary.collapsed.fillna(False).astype(bool).any():
@@ -63,28 +71,37 @@ def collapse_table(summary: pd.DataFrame) -> pd.DataFrame:
                      "when": _when_collapsed(g, budgeted(summary, dataset)),
                      "unigram_valid_ppl": line.mean() if line.notna().any() else float("nan"),
                      "stuck": int(stuck.sum()), "final_valid_ppl": _geomean(final[stuck] if stuck.any() else final)})
+        when = rows[-1]["when"]
+        rows[-1]["reading"] = "slow start" if not stuck.any() else {"epoch": "collapse", "budget": "under-trained"}.get(
+            when, "collapse or under-trained")
     return pd.DataFrame(rows, columns=COLLAPSE_COLUMNS)
 
 
 def collapse_findings(summary: pd.DataFrame) -> list[str]:
-    """``collapse_table`` as one sentence per row: a collapse (runs still no better at the end: read the row as
-    a failure to train) or a slow start."""
+    """``collapse_table`` as one sentence per row, by its reading: a collapse (runs still no better at the end:
+    read the row as a failure to train), under-trained (a budget that ended inside the first epoch) or a slow
+    start."""
     out = []
     for r in collapse_table(summary).itertuples():
         model = "the unigram model" if pd.isna(r.unigram_valid_ppl) else \
             f"the unigram model (valid ppl {r.unigram_valid_ppl:.1f})"
         head = f"**{r.method}** on {r.dataset}: {r.flagged} of {r.runs} runs no better than {model} {WHEN[r.when]}"
-        if r.stuck:
-            out.append(f"{head}, {r.stuck} of them still not at the end (final valid ppl {r.final_valid_ppl:.1f}): "
-                       "read its row as a failure to train (a collapse), not as the method's quality.")
+        final = "— (every one diverged)" if pd.isna(r.final_valid_ppl) else f"{r.final_valid_ppl:.1f}"
+        if r.reading == "under-trained":  # the first validation was the last: the budget ended inside epoch 1
+            out.append(f"**{r.method}** on {r.dataset}: {r.flagged} of {r.runs} runs still no better than {model} when "
+                       f"their budget ended, inside the first epoch (final valid ppl {final}): read its row as "
+                       "under-trained in the time, not as the method's quality.")
+        elif r.stuck:
+            out.append(f"{head}, {r.stuck} of them still not at the end (final valid ppl {final}): read its row as "
+                       f"{READING[r.when]}, not as the method's quality.")
         else:
-            out.append(f"{head}; all of them ended below it (final valid ppl {r.final_valid_ppl:.1f}): a slow start.")
+            out.append(f"{head}; all of them ended below it (final valid ppl {final}): a slow start.")
     return out
 
 
 def _geomean(ppl: pd.Series) -> float:
     """Perplexities over seeds as the headline averages them: exp of the mean nll."""
-    return float(np.exp(np.log(ppl.astype(float)).mean()))
+    return float(np.exp(np.log(ppl.astype(float)).mean()))  # NaN (a diverged run) skipped; all NaN: NaN
 
 
 WHEN = {"budget": "at the end of their budget (inside the first epoch)", "epoch": "after the first epoch",

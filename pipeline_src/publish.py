@@ -288,7 +288,8 @@ def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame
         ci = "95% CI" if at.ppl_low.notna().any() else "one seed: no CI"
         cols = ["rank", "method", f"test ppl [{ci}]", f"verdict vs {ref}", "tokens in budget",
                 *[f"gap: {b}{share[b]}" for b in BANDS]]
-        rows = [[str(r.rank_at_size), r.method, _interval(r.ppl, r.ppl_low, r.ppl_high, 1), r.verdict,
+        rows = [[str(r.rank_at_size), r.method, "—" if pd.isna(r.ppl) else _interval(r.ppl, r.ppl_low, r.ppl_high, 1),
+                 "—" if pd.isna(r.verdict) else r.verdict,
                  _millions(r.tokens_reached), *[_fixed(getattr(r, f"{b}_gap_nll"), 3) for b in BANDS]]
                 for r in at.itertuples()]
         out.append(f"**|V| = {vocab:,}** ({ds.dataset.iloc[0]})\n" + markdown_table(cols, rows))

@@ -24,8 +24,8 @@ def sizes(summary: pd.DataFrame) -> pd.Series:
                           "summarize again (it reads each dataset's meta.json)")
     shared = vocab[vocab.duplicated(keep=False)]
     if len(shared):
-        raise ConfigError(f"datasets {', '.join(sorted(shared.index))} share |V| = {int(shared.iloc[0]):,}: a sweep "
-                          "reads one dataset per vocabulary size")
+        groups = "; ".join(f"{', '.join(sorted(g.index))} share |V| = {int(v):,}" for v, g in shared.groupby(shared))
+        raise ConfigError(f"datasets {groups}: a sweep reads one dataset per vocabulary size")
     return vocab.astype(int)
 
 
@@ -51,11 +51,13 @@ def by_size(head: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
 
 
 def winners(table: pd.DataFrame) -> pd.DataFrame:
-    """Per |V|: the method with the lowest test perplexity, the runner-up (None when one method ran at that
-    size), whether their intervals are apart (``clear``: the winner's upper end below the runner-up's lower
-    end) and whether there are intervals to compare at all (``intervals``: not with one seed)."""
+    """Per |V|: the method with the lowest test perplexity, the runner-up (None when one method with a
+    perplexity ran at that size), whether their intervals are apart (``clear``: the winner's upper end below the
+    runner-up's lower end) and whether there are intervals to compare at all (``intervals``: not with one
+    seed). A method without a perplexity (every run diverged) neither wins nor comes second; a size where no
+    method has one is left out."""
     rows = []
-    for vocab, at in table.groupby("vocab"):
+    for vocab, at in table[table.ppl.notna()].groupby("vocab"):
         at = at.sort_values(["ppl", "method"], kind="stable")
         first = at.iloc[0]
         second = at.iloc[1] if len(at) > 1 else None
@@ -92,10 +94,13 @@ def crossovers(table: pd.DataFrame, reference: str) -> pd.DataFrame:
 
 def winner_lines(table: pd.DataFrame, refs: pd.DataFrame | None = None) -> list[str]:
     """One markdown bullet per |V|: the winner, how it stands against the runner-up, and the count-based
-    reference at that size where ``refs`` (references.csv) has one; the wording publish and the report share."""
+    reference at that size where ``refs`` (references.csv) has one; the wording publish and the report share.
+    A size where no method has a perplexity says so."""
     kn = {} if refs is None or refs.empty or "vocab" not in refs else \
         {int(r.vocab): r for r in refs[refs.split == "test"].itertuples() if pd.notna(r.vocab)}
-    return [_winner_line(w, kn.get(int(w.vocab))) for w in winners(table).itertuples()]
+    won = {int(w.vocab): _winner_line(w, kn.get(int(w.vocab))) for w in winners(table).itertuples()}
+    return [won.get(int(v), f"- |V| = {int(v):,}: no method has a test perplexity at this size (every run diverged).")
+            for v in sorted(table.vocab.unique())]
 
 
 def crossover_lines(table: pd.DataFrame, reference: str) -> list[str]:
@@ -122,7 +127,8 @@ def _crossover_line(c: dict) -> str:
     if pd.notna(c["from_vocab"]):
         start = f"better from |V| = {int(c['from_vocab']):,} on"
     else:
-        start = "not better for good" if c["better"] else "never better"
+        start = "not better for good" if c["better"] else \
+            "never better" if c["no clear difference"] or c["worse"] else "no verdict at any size"
     parts = [f"better at {_sizes(c['better'])}", f"no clear difference at {_sizes(c['no clear difference'])}",
              f"worse at {_sizes(c['worse'])}"]
     parts += [f"no verdict at {_sizes(c['no verdict'])}"] if c["no verdict"] else []

@@ -133,6 +133,16 @@ def test_the_report_flags_collapsed_runs_and_words_a_head_cannot_score():
     assert collapse_findings(timed)[0].startswith(
         "**adaptive** on synth: 3 of 3 runs no better than the unigram model (valid ppl 480.0) at their first "
         "validation (the end of the first epoch or of the budget, whichever came first); all of them")
+    short = timed.assign(collapse_budget_ended=timed.collapsed.map(lambda c: True if c else None))
+    short = short[short.method == "neg"]  # flagged when a budget spent inside the first epoch ended: the last validation
+    assert collapse_table(short).reading.tolist() == ["under-trained"]
+    assert collapse_findings(short) == [
+        "**neg** on synth: 2 of 3 runs still no better than the unigram model (valid ppl 480.0) when their budget "
+        "ended, inside the first epoch (final valid ppl 590.0): read its row as under-trained in the time, not as "
+        "the method's quality."]
+    lost = summary[summary.method == "neg"].assign(ppl=float("nan"))  # every flagged run diverged
+    assert "2 of them still not at the end (final valid ppl — (every one diverged))" in collapse_findings(lost)[0]
+    assert collapse_table(summary).set_index("method").reading.to_dict() == {"adaptive": "slow start", "neg": "collapse"}
     ended = timed.assign(collapse_budget_ended=timed.collapsed.map(lambda c: True if c else None))  # each run's record
     assert "valid ppl 480.0) at the end of their budget (inside the first epoch); all" in collapse_findings(ended)[0]
     epoch = timed.assign(collapse_budget_ended=timed.collapsed.map(lambda c: False if c else None))

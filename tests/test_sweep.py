@@ -117,8 +117,8 @@ def test_the_reading_of_partial_and_one_seed_sweeps_says_what_it_lacks():
     seedless.loc[seedless.method != "softmax", "verdict"] = "one seed: no verdict"
     md = sweep_markdown(runs, seedless)
     assert "test ppl [one seed: no CI]" in md and "one seed: no intervals to compare" in md
-    assert "- nce: never better (better at none; no clear difference at none; worse at none; no verdict at " \
-           "10,000, 100,000, 1,000,000)." in md
+    assert "- nce: no verdict at any size (better at none; no clear difference at none; worse at none; no verdict " \
+           "at 10,000, 100,000, 1,000,000)." in md  # not "never better": nothing was tested
     flip = head.copy()  # better at 10k and 100k, then no clear difference: not better for good
     flip.loc[flip.method == "hs", "verdict"] = ["better", "better", "no clear difference"]
     assert "- hs: not better for good (better at 10,000, 100,000; no clear difference at 1,000,000; worse at " \
@@ -147,3 +147,40 @@ def test_a_sweep_reads_one_dataset_per_size_and_ranks_a_missing_perplexity_last(
     head.loc[(head.dataset == "z1m") & (head.method == "hs"), "ppl"] = float("nan")
     at_1m = by_size(head, runs).query("vocab == 1_000_000").set_index("method")
     assert at_1m.rank_at_size.to_dict() == {"nce": 1, "softmax": 2, "hs": 3}
+
+
+def test_a_diverged_method_neither_wins_nor_comes_second_and_a_missing_verdict_reads_as_a_dash():
+    from pipeline_src.publish import sweep_markdown
+
+    head, runs = _tables()
+    head["reference"] = "softmax"
+    runs = runs.assign(tokens=100, frequent_tokens=40, middle_tokens=35, rare_tokens=25)
+    gone = head[~((head.dataset == "z1m") & (head.method == "hs"))].copy()  # nce would be runner-up at 1M ...
+    gone.loc[(gone.dataset == "z1m") & (gone.method == "nce"), ["ppl", "ppl_low", "ppl_high"]] = float("nan")
+    md = sweep_markdown(runs, gone)  # ... but every nce run diverged there: softmax is alone with a perplexity
+    assert "- |V| = 1,000,000: **softmax** (3000.0), the only method run at this size." in md
+    assert "| 2 | nce | — | better |" in md
+    every = head.copy()
+    every.loc[every.dataset == "z1m", ["ppl", "ppl_low", "ppl_high"]] = float("nan")
+    assert "- |V| = 1,000,000: no method has a test perplexity at this size (every run diverged)." \
+        in sweep_markdown(runs, every)
+    blank = head.copy()
+    blank.loc[(blank.dataset == "z1m") & (blank.method != "softmax"), "verdict"] = float("nan")
+    md = sweep_markdown(runs, blank)
+    assert "| 1 | hs | 1000.0 [950.0, 1050.0] | — |" in md
+    assert "- hs: not better for good (better at 10,000; no clear difference at none; worse at 100,000; no verdict " \
+           "at 1,000,000)." in md
+
+
+def test_two_pairs_of_datasets_sharing_a_size_are_named_pair_by_pair():
+    import pytest
+
+    from pipeline_src.errors import ConfigError
+    from pipeline_src.sweep import sizes
+
+    runs = _tables()[1]
+    runs.loc[runs.dataset == "z10k", "vocab"] = 100_000
+    runs = pd.concat([runs, runs[runs.dataset == "z1m"].assign(dataset="z1mb")])
+    with pytest.raises(ConfigError, match=r"datasets z100k, z10k share \|V\| = 100,000; z1m, z1mb share "
+                                          r"\|V\| = 1,000,000: a sweep"):
+        sizes(runs)
