@@ -155,6 +155,52 @@ def anytime(points: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: di
                              "truth (whole valid split)")
 
 
+def by_vocab(table: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame | None, style: dict):
+    """A sweep over vocabulary sizes at a glance (``sweep.by_size``'s table): each method's test result at each
+    |V| with its interval over seeds, joined across sizes, and the count-based reference where references.csv
+    has it. On languages whose truth is known the y axis is the gap to it (test nll − true nll, nats/token:
+    comparable across sizes, 0 is the truth); else the test perplexity. Methods are spread a little along x
+    so their intervals do not hide one another; a method without a perplexity at a size has no point there."""
+    import numpy as np
+
+    plt = _plt()
+    test = summary[summary.split == "test"]
+    truth = test.groupby("vocab").true_nll.first() if "true_nll" in test else pd.Series(dtype=float)
+    gap = len(truth) > 0 and bool(truth.notna().all())
+    y_of = (lambda vocab, ppl: np.log(ppl) - truth.reindex(vocab).to_numpy()) if gap else (lambda vocab, ppl: ppl)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    methods = list(dict.fromkeys(table.method))
+    for i, m in enumerate(methods):
+        g = table[(table.method == m) & table.ppl.notna()].sort_values("vocab")
+        x = g.vocab.to_numpy() * 10 ** (0.012 * (i - (len(methods) - 1) / 2))
+        y = np.asarray(y_of(g.vocab, g.ppl.to_numpy()), dtype=float)
+        lo = np.asarray(y_of(g.vocab, g.ppl_low.fillna(g.ppl).to_numpy()), dtype=float)
+        hi = np.asarray(y_of(g.vocab, g.ppl_high.fillna(g.ppl).to_numpy()), dtype=float)
+        st = style[m]
+        ax.errorbar(x, y, yerr=[y - lo, hi - y], color=st["color"], marker=st["marker"], ms=6, mec="k", mew=0.5,
+                    capsize=2, lw=1.2, label=m)
+    kn = refs[(refs.split == "test") & refs.vocab.notna()].sort_values("vocab") \
+        if refs is not None and not refs.empty and "vocab" in refs else pd.DataFrame()
+    if len(kn):
+        ky = kn.gap_nll if gap else kn.ppl
+        ax.plot(kn.vocab, ky, "k--", marker="x", label=f"{kn.method.iloc[0]}-{kn.order.iloc[0]} (count-based)")
+    if gap:
+        ax.axhline(0.0, color="0.4", lw=1, ls=":", label="truth")
+        ax.set_ylabel("test nll − true nll (nats/token)")
+    else:
+        _readable_axis(ax.yaxis, ax.set_yscale, table.ppl)
+        ax.set_ylabel("test perplexity")
+    sizes = sorted(table.vocab.unique())
+    ax.set_xscale("log")
+    ax.set_xticks(sizes, [f"{v:,}" for v in sizes])
+    ax.minorticks_off()
+    ax.set_xlabel("vocabulary size |V|")
+    ax.set_title("each method across vocabulary sizes, at the same budget per run")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def _placeholder(text: str):
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 1.2))

@@ -82,3 +82,34 @@ def test_a_budgeted_dataset_s_curve_is_its_anytime_curve():
     budgeted = figures.anytime(points, summary, "budgeted", style)
     assert budgeted.axes[0].get_xlabel() == "training seconds (the budget's clock)"
     assert figures.curves(history, summary, "epochs", style).axes[0].get_xlabel() == "epoch"
+
+
+def test_the_sweep_figure_plots_each_method_s_gap_to_the_truth_across_sizes_and_the_count_based_row():
+    import math
+
+    import matplotlib
+
+    matplotlib.use("agg")
+    from pipeline_src.figures import by_vocab
+    from pipeline_src.sweep import by_size
+
+    true = {"z10k": 5.0, "z1m": 6.0}
+    ppl = {("z10k", "softmax"): 400.0, ("z10k", "nce"): 500.0, ("z1m", "softmax"): 3000.0, ("z1m", "nce"): 1500.0}
+    head = pd.DataFrame([{"dataset": d, "method": m, "ppl": p, "ppl_low": p * 0.9, "ppl_high": p * 1.1,
+                          "verdict": "reference" if m == "softmax" else "better", "delta_nll": 0.0,
+                          "delta_low": None, "delta_high": None, "tokens_reached": 1} for (d, m), p in ppl.items()])
+    runs = pd.DataFrame([{"dataset": d, "vocab": {"z10k": 10_000, "z1m": 1_000_000}[d], "method": m, "seed": 1,
+                          "split": "test", "true_nll": true[d], "type": m} for d, m in ppl])
+    refs = pd.DataFrame([{"dataset": "z1m", "vocab": 1_000_000, "method": "kn", "order": 3, "split": "test",
+                          "ppl": 2000.0, "gap_nll": 1.6}])
+    style = {"softmax": {"color": "C0", "marker": "o"}, "nce": {"color": "C1", "marker": "s"}}
+    ax = by_vocab(by_size(head, runs), runs, refs, style).axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    nce = [line for line in ax.get_lines() if line.get_color() == "C1" and len(line.get_ydata()) == 2][0]
+    assert list(nce.get_ydata()) == pytest.approx([math.log(500.0) - 5.0, math.log(1500.0) - 6.0])
+    assert list(lines["kn-3 (count-based)"].get_ydata()) == [1.6]
+    assert "true nll" in ax.get_ylabel() and [t.get_text() for t in ax.get_xticklabels()] == ["10,000", "1,000,000"]
+    blind = runs.drop(columns="true_nll")  # no truth (real text): the perplexity itself, on a log axis
+    ax = by_vocab(by_size(head, blind), blind, None, style).axes[0]
+    nce = [line for line in ax.get_lines() if line.get_color() == "C1" and len(line.get_ydata()) == 2][0]
+    assert list(nce.get_ydata()) == [500.0, 1500.0] and ax.get_yscale() == "log" and ax.get_ylabel() == "test perplexity"
