@@ -38,7 +38,7 @@ def sampled_findings(contrasts: pd.DataFrame | None, summary: pd.DataFrame) -> l
 
 COLLAPSE_COLUMNS = ["dataset", "method", "flagged", "runs", "when", "unigram_valid_ppl", "stuck", "final_valid_ppl",
                     "reading"]
-READING = {  # what a row whose runs are still no better than the unigram model at the end says, by when they were flagged
+READING = {  # what a row with runs still no better than the unigram model at the end says, by when they were flagged
     "epoch": "a failure to train (a collapse)",
     "first validation": "a failure to train in the time (a collapse, or a budget too short to leave the context-free "
                         "solution)"}
@@ -48,14 +48,14 @@ def collapse_table(summary: pd.DataFrame) -> pd.DataFrame:
     """One row per (dataset, method) with runs whose validation after the first epoch was no better than the
     unigram model's (``collapsed`` in summary.csv; under a budget, the first validation may close a budget spent
     inside the first epoch): how many of its runs were flagged, when (``when``, a key of ``WHEN``), the unigram
-    line, how many of them are still no better at the end (``stuck``: collapsed for good, a context-free solution, not the
-    method's numbers; none: a slow start it recovered from), their final validation perplexity (exp of the
-    mean nll over the stuck runs, or over all flagged ones when none is stuck; runs that diverged left out, NaN
-    when every one did) and the ``reading``: "slow start", "collapse" (flagged after the first epoch),
-    "under-trained" (a budget spent inside the first epoch: the first validation was the last) or "collapse or
-    under-trained" (runs that disagree). Both sides of the comparison are
-    on the same tokens: ``kept_valid_ppl`` is measured on the validation tokens the unigram line was
-    (``training.valid_tokens``); summaries written before that column compare ``ppl`` on the split."""
+    line, how many of them are still no better at the end (``stuck``: a context-free solution, not the method's
+    numbers), their final validation perplexity (exp of the mean nll over the stuck runs, or over all flagged
+    ones when none is stuck; runs that diverged left out, NaN when every one did) and the ``reading``: "slow
+    start" (none stuck), "collapse" (flagged after the first epoch), "under-trained" (a budget spent inside the
+    first epoch: the first validation was the last) or "collapse or under-trained" (runs that disagree). Both
+    sides of the comparison are on the same tokens: ``kept_valid_ppl`` is measured on the validation tokens the
+    unigram line was (``training.valid_tokens``); summaries written before that column compare ``ppl`` on the
+    split."""
     if "collapsed" not in summary or not summary.collapsed.fillna(False).astype(bool).any():
         return pd.DataFrame(columns=COLLAPSE_COLUMNS)
     from .figures import budgeted
