@@ -66,14 +66,14 @@ def collapse_table(summary: pd.DataFrame) -> pd.DataFrame:
         line = g.unigram_valid_ppl if "unigram_valid_ppl" in g else pd.Series(float("nan"), index=g.index)
         final = g.kept_valid_ppl.fillna(g.ppl) if "kept_valid_ppl" in g else g.ppl
         stuck = ~(final < line)  # a run without the line (an earlier version) counts as stuck
+        when = _when_collapsed(g, budgeted(summary, dataset))
+        reading = "slow start" if not stuck.any() else \
+            {"epoch": "collapse", "budget": "under-trained"}.get(when, "collapse or under-trained")
         rows.append({"dataset": dataset, "method": method, "flagged": len(g),
                      "runs": valid[(valid.dataset == dataset) & (valid.method == method)].seed.nunique(),
-                     "when": _when_collapsed(g, budgeted(summary, dataset)),
-                     "unigram_valid_ppl": line.mean() if line.notna().any() else float("nan"),
-                     "stuck": int(stuck.sum()), "final_valid_ppl": _geomean(final[stuck] if stuck.any() else final)})
-        when = rows[-1]["when"]
-        rows[-1]["reading"] = "slow start" if not stuck.any() else {"epoch": "collapse", "budget": "under-trained"}.get(
-            when, "collapse or under-trained")
+                     "when": when, "unigram_valid_ppl": line.mean() if line.notna().any() else float("nan"),
+                     "stuck": int(stuck.sum()), "final_valid_ppl": _geomean(final[stuck] if stuck.any() else final),
+                     "reading": reading})
     return pd.DataFrame(rows, columns=COLLAPSE_COLUMNS)
 
 
