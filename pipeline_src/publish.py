@@ -266,7 +266,8 @@ def _millions(tokens: float) -> str:
 def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame | None = None) -> str:
     """A sweep over vocabulary sizes (``sweep.py``), from a publication's summary.csv and headline.csv: per |V|
     the methods ranked by test perplexity with the verdict against the reference, the tokens the budget bought
-    and the gap to the truth per frequency band (nats; each band's share of the test tokens in its header);
+    and the gap to the truth per frequency band (nats; each band's share of the test tokens in its header), or
+    on real text, without a truth, each band's test perplexity;
     then the lowest neural test perplexity at each size, beside the count-based reference where
     references.csv has one, and, over several sizes, where each method overtakes the reference."""
     from .bands import BANDS
@@ -286,11 +287,13 @@ def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame
         total = ds.tokens.iloc[0]
         share = {b: f" ({ds[f'{b}_tokens'].iloc[0] / total:.0%} of tokens)" if f"{b}_tokens" in ds else "" for b in BANDS}
         ci = "95% CI" if at.ppl_low.notna().any() else "one seed: no CI"
+        truth = at[[f"{b}_gap_nll" for b in BANDS]].notna().any().any()  # real text: each band's perplexity
+        band, key, digits = ("gap", "gap_nll", 3) if truth else ("ppl", "ppl", 1)
         cols = ["rank", "method", f"test ppl [{ci}]", f"verdict vs {ref}", "tokens in budget",
-                *[f"gap: {b}{share[b]}" for b in BANDS]]
+                *[f"{band}: {b}{share[b]}" for b in BANDS]]
         rows = [[str(r.rank_at_size), r.method, "—" if pd.isna(r.ppl) else _interval(r.ppl, r.ppl_low, r.ppl_high, 1),
                  "—" if pd.isna(r.verdict) else r.verdict,
-                 _millions(r.tokens_reached), *[_fixed(getattr(r, f"{b}_gap_nll"), 3) for b in BANDS]]
+                 _millions(r.tokens_reached), *[_fixed(getattr(r, f"{b}_{key}"), digits) for b in BANDS]]
                 for r in at.itertuples()]
         out.append(f"**|V| = {vocab:,}** ({ds.dataset.iloc[0]})\n" + markdown_table(cols, rows))
     text = "\n\n".join(out) + "\n\nLowest test perplexity of a neural output layer at each size:\n\n" + \

@@ -5,13 +5,15 @@ rare words) each loses to the truth. Reads the headline (per dataset and method,
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from .bands import BANDS
 from .errors import ConfigError
 
 SIZE_COLUMNS = ["vocab", "dataset", "method", "ppl", "ppl_low", "ppl_high", "delta_nll", "delta_low", "delta_high",
-                "verdict", "rank_at_size", "tokens_reached", *[f"{b}_gap_nll" for b in BANDS]]
+                "verdict", "rank_at_size", "tokens_reached", *[f"{b}_gap_nll" for b in BANDS],
+                *[f"{b}_ppl" for b in BANDS]]
 VERDICTS = ("better", "no clear difference", "worse")  # anything else (one seed, no paired reference): no verdict
 
 
@@ -40,9 +42,14 @@ def is_sweep(summary: pd.DataFrame) -> bool:
 def by_size(head: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     """One row per (|V|, method): the headline's test perplexity, interval and verdict against the reference,
     its rank at that size (1 = lowest perplexity; a run without a perplexity ranks last), the tokens its budget
-    bought, and the mean gap to the truth per frequency band on the test split (nats; NaN without a truth)."""
+    bought, and per frequency band on the test split the mean gap to the truth (nats; NaN without a truth) and
+    the perplexity over seeds (exp of the mean nll: what real text, without a truth, is read by)."""
     test = summary[summary.split == "test"]
     bands = test.groupby(["dataset", "method"])[[f"{b}_gap_nll" for b in BANDS if f"{b}_gap_nll" in test]].mean()
+    band_ppl = [f"{b}_ppl" for b in BANDS if f"{b}_ppl" in test]
+    if band_ppl:  # NaN where the band has no test token
+        logs = np.log(test[band_ppl].astype(float)).join(test[["dataset", "method"]])
+        bands = bands.join(np.exp(logs.groupby(["dataset", "method"])[band_ppl].mean()))
     out = head.copy()
     out["vocab"] = out.dataset.map(sizes(summary))
     out = out.join(bands, on=["dataset", "method"])

@@ -184,3 +184,21 @@ def test_two_pairs_of_datasets_sharing_a_size_are_named_pair_by_pair():
     with pytest.raises(ConfigError, match=r"datasets z100k, z10k share \|V\| = 100,000; z1m, z1mb share "
                                           r"\|V\| = 1,000,000: a sweep"):
         sizes(runs)
+
+
+def test_real_text_without_a_truth_is_read_by_each_band_s_perplexity_over_seeds():
+    """WikiText-2 has no truth: its table shows each band's test perplexity, exp of the mean nll over seeds."""
+    from pipeline_src.publish import sweep_markdown
+
+    head, runs = _tables()
+    head["reference"] = "softmax"
+    wt2 = runs[runs.dataset == "z10k"].assign(tokens=100, frequent_tokens=40, middle_tokens=35, rare_tokens=25,
+                                               frequent_gap_nll=float("nan"), middle_gap_nll=float("nan"),
+                                               rare_gap_nll=float("nan"), middle_ppl=50.0, rare_ppl=float("nan"))
+    wt2["frequent_ppl"] = [10.0, 10.0, 40.0, 40.0] * 3  # seeds 1 and 2 (valid, test each): exp(mean log) = 20
+    md = sweep_markdown(wt2, head[head.dataset == "z10k"])
+    assert "| tokens in budget | ppl: frequent (40% of tokens) | ppl: middle (35% of tokens) | " \
+           "ppl: rare (25% of tokens) |" in md and "gap:" not in md
+    assert "| 1 | softmax | 200.0 [190.0, 210.0] | reference | 0.00M | 20.0 | 50.0 | — |" in md
+    table = by_size(head[head.dataset == "z10k"], wt2)
+    assert table.frequent_ppl.round(9).tolist() == [20.0] * 3  # not the mean of ppl (25.0)
