@@ -2,6 +2,7 @@
 outputs, rendered in headless Chromium at 1280 px (every figure loaded, nothing wider than the page, the
 headline table with one row per method), and Snakemake's own report carrying the results."""
 import json
+import math
 import os
 import re
 import shutil
@@ -132,6 +133,14 @@ def test_report_runs_without_errors_and_states_the_headline(reports, seeds):
         headline = re.search(r"<td>nce</td>\s*<td>(\d+\.\d\d) \[", body).group(1)
         selfnorm = body[body.index("Self-normalisation (sampling"):]
         assert re.search(r"<td>nce</td>\s*<td>(\d+\.\d\d)</td>", selfnorm).group(1) == headline
+        # so is each band's ppl over seeds: exp of the mean band nll of the three runs' metrics
+        runs = reports["project"] / "results" / "runs" / "tiny" / "nce"
+        band = [json.loads((runs / f"seed{s}" / "metrics.json").read_text())["splits"]["test"]["bands"]["middle"]
+                for s in (0, 1, 2)]
+        geo = math.exp(sum(b["nll"] for b in band) / 3)
+        bands = body[body.index("Where each method loses: frequency bands"):]
+        row = re.search(r"<td>nce</td>((?:\s*<td>[^<]*</td>)+)", bands).group(1)
+        assert f"<td>{geo:.2f}</td>" in row, (geo, row)
 
 
 @pytest.mark.slow
