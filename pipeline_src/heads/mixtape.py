@@ -102,7 +102,7 @@ class Mixtape(OutputLayer):
         gate = (t @ self.gate_vec.t()) + u[:, :, None] + self.gate_bias.t()  # (n, K-1, Vf)
         comp = h @ self.weight[self.frequent_ids].t()  # (n, K, Vf): each component's logit of each frequent word
         own = tree_mix(comp, gate) + self.bias[self.frequent_ids]  # (n, Vf)
-        return z.index_copy(1, self.frequent_ids, own)
+        return z.index_copy(1, self.frequent_ids, own.to(z.dtype))  # (under autocast z is bf16, the bias float)
 
     def chunk_rows(self) -> int:
         return auto_chunk(self.opts.chunk_size, self.vocab_size + 2 * self.frequent * self.opts.components)
