@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .artifacts import read_json
 from . import paths
-from .config import ConfigError, load
+from .config import ConfigError, load, run_seeds
 
 
 def _fetch(params: dict, args) -> None:
@@ -340,6 +340,33 @@ COMMANDS = {
 }
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (value >= 0 and value < float("inf")):  # NaN fails both
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds >= 0")
+    return value
+
+
+def _int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pipeline_src", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -347,15 +374,16 @@ def parser() -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help_)
         sp.add_argument("--config", default="params.yaml", help="params file (default: params.yaml)")
         for arg in needs:
-            sp.add_argument(f"--{arg}", required=True, type=int if arg in ("vocab", "dim", "seed") else str)
+            sp.add_argument(f"--{arg}", required=True, type={"vocab": _positive_int, "dim": _positive_int,
+                                                              "seed": _int}.get(arg, str))
         if name == "train":
-            sp.add_argument("--seed", type=int, default=None, help="run seed of a final run (one of run.seeds)")
-            sp.add_argument("--trial", type=int, default=None, help="index of a tuning trial (0 .. tuning.trials - 1)")
+            sp.add_argument("--seed", type=_int, default=None, help="run seed of a final run (one of run.seeds)")
+            sp.add_argument("--trial", type=_int, default=None, help="index of a tuning trial (0 .. tuning.trials - 1)")
         if name in ("train", "finetune", "evaluate", "bench", "matrix"):  # bench-step sets its own (bench.step.threads)
-            sp.add_argument("--threads", type=int, default=None,
+            sp.add_argument("--threads", type=_positive_int, default=None,
                             help="torch CPU threads (Snakemake passes the job's threads; default: torch's choice)")
         if name == "publish":
-            sp.add_argument("--wall-time-s", type=float, default=None,
+            sp.add_argument("--wall-time-s", type=_seconds, default=None,
                             help="the run's wall time, as measured by whoever ran it (recorded in provenance.json)")
         if name == "resolve":
             sp.add_argument("--out", default=None, help="write here (e.g. params.yaml for dvc repro); default: stdout")
@@ -381,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"{args.config}: unknown dataset {args.dataset!r}; defined: {sorted(params['datasets'])}")
         if getattr(args, "method", None) is not None and args.method not in params["methods"]:
             raise ConfigError(f"{args.config}: unknown method {args.method!r}; defined: {sorted(params['methods'])}")
+        if args.command in ("evaluate", "finetune") and args.seed not in run_seeds(params):
+            raise ConfigError(f"{args.config}: --seed {args.seed} is not one of run.seeds {run_seeds(params)}")
         COMMANDS[args.command][0](params, args)
     except (ConfigError, CorpusError, CorpusContentError, ResumeError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)

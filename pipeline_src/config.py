@@ -9,6 +9,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,6 +116,7 @@ def _format_error(err: jsonschema.ValidationError, source: str) -> str:
 def validate(params: dict, source: str = DEFAULT_PARAMS, origin=None) -> dict:
     """Validate ``params`` and check cross-references; return it with defaults filled in. ``origin(keys)``:
     the file of an ``extends:`` chain that wrote a key path (a schema error names it)."""
+    _check_finite(params, lambda keys: origin(keys) if origin else source)
     validator = jsonschema.Draft202012Validator(schema())
     errors = sorted(validator.iter_errors(params), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
@@ -136,6 +138,21 @@ def validate(params: dict, source: str = DEFAULT_PARAMS, origin=None) -> dict:
     for name in params["datasets"]:
         _check_dataset(params, name, source)
     return params
+
+
+def _check_finite(node, source_of, keys: tuple = ()) -> None:
+    """No NaN or infinity anywhere in a params file (YAML writes them ``.nan`` and ``.inf``): JSON schema's
+    bounds let both through (``nan >= 0`` is false, but so is ``nan < 0``), and a NaN compares false with
+    everything downstream (a confidence of NaN made every difference a verdict)."""
+    if isinstance(node, float) and not math.isfinite(node):
+        where = ".".join(map(str, keys)) or "<top level>"
+        raise ConfigError(f"{source_of(list(keys))}: key '{where}': {node!r} is not a finite number")
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _check_finite(v, source_of, (*keys, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _check_finite(v, source_of, (*keys, i))
 
 
 def _check_seeds(params: dict, source: str) -> None:
