@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .atomic import INFINITY
 from .errors import ArtifactError
 
 REBUILD = "delete it and rerun the step that makes it (or `snakemake`)"
@@ -26,12 +27,25 @@ def read_json(path: str | Path, *keys: str) -> Any:
                             f"{REBUILD}") from None
     except UnicodeDecodeError:
         raise ArtifactError(f"{path}: not UTF-8 text; {REBUILD}") from None
+    obj = _infinities(obj)
     if keys:
         if not isinstance(obj, dict):
             raise ArtifactError(f"{path}: expected a JSON object, found {type(obj).__name__}; {REBUILD}")
         missing = [k for k in keys if k not in obj]
         if missing:
             raise ArtifactError(f"{path}: key {missing[0]!r} is missing; {REBUILD}")
+    return obj
+
+
+def _infinities(obj: Any) -> Any:
+    """The strings ``"Infinity"`` and ``"-Infinity"`` as the floats :func:`~pipeline_src.atomic.write_json`
+    wrote them from."""
+    if isinstance(obj, str):
+        return INFINITY.get(obj, obj)
+    if isinstance(obj, dict):
+        return {k: _infinities(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_infinities(v) for v in obj]
     return obj
 
 

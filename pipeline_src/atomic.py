@@ -78,16 +78,23 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+INFINITY = {"Infinity": math.inf, "-Infinity": -math.inf}  # how strict JSON carries an infinite value here
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> None:
-    """Strict JSON: a NaN or an infinity is written as ``null`` (JSON has neither; Python's ``NaN`` token
-    is not JSON and breaks other readers), so a diverged run's missing values read as missing everywhere."""
+    """Strict JSON (JSON has no NaN or infinity; Python's ``NaN`` and ``Infinity`` tokens are not JSON and
+    break other readers): an infinity is a value (a test nll of a model that gave a test word probability 0)
+    and is written as the string ``"Infinity"`` or ``"-Infinity"``, which :func:`~pipeline_src.artifacts.read_json`
+    reads back as a float; a NaN is a missing value (a diverged run's) and is written as ``null``."""
     text = json.dumps(_finite(obj), indent=2, sort_keys=True, default=_json_default, allow_nan=False)
     write_text(path, text + "\n")
 
 
 def _finite(obj: Any) -> Any:
     if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
+        if math.isnan(obj):
+            return None
+        return obj if math.isfinite(obj) else ("Infinity" if obj > 0 else "-Infinity")
     if isinstance(obj, dict):
         return {k: _finite(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):

@@ -118,6 +118,7 @@ def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.devi
             extra = {}
         nll = float(-lp.double().mean())
         row = {"nll": nll, "ppl": math.exp(nll), "tokens": int(lp.numel()),
+               "zero_prob_tokens": int((~torch.isfinite(lp)).sum()),  # scored probability 0: an infinite nll
                "tokens_per_s_eval": lp.numel() / max(seconds, 1e-9), **extra}
         positions = scored_positions(len(ids), bs)  # (L-1, B), aligned with lp
         true_lp = None

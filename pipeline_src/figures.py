@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .artifacts import read_csv
@@ -38,9 +39,18 @@ def forest(head: pd.DataFrame, dataset: str, level: int, style: dict):
     if h.empty:
         return None
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(h) + 1.2))
+    finite = h[np.isfinite(h.delta_nll)]
+    lo = min([0.0, *finite.delta_nll, *finite.delta_low.dropna()])
+    hi = max([0.0, *finite.delta_nll, *finite.delta_high[np.isfinite(finite.delta_high)]])
+    edge = hi + 0.15 * ((hi - lo) or 1.0)  # where an infinite difference is drawn
     for i, r in enumerate(h.itertuples()):
         st = style[r.method]
-        if not math.isnan(r.delta_low):
+        if not math.isfinite(r.delta_nll):  # a word scored probability 0: drawn at the edge, said in words
+            ax.plot(edge, i, marker=">", color=st["color"], ms=8, mec="k", mew=0.5)
+            ax.annotate("+∞ (a test word scored probability 0)", (edge, i), xytext=(-6, 0),
+                        textcoords="offset points", ha="right", va="center", fontsize=8)
+            continue
+        if not math.isnan(r.delta_low) and math.isfinite(r.delta_high):
             ax.plot([r.delta_low, r.delta_high], [i, i], color=st["color"], lw=2)
         ax.plot(r.delta_nll, i, marker=st["marker"], color=st["color"], ms=8, mec="k", mew=0.5)
     ax.axvline(0, color="k", lw=1)
@@ -50,6 +60,14 @@ def forest(head: pd.DataFrame, dataset: str, level: int, style: dict):
     ax.set_title(dataset)
     fig.tight_layout()
     return fig
+
+
+def no_forest(head: pd.DataFrame, dataset: str) -> str:
+    """Why a dataset has no forest plot (``forest`` gave ``None``), in one line."""
+    reference = head.reference.iloc[0]
+    if reference not in set(head[head.dataset == dataset].method):
+        return f"{dataset}: no paired reference ({reference} is not in this run)"
+    return f"{dataset}: no method has a paired difference against {reference} (no other method, or no shared seeds)"
 
 
 def pareto(head: pd.DataFrame, dataset: str, style: dict):
@@ -232,7 +250,7 @@ def write(params: dict, dataset: str) -> list[Path]:
     level = int(round(params["statistics"]["confidence"] * 100))
     made = {
         "forest": forest(head, dataset, level, style)
-        or _placeholder(f"{dataset}: no paired reference ({head.reference.iloc[0]} is not in this run)"),
+        or _placeholder(no_forest(head, dataset)),
         "pareto": pareto(head, dataset, style),
         "curves": anytime(read_csv(paths.anytime_path(params)), summary, dataset, style)
         if budgeted(summary, dataset) else curves(history, summary, dataset, style),

@@ -231,20 +231,23 @@ def headline_markdown(head: pd.DataFrame, refs: pd.DataFrame | None = None) -> s
         rows = []
         for r in h.itertuples():
             if getattr(r, "row_kind", None) == "reference":  # no seeds, no verdict, no head: its fit time
-                cells = [r.method, f"{r.ppl:.1f}", "—", "reference (no seeds)"] + (["—"] if uneven else []) \
-                    + ([f"{r.gap_nll:.3f}"] if synthetic else []) + (["—"] if best else []) \
+                cells = [r.method, _num(r.ppl, 1), "—", "reference (no seeds)"] + (["—"] if uneven else []) \
+                    + ([_num(r.gap_nll, 3)] if synthetic else []) + (["—"] if best else []) \
                     + (["—", "—"] if paper else []) + ["—", f"{r.train_time_s:.2g} (fit)"] + (["—"] if budget else []) + ["—"]
                 rows.append(cells)
                 continue
-            cells = [r.method, _interval(r.ppl, r.ppl_low, r.ppl_high, 1),
+            zero = getattr(r, "zero_prob_tokens", None)
+            cells = [r.method, _interval(r.ppl, r.ppl_low, r.ppl_high, 1) + (
+                         f" ({int(zero)} test tokens scored probability 0 over {int(r.seeds)} seeds)"
+                         if zero is not None and zero > 0 else ""),
                      "—" if r.method == ref else _interval(r.delta_nll, r.delta_low, r.delta_high, 3, signed=True),
                      r.verdict]
             if uneven:
                 cells.insert(1, str(int(r.seeds)))
             if synthetic:
-                cells.append(f"{r.gap_nll:.3f}")
+                cells.append(_num(r.gap_nll, 3))
             if best:
-                cells.append(f"{r.best_model_ppl:.2f}")
+                cells.append(_num(r.best_model_ppl, 2))
             if paper:
                 cells += ["—", "—"] if pd.isna(r.paper_ppl) else [f"{r.paper_ppl:.2f}", f"{100 * r.vs_paper:+.1f}%"]
             if pd.isna(r.logprob_rank):  # rank_contexts: 0 (no rank diagnostic in this run)
@@ -303,7 +306,7 @@ def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame
 
 
 def _fixed(x: float, digits: int) -> str:
-    return "—" if pd.isna(x) else f"{x:.{digits}f}"
+    return _num(x, digits)
 
 
 def contrasts_markdown(con: pd.DataFrame) -> str:
@@ -315,7 +318,7 @@ def contrasts_markdown(con: pd.DataFrame) -> str:
                                             "Δ nll vs control [95% CI]", "verdict"]
     rows = []
     for r in con.itertuples():
-        cells = [r.method, r.control, f"{r.ppl:.2f}", f"{r.control_ppl:.2f}",
+        cells = [r.method, r.control, _num(r.ppl, 2), _num(r.control_ppl, 2),
                  "0" if pd.isna(r.pairs) else f"{r.pairs:.0f}",
                  "—" if pd.isna(r.delta_nll) else _interval(r.delta_nll, r.delta_low, r.delta_high, 3, signed=True),
                  r.verdict]
@@ -331,8 +334,8 @@ def references_markdown(refs: pd.DataFrame) -> str:
     rows = []
     for (ds, method), g in refs.groupby(["dataset", "method"], sort=False):
         v, t = g[g.split == "valid"].iloc[0], g[g.split == "test"].iloc[0]
-        gap = "" if pd.isna(t.get("gap_nll")) else f"{t.gap_nll:.3f}"
-        rows.append([ds, f"{method}-{int(t.order)}", f"{v.ppl:.2f}", f"{t.ppl:.2f}", gap, f"{int(t.tokens):,}",
+        gap = "" if pd.isna(t.get("gap_nll")) else _num(t.gap_nll, 3)
+        rows.append([ds, f"{method}-{int(t.order)}", _num(v.ppl, 2), _num(t.ppl, 2), gap, f"{int(t.tokens):,}",
                      f"{int(t.train_tokens):,}", f"{int(t.vocab):,}", f"{t.fit_seconds:.1f}"])
     return markdown_table(["dataset", "reference", "valid ppl", "test ppl", "gap to truth (nats)", "test tokens",
                            "train tokens", "vocab", "fit s"], rows) + "\n"
@@ -348,7 +351,7 @@ def selected_markdown(trials: pd.DataFrame) -> str:
         r = g[g.selected].iloc[0]
         cells = [ds, m, str(int(r.trial)), f"{r.lr:.3g}"]
         cells += ["" if pd.isna(r[c]) else (f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c])) for c in opts]
-        rows.append(cells + [f"{r.valid_ppl:.2f}", f"{len(g)} ({int((g.status != 'ok').sum())})"])
+        rows.append(cells + [_num(r.valid_ppl, 2), f"{len(g)} ({int((g.status != 'ok').sum())})"])
     return markdown_table(cols, rows) + "\n"
 
 
@@ -421,11 +424,19 @@ def _missing(missing: list[str], listed: int = 8) -> str:
     return ", ".join(f"{k} ({n})" for k, n in groups.items()) + f"; {len(missing)} in all"
 
 
+def _num(x: float, digits: int, signed: bool = False) -> str:
+    """A table's number: ``∞`` for an infinity (a word scored probability 0), ``—`` where there is none."""
+    if x is None or pd.isna(x):
+        return "—"
+    if math.isinf(x):
+        return ("+" if signed and x > 0 else "-" if x < 0 else "") + "∞"
+    return f"{x:{'+' if signed else ''}.{digits}f}"
+
+
 def _interval(m: float, lo: float, hi: float, digits: int, signed: bool = False) -> str:
-    f = f"{{:{'+' if signed else ''}.{digits}f}}"
-    if lo is None or math.isnan(lo):
-        return f.format(m)
-    return f"{f.format(m)} [{f.format(lo)}, {f.format(hi)}]"
+    if lo is None or math.isnan(lo) or math.isinf(m):  # an infinite mean has no interval worth printing
+        return _num(m, digits, signed)
+    return f"{_num(m, digits, signed)} [{_num(lo, digits, signed)}, {_num(hi, digits, signed)}]"
 
 
 def render_table(path: str) -> str:

@@ -99,6 +99,8 @@ def headline(summary: pd.DataFrame, reference: str, confidence: float = 0.95, re
                         "head_flops_per_token_train", "head_flops_per_token_eval", "logprob_rank", "head_dim"):
                 if col in gm and gm[col].notna().any():
                     row[col] = float(gm[col].mean())
+            if "zero_prob_tokens" in gm and (gm.zero_prob_tokens.fillna(0) > 0).any():  # an infinite nll's cause
+                row["zero_prob_tokens"] = int(gm.zero_prob_tokens.fillna(0).sum())  # over its seeds
             if "best_model_nll" in gm and gm.best_model_nll.notna().all():  # keep: last; the best-valid epoch's
                 row["best_model_ppl"] = math.exp(float(gm.best_model_nll.mean()))
             published = ((paper or {}).get("ppl") or {}).get(method)
@@ -113,7 +115,9 @@ def headline(summary: pd.DataFrame, reference: str, confidence: float = 0.95, re
         rows.append(out)
     res = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=HEADLINE_COLUMNS)
     budget = "tokens_reached" in res and res.tokens_reached.notna().any()  # runs under a budget: what it bought
-    res = res.reindex(columns=HEADLINE_COLUMNS + (["tokens_reached"] if budget else []))
+    zero = "zero_prob_tokens" in res  # only where some run scored a test word 0 (published tables stay as they are)
+    res = res.reindex(columns=HEADLINE_COLUMNS + (["tokens_reached"] if budget else [])
+                      + (["zero_prob_tokens"] if zero else []))
     res["verdict"] = [verdict(r, alpha) for r in res.to_dict("records")]
     return res.sort_values(["dataset", "nll"], kind="stable").reset_index(drop=True)
 

@@ -25,7 +25,7 @@ SUMMARY_COLUMNS = ["dataset", "vocab", "method", "type", "seed", "split", "nll",
                    "head_flops_per_token_train", "head_flops_per_token_eval", "epochs", "best_epoch", "lr",
                    "logprob_rank", "rank_contexts", "head_dim", "device", "threads", "cpu_model", "load_avg",
                    "torch", "kept_epoch", "best_model_nll", "collapsed", "collapse_budget_ended", "unigram_valid_ppl",
-                   "kept_valid_ppl", "zero_prob_words",
+                   "kept_valid_ppl", "zero_prob_words", "zero_prob_tokens",
                    "unargmaxable", "argmax_words", "argmax_lp_s_per_word", "argmax_reached_share",
                    "budget_seconds", "tokens_reached",
                    *[f"{band}_{what}" for band in BANDS for what in ("ppl", "gap_nll", "tokens")], "config_hash"]
@@ -59,7 +59,8 @@ def summary_rows(metrics: dict) -> list[dict]:
                      "collapsed": bool(metrics.get("collapsed")),
                      "collapse_budget_ended": (metrics.get("collapsed") or {}).get("budget_ended"),
                      "unigram_valid_ppl": metrics.get("unigram_valid_ppl"), "kept_valid_ppl": _kept_valid_ppl(metrics),
-                     "zero_prob_words": rank.get("zero_probability_words"), **argmax_columns(metrics),
+                     "zero_prob_words": rank.get("zero_probability_words"),
+                     "zero_prob_tokens": m.get("zero_prob_tokens"), **argmax_columns(metrics),
                      "budget_seconds": budget.get("seconds"), "tokens_reached": (budget.get("reached") or {}).get("tokens"),
                      **band_columns(m),
                      "config_hash": run_hash(metrics["config"])})

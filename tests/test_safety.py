@@ -193,19 +193,23 @@ def test_publish_says_when_the_tree_has_uncommitted_changes(monkeypatch, proj, t
     assert json.loads((out / "provenance.json").read_text())["dirty_files"] == ["pipeline_src/train.py"]
 
 
-def test_json_written_is_strict_nan_and_infinity_become_null(tmp_path):
+def test_json_written_is_strict_nan_becomes_null_and_infinity_a_string_read_back_as_infinity(tmp_path):
     import math
 
     import numpy as np
 
+    from pipeline_src.artifacts import read_json
+
     atomic.write_json(tmp_path / "x.json", {"a": math.nan, "b": [math.inf, 1.5], "c": np.float64(-np.inf),
-                                            "d": {"e": np.float32(2.0)}})
+                                            "d": {"e": np.float32(2.0)}, "f": "Infinity-ish"})
 
     def refuse(token):
         raise AssertionError(f"non-JSON token {token}")
 
     assert json.loads((tmp_path / "x.json").read_text(), parse_constant=refuse) == \
-        {"a": None, "b": [None, 1.5], "c": None, "d": {"e": 2.0}}
+        {"a": None, "b": ["Infinity", 1.5], "c": "-Infinity", "d": {"e": 2.0}, "f": "Infinity-ish"}
+    assert read_json(tmp_path / "x.json") == \
+        {"a": None, "b": [math.inf, 1.5], "c": -math.inf, "d": {"e": 2.0}, "f": "Infinity-ish"}
 
 
 def _one_run(capsys, proj):

@@ -1,0 +1,88 @@
+"""No wrong number reaches a table: non-finite values refused in what a user writes, infinity carried as a
+value through every record and table, every artifact checked against the step that wrote it, nothing
+overwritten that a command did not make, a partial summary said as such. Each case here let a wrong,
+stale or mislabelled number through before, or lost a user's files."""
+import copy
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from conftest import tiny_params, write_params
+from pipeline_src import paths
+from pipeline_src.cli import main
+
+
+def _refused(capsys, *argv) -> str:
+    rc = main(list(argv))
+    _, err = capsys.readouterr()
+    lines = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert rc == 2 and len(lines) == 1 and "Traceback" not in err, (rc, err)
+    return lines[0]
+
+
+def _run(cfg, p, *steps):
+    """fetch, prepare, train and evaluate every run of ``p`` through the CLI."""
+    for ds in p["run"]["datasets"]:
+        for step in ("fetch", "prepare"):
+            assert main([step, "--config", str(cfg), "--dataset", ds]) == 0
+        for name in p.get("references") or {}:
+            assert main(["reference", "--config", str(cfg), "--dataset", ds, "--name", name]) == 0
+        for m in p["run"]["methods"]:
+            for s in p["run"]["seeds"]:
+                run = ["--config", str(cfg), "--dataset", ds, "--method", m, "--seed", str(s), "--threads", "1"]
+                assert main(["train", *run]) == 0 and main(["evaluate", *run]) == 0
+    for v in p["matrix"]["vocab_sizes"]:
+        for d in p["matrix"]["dims"]:
+            for s in p["run"]["seeds"]:
+                assert main(["matrix", "--config", str(cfg), "--vocab", str(v), "--dim", str(d), "--seed", str(s)]) == 0
+
+
+def _local_corpus(tmp_path, seed=0):
+    """Train and valid text over 30 words; the test text also holds a word the training text never has."""
+    import random
+
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(30)]
+    text = {split: "\n".join(" ".join(rng.choices(words, k=12)) for _ in range(n)) + "\n"
+            for split, n in (("train", 400), ("valid", 40), ("test", 40))}
+    text["test"] += "w1 w2 never-seen-in-train w3\n"
+    for split, t in text.items():
+        (tmp_path / f"{split}.txt").write_text(t)
+    return {"type": "local", **{split: str(tmp_path / f"{split}.txt") for split in text}}
+
+
+@pytest.fixture
+def unseen(default_params, tmp_path):
+    """NEGLM without smooth_q (Q(w) = 0 for a word with no training count) beside the softmax, two seeds,
+    trained on a text whose test split holds a word the training split never has."""
+    p = tiny_params(default_params, tmp_path)
+    p["datasets"]["tiny"]["corpus"] = _local_corpus(tmp_path)
+    p["datasets"]["tiny"]["training"]["epochs"] = 1
+    p["methods"]["neglm"] = {"type": "neglm", "negatives": 10}
+    p["run"].update(methods=["softmax", "neglm"], seeds=[1, 2])
+    p["evaluation"]["rank_contexts"] = 0
+    cfg = write_params(p, tmp_path / "params.yaml")
+    _run(cfg, p)
+    return p, cfg
+
+
+# 2. Infinity is a value -------------------------------------------------------------------------------------
+
+def test_an_infinite_test_nll_is_written_read_and_judged_as_infinite(unseen, capsys):
+    p, cfg = unseen
+    text = paths.metrics_path(p, "tiny", "neglm", 1).read_text()
+    rec = json.loads(text)  # strict JSON: no bare Infinity token
+    assert rec["splits"]["test"]["nll"] == "Infinity" and rec["splits"]["test"]["zero_prob_tokens"] > 0
+    assert main(["summarize", "--config", str(cfg)]) == 0
+    s = pd.read_csv(paths.summary_path(p)).query("method == 'neglm' and split == 'test'")
+    assert (s.nll == math.inf).all() and (s.ppl == math.inf).all() and (s.zero_prob_tokens > 0).all()
+    head = pd.read_csv(paths.headline_path(p)).set_index("method")
+    assert head.loc["neglm", "verdict"] == "worse" and head.loc["neglm", "ppl"] == math.inf
+    from pipeline_src.publish import headline_markdown
+
+    table = headline_markdown(pd.read_csv(paths.headline_path(p)))
+    row = next(line for line in table.splitlines() if line.startswith("| neglm "))
+    zero = int(s.zero_prob_tokens.sum())
+    assert f"| ∞ ({zero} test tokens scored probability 0 over 2 seeds) | +∞ | worse |" in row, row
