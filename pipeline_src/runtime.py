@@ -68,7 +68,8 @@ def cpu_model() -> str:
 
 def environment(device: torch.device, load_at_start: float) -> dict:
     """The setup that makes a run's timings comparable with another's."""
-    env = {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "threads": torch.get_num_threads(),
+    env = {"cpu_model": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # kernels: AVX2, AVX512
+           "cpu_count": os.cpu_count(), "threads": torch.get_num_threads(),
            "torch": torch.__version__, "python": platform.python_version(), "device": str(device),
            "load_avg_start": load_at_start, "load_avg_end": load_average()}
     if device.type == "cuda":
