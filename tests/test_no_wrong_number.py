@@ -68,6 +68,42 @@ def unseen(default_params, tmp_path):
     return p, cfg
 
 
+# 1. Non-finite numbers refused ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("key, value", [("statistics.confidence", ".nan"), ("training.lr", ".inf"),
+                                        ("training.dropout", "-.inf"), ("datasets.tiny.training.budget_seconds", ".nan"),
+                                        ("matrix.lr", ".nan")])
+def test_a_non_finite_number_in_a_params_file_is_refused_naming_file_and_key(default_params, tmp_path, capsys,
+                                                                             key, value):
+    p = tiny_params(default_params, tmp_path)
+    write_params(p, tmp_path / "base.yaml")
+    *parents, leaf = key.split(".")
+    text = "extends: base.yaml\n" + "".join(f"{'  ' * i}{k}:\n" for i, k in enumerate(parents)) + \
+        f"{'  ' * len(parents)}{leaf}: {value}\n"
+    (tmp_path / "child.yaml").write_text(text)
+    line = _refused(capsys, "check-config", "--config", str(tmp_path / "child.yaml"))
+    assert line.startswith(f"error: {tmp_path / 'child.yaml'}: key '{key}': ") and "is not a finite number" in line
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["train", "--dataset", "tiny", "--method", "softmax", "--seed", "0", "--threads", "0"], "--threads: 0 is not a positive integer"),
+    (["matrix", "--vocab", "-3", "--dim", "2", "--seed", "0"], "--vocab: -3 is not a positive integer"),
+    (["publish", "--name", "x", "--wall-time-s", "nan"], "--wall-time-s: 'nan' is not a finite number"),
+    (["train", "--dataset", "tiny", "--method", "softmax", "--seed", "1.5"], "--seed: '1.5' is not an integer")])
+def test_cli_numbers_are_checked_as_config_values_are(argv, says, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and says in err and "Traceback" not in err
+
+
+def test_evaluate_a_seed_outside_the_run_seeds_is_refused(default_params, tmp_path, capsys):
+    p = tiny_params(default_params, tmp_path)
+    cfg = write_params(p, tmp_path / "params.yaml")
+    line = _refused(capsys, "evaluate", "--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--seed", "7")
+    assert "--seed 7 is not one of run.seeds [0]" in line
+
+
 # 2. Infinity is a value -------------------------------------------------------------------------------------
 
 def test_an_infinite_test_nll_is_written_read_and_judged_as_infinite(unseen, capsys):
