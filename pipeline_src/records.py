@@ -87,25 +87,40 @@ def current_records(params: dict) -> tuple[list[Path], list[str]]:
     return keep, stale
 
 
-def stash(params: dict, params_file: str, out: Path) -> tuple[int, list[str]]:
-    """Copy the current records to ``out/records`` (replacing what an earlier stash put there) with their
-    manifest; returns how many and the stale ones left out."""
+def stash(params: dict, params_file: str, out: Path) -> tuple[int, int, list[str]]:
+    """Copy the current records to ``out/records`` with their manifest, keeping the earlier stash's records that
+    are still current under ``params`` and that this stash does not replace (a clone that restored part of a
+    sweep, or none of it, never deletes committed records); returns how many were stashed from ``results_dir``,
+    how many earlier ones were kept, and a line for each record left out (stale here, or stale in the stash).
+    With nothing to stash, ``out/records`` is left exactly as it is."""
+    import tempfile
+
+    from .atomic import atomic_path
     from .publish import _git
 
     files, stale = current_records(params)
     root = Path(params["results_dir"])
     dest = out / "records"
-    if dest.exists():
-        shutil.rmtree(dest)
-    manifest = {}
-    for f in files:
-        rel = f.relative_to(root).as_posix()
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(f, dest / rel)
-        manifest[rel] = _sha256(f)
-    write_json(dest / MANIFEST, {"params_file": params_file, "commit": _git("rev-parse", "HEAD"),
-                                 "results_dir": params["results_dir"], "files": manifest})
-    return len(files), stale
+    new = {f.relative_to(root).as_posix(): f for f in files}
+    if not new:
+        return 0, len(read_json(dest / MANIFEST, "files")["files"]) if (dest / MANIFEST).is_file() else 0, stale
+    with tempfile.TemporaryDirectory() as tmp:
+        kept = {}
+        if (dest / MANIFEST).is_file():  # the earlier stash judged by the same rule, as a results_dir of its own
+            earlier = Path(tmp) / "earlier"
+            shutil.copytree(dest, earlier, ignore=shutil.ignore_patterns(MANIFEST))
+            still, old_stale = current_records({**params, "results_dir": str(earlier)})
+            kept = {rel: f for f in still if (rel := f.relative_to(earlier).as_posix()) not in new}
+            stale += [f"{s.replace(str(earlier), str(dest))} (dropped from the stash)" for s in old_stale]
+        manifest = {}
+        with atomic_path(dest, marker=MANIFEST) as staged:
+            for rel, f in [*new.items(), *kept.items()]:
+                (staged / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(f, staged / rel)
+                manifest[rel] = _sha256(f)
+            write_json(staged / MANIFEST, {"params_file": params_file, "commit": _git("rev-parse", "HEAD"),
+                                           "results_dir": params["results_dir"], "files": dict(sorted(manifest.items()))})
+    return len(new), len(kept), stale
 
 
 def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
@@ -136,10 +151,43 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
     shutil.copytree(rec, staged, ignore=shutil.ignore_patterns(MANIFEST))
     try:
         keep, stale = current_records({**params, "results_dir": str(staged)})
+        clash = _clashes(keep, staged, root)
+        written = 0
         for f in keep:  # in pipeline order, so each file is newer than the ones it was made from
             target = root / f.relative_to(staged)
+            if _record_dir(f, staged) in clash or (target.is_file() and _sha256(target) == _sha256(f)):
+                continue  # another run's files stay whole; an identical one needs no copy
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f, target)
+            written += 1
     finally:
         shutil.rmtree(staged, ignore_errors=True)
-    return len(keep), [s.replace(str(staged), str(rec)) for s in stale]
+    stale = [s.replace(str(staged), str(rec)) for s in stale]
+    stale += [f"{root / d}: holds a record with other content than the stash's (another run of the same name): left "
+              f"as it is; delete that folder to restore the stash's" for d in sorted(clash)]
+    return written, stale
+
+
+def _record_dir(f: Path, staged: Path) -> str:
+    """The folder a record belongs to (a run's, a trial's: its files are restored together); a reference is
+    its own file."""
+    rel = f.relative_to(staged)
+    if rel.parts[0] == "references":
+        return rel.as_posix()
+    return (rel.parent.parent if rel.parent.name == "finetune" else rel.parent).as_posix()
+
+
+def _clashes(files: list[Path], staged: Path, root: Path) -> set[str]:
+    """The record folders under ``root`` that hold another run: a file the stash would restore there exists
+    with other content, or none of its files is there but the folder holds others (a model, a checkpoint)."""
+    groups: dict[str, list[Path]] = {}
+    for f in files:
+        groups.setdefault(_record_dir(f, staged), []).append(f)
+    clash = set()
+    for d, fs in groups.items():
+        there = [f for f in fs if (root / f.relative_to(staged)).is_file()]
+        if any(_sha256(root / f.relative_to(staged)) != _sha256(f) for f in there):
+            clash.add(d)
+        elif not there and (root / d).is_dir() and any(p.is_file() for p in (root / d).rglob("*")):
+            clash.add(d)
+    return clash

@@ -122,3 +122,47 @@ def test_an_infinite_test_nll_is_written_read_and_judged_as_infinite(unseen, cap
     row = next(line for line in table.splitlines() if line.startswith("| neglm "))
     zero = int(s.zero_prob_tokens.sum())
     assert f"| ∞ ({zero} test tokens scored probability 0 over 2 seeds) | +∞ | worse |" in row, row
+
+
+# 4 and 7. Nothing overwritten that the command did not make ------------------------------------------------
+
+def _kept_runs(default_params, tmp_path, epochs: int, results: str = "results"):
+    """One final run (tiny, softmax, seed 1) under keep_models: false, trained for ``epochs``; its params."""
+    p = tiny_params(default_params, tmp_path)
+    p["keep_models"], p["results_dir"] = False, str(tmp_path / results)
+    p["run"]["seeds"] = [1]
+    p["datasets"]["tiny"]["training"]["epochs"] = epochs
+    cfg = write_params(p, tmp_path / f"params-{epochs}-{results}.yaml")
+    _run(cfg, p)
+    return p, cfg
+
+
+def test_stash_with_nothing_to_stash_leaves_committed_records_alone(default_params, tmp_path, capsys):
+    from pipeline_src.records import MANIFEST, stash
+
+    from pipeline_src.config import validate
+
+    p, cfg = _kept_runs(default_params, tmp_path, epochs=1)
+    out = tmp_path / "benchmarks" / "x"
+    n = stash(validate(copy.deepcopy(p)), str(cfg), out)[0]
+    assert n == 4  # the run's train.json, history.csv, metrics.json and the Kneser-Ney reference
+    before = {f.relative_to(out): f.read_bytes() for f in out.rglob("*") if f.is_file()}
+    empty = validate({**copy.deepcopy(p), "results_dir": str(tmp_path / "fresh-clone-results")})
+    assert stash(empty, str(cfg), out)[:2] == (0, 4)  # nothing stashed, the committed 4 kept
+    assert {f.relative_to(out): f.read_bytes() for f in out.rglob("*") if f.is_file()} == before
+    assert json.loads((out / "records" / MANIFEST).read_text())["files"]
+
+
+def test_restore_leaves_other_runs_of_the_same_names_whole(default_params, tmp_path):
+    from pipeline_src.config import validate
+    from pipeline_src.records import restore, stash
+
+    p1, cfg1 = _kept_runs(default_params, tmp_path, epochs=1, results="stashed-from")
+    out = tmp_path / "benchmarks" / "x"
+    stash(validate(copy.deepcopy(p1)), str(cfg1), out)
+    p3, _ = _kept_runs(default_params, tmp_path, epochs=3, results="mine")  # the user's own 3-epoch run
+    run = paths.run_dir(p3, "tiny", "softmax", 1)
+    mine = {f.name: f.read_bytes() for f in run.iterdir() if f.is_file()}
+    n, skipped = restore(validate({**copy.deepcopy(p1), "results_dir": p3["results_dir"]}), out, say=lambda s: None)
+    assert n == 0 and any("holds a record with other content" in s and "runs/tiny/softmax/seed1" in s for s in skipped)
+    assert {f.name: f.read_bytes() for f in run.iterdir() if f.is_file()} == mine  # not one file replaced
