@@ -157,3 +157,27 @@ def reference_findings(head: pd.DataFrame, refs: pd.DataFrame | None, dataset: s
                    + (f"Neural output layers below it: {', '.join(beat)}; {others}." if beat else
                       f"Neural output layers below it: {others}."))
     return out
+
+
+def seeds_line(summary: pd.DataFrame) -> str:
+    """How many run seeds each method has, counted per method and dataset: "3 run seeds per method", or, when a
+    partial summary holds fewer for some, each count with the methods that have it."""
+    test = summary[summary.split == "test"]
+    counts = test.groupby(["dataset", "method"], sort=False).seed.nunique()
+    if counts.nunique() <= 1:
+        n = int(counts.iloc[0]) if len(counts) else 0
+        return f"{n} run seed{'s' if n != 1 else ''} per method"
+    groups = [f"{int(n)} for {', '.join(f'{d}/{m}' for d, m in counts[counts == n].index)}"
+              for n in sorted(counts.unique(), reverse=True)]
+    return "run seeds per method differ: " + "; ".join(groups)
+
+
+def partial_notice(info: dict | None, listed: int = 12) -> str | None:
+    """The line a report of a partial summary opens with (``summary.json`` of ``summarize --partial``): how many
+    runs it holds of how many, and the missing ones by name (a run that diverged has no metrics: it is missing)."""
+    if not info or not info.get("partial"):
+        return None
+    missing = info.get("missing") or []
+    names = ", ".join(missing[:listed]) + (f" and {len(missing) - listed} more" if len(missing) > listed else "")
+    return (f"**Partial results: this summary holds {info['runs']} of {info['of']} runs.** Missing (not finished, "
+            f"or diverged): {names}. Every table and verdict below is over the runs that finished.")

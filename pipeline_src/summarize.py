@@ -7,6 +7,7 @@ rows of every dataset (``references.csv``: Kneser-Ney, no seeds) and, with tunin
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 
@@ -150,6 +151,7 @@ def check_summary_current(params: dict, summary: pd.DataFrame | None = None) -> 
     """Refuse a summary (summary.csv, its verdicts) that another config made: every run's row must carry the
     hash its current config gives, and summary.json the current ``statistics`` (figures, report and publish
     read the summary, never the runs)."""
+    check_tables(params)
     path = paths.summary_path(params)
     if summary is None:
         summary = read_csv(path, "dataset", "method", "seed", "config_hash")
@@ -231,23 +233,48 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
     history = history[["dataset", "method", "seed"] + [c for c in history.columns
                                                        if c not in ("dataset", "method", "seed")]]
     head, con = verdict_tables(df, params)
-    _write(paths.summary_path(params), df)
-    _write(paths.history_path(params), history)
-    _write(paths.anytime_path(params), pd.DataFrame(anytime, columns=ANYTIME_COLUMNS))
-    _write(paths.matrix_summary_path(params), pd.DataFrame(matrix_rows))
-    _write(paths.headline_path(params), head)
-    _write(paths.contrasts_path(params), con)
-    _write(paths.references_summary_path(params), reference_rows(params, partial, missing))
+    # every record read and checked before any table is written: a refusal leaves the earlier tables whole
+    tables = {paths.summary_path(params): df, paths.history_path(params): history,
+              paths.anytime_path(params): pd.DataFrame(anytime, columns=ANYTIME_COLUMNS),
+              paths.matrix_summary_path(params): pd.DataFrame(matrix_rows), paths.headline_path(params): head,
+              paths.contrasts_path(params): con,
+              paths.references_summary_path(params): reference_rows(params, partial, missing)}
     if (params.get("tuning") or {}).get("enabled"):
         trials, tcurves = tuning_tables(params, partial, missing)
-        _write(paths.tuning_summary_path(params), trials)
-        _write(paths.tuning_summary_path(params).with_name("tuning_curves.csv"), tcurves)
+        tables[paths.tuning_summary_path(params)] = trials
+        tables[paths.tuning_summary_path(params).with_name("tuning_curves.csv")] = tcurves
+    for path, frame in tables.items():
+        _write(path, frame)
     total = len(run_pairs(params)) * len(run_seeds(params))
     write_json(paths.summary_path(params).with_suffix(".json"),
-               {"partial": bool(missing), "runs": total - sum(not m.startswith(("matrix/", "references/", "tuning/"))
+               {"tables": {Path(path).relative_to(params["results_dir"]).as_posix(): sha256_of(path) for path in tables},
+                "partial": bool(missing), "runs": total - sum(not m.startswith(("matrix/", "references/", "tuning/"))
                                                               for m in missing),
                 "of": total, "missing": missing, "statistics": params["statistics"]})
     return df
+
+
+def sha256_of(path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def check_tables(params: dict) -> None:
+    """Refuse a results folder whose tables are not the ones its summary.json says ``summarize`` wrote (a table
+    edited by hand, or copied in from another run): one line naming the file. This guards against accidents and
+    mixed folders, not against someone who rewrites summary.json too. A summary.json from before the digests
+    were recorded has none to check."""
+    info = paths.summary_path(params).with_suffix(".json")
+    if not info.exists():
+        return
+    for name, digest in (read_json(info).get("tables") or {}).items():
+        path = Path(params["results_dir"]) / name
+        if not path.is_file():
+            raise StaleError(f"{path} is missing but {info} lists it: rerun `python -m pipeline_src summarize`")
+        if sha256_of(path) != digest:
+            raise StaleError(f"{path} is not the table summarize wrote beside {info} (its sha256 differs: edited, or "
+                             f"from another run): rerun `python -m pipeline_src summarize` (or `snakemake`)")
 
 
 def tuning_tables(params: dict, partial: bool = False,

@@ -166,3 +166,39 @@ def test_restore_leaves_other_runs_of_the_same_names_whole(default_params, tmp_p
     n, skipped = restore(validate({**copy.deepcopy(p1), "results_dir": p3["results_dir"]}), out, say=lambda s: None)
     assert n == 0 and any("holds a record with other content" in s and "runs/tiny/softmax/seed1" in s for s in skipped)
     assert {f.name: f.read_bytes() for f in run.iterdir() if f.is_file()} == mine  # not one file replaced
+
+
+# 6. All-or-nothing summaries; 3. tables checked against what summarize wrote ---------------------------------
+
+def test_a_refused_summarize_writes_nothing_and_an_edited_table_is_refused(unseen, capsys):
+    p, cfg = unseen
+    assert main(["summarize", "--config", str(cfg)]) == 0
+    capsys.readouterr()
+    results = paths.summary_path(p).parent
+    before = {f.name: f.read_bytes() for f in results.iterdir() if f.is_file()}
+    p2 = copy.deepcopy(p)
+    p2["references"]["kn"]["orders"] = [3]  # the Kneser-Ney record on disk was made under orders [2]
+    cfg2 = write_params(p2, cfg.with_name("other.yaml"))
+    assert "references/tiny/kn.json was made under another config" in _refused(capsys, "summarize", "--config", str(cfg2))
+    assert {f.name: f.read_bytes() for f in results.iterdir() if f.is_file()} == before  # not one table rewritten
+    head = paths.headline_path(p)
+    head.write_text(head.read_text().replace("worse", "better"))  # a hand edit of a verdict
+    line = _refused(capsys, "figures", "--config", str(cfg), "--dataset", "tiny")
+    assert "headline.csv is not the table summarize wrote" in line
+
+
+# 8. Partial is said -----------------------------------------------------------------------------------------
+
+def test_a_partial_summary_is_said_with_its_missing_runs_and_seeds_are_counted_per_method():
+    from pipeline_src.findings import partial_notice, seeds_line
+
+    rows = [{"dataset": "zipf-1m", "method": m, "seed": s, "split": "test"} for m, seeds in
+            (("softmax", (1, 2, 3)), ("nce", (1, 2)), ("hs", (1, 2, 3))) for s in seeds]
+    summary = pd.DataFrame(rows)
+    assert seeds_line(summary) == "run seeds per method differ: 3 for zipf-1m/softmax, zipf-1m/hs; 2 for zipf-1m/nce"
+    assert seeds_line(summary[summary.method != "nce"]) == "3 run seeds per method"
+    info = {"partial": True, "runs": 8, "of": 9, "missing": ["zipf-1m/nce/seed3"]}
+    assert partial_notice(info) == ("**Partial results: this summary holds 8 of 9 runs.** Missing (not finished, or "
+                                    "diverged): zipf-1m/nce/seed3. Every table and verdict below is over the runs "
+                                    "that finished.")
+    assert partial_notice({**info, "partial": False}) is None and partial_notice(None) is None
