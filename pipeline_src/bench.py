@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from . import paths
 from .atomic import atomic_path, write_json
+from .digests import sha256_of
 from .heads import HeadContext, build_head
 from .heads.base import scratch_bytes
 
@@ -230,7 +231,8 @@ def run_bench(params: dict, device: torch.device, quick: bool = False) -> pd.Dat
         df.to_csv(tmp, index=False)
     write_json(out.with_suffix(".json"), {"tokens": n, "dim": d, "repeats": repeats, "device": str(device),
                                           "threads": torch.get_num_threads(), "torch": torch.__version__,
-                                          "quick": quick, "bench": b})
+                                          "quick": quick, "bench": b, "bench_csv_sha256": sha256_of(out),
+                                          "methods": {m: params["methods"][m] for m in b["methods"]}})
     print(f"N = {n} rows, d = {d}, {device}, {torch.get_num_threads()} threads; times are medians of {repeats}")
     print(df.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     return df

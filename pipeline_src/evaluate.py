@@ -12,6 +12,7 @@ from torch import Tensor
 from .argmax import LP_MAX_VOCAB, argmax_diagnostic
 from .atomic import write_json
 from .batching import batchify, scored_positions, segments
+from .digests import seal, sha256_of
 from .truth import load_truth, per_band
 
 
@@ -146,5 +147,8 @@ def write_metrics(path: Path, train_summary: dict, split_metrics: dict, dataset:
                "peak_mem_mb": max(train_summary["peak_mem_mb_train"], peak_mem_mb_eval),
                "splits": split_metrics, "rank": rank, **({"argmax": argmax} if argmax else {}),
                "config": train_summary["config"]}
-    write_json(path, metrics)
+    history = Path(path).parent / "history.csv"  # what summarize reads beside it: held to this digest
+    if history.is_file():
+        metrics["history_sha256"] = sha256_of(history)
+    write_json(path, seal(metrics))
     return metrics

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from .atomic import write_json
+from .digests import seal
 from .heads import HeadContext, build_head
 from .linalg import numerical_rank
 from .synthetic import _log_dirichlet
@@ -64,6 +65,6 @@ def run(params: dict, vocab: int, dim: int, seed: int, out: Path) -> list[dict]:
         rows.append({"method": method, "vocab": vocab, "dim": dim, "seed": seed, "contexts": cfg["contexts"], **r})
         print(f"matrix M={vocab} d={dim} {method}: mode match {r['mode_match']:.3f}, KL {r['kl']:.4f}, "
               f"rank {r['logq_rank']}")
-    write_json(out, {"rows": rows, "config": cfg, "methods": {m: params["methods"][m] for m in cfg["methods"]},
-                     "seed": seed, "data_seed": params["seed"]})
+    write_json(out, seal({"rows": rows, "config": cfg, "methods": {m: params["methods"][m] for m in cfg["methods"]},
+                          "seed": seed, "data_seed": params["seed"]}))
     return rows

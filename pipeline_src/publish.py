@@ -65,7 +65,7 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
             say=print) -> Path:
     """Copy ``results_dir``'s tables to ``benchmarks/NAME``; ``say`` reports a replaced publication (and the
     earlier files it removes) and a tree with uncommitted changes."""
-    from .summarize import check_summary_current
+    from .summarize import check_bench, check_summary_current
 
     out = check_name(name)
     results = Path(params["results_dir"])
@@ -109,6 +109,8 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
             command = f"python -m pipeline_src summarize --partial --config {params_file}"  # after the finished runs
     if not (bench_only or step_only or refs_only):  # every run from this params file (and, when tuned, its selection)
         check_summary_current(params, summary)
+    if not step_only:
+        check_bench(params, str(params_file))  # a bench.csv is copied whenever there is one
     from .runtime import cpu_model  # (imports torch)
 
     dirty = _dirty_files()  # before this publication's own files change under benchmarks/

@@ -155,10 +155,11 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
         written = 0
         for f in keep:  # in pipeline order, so each file is newer than the ones it was made from
             target = root / f.relative_to(staged)
-            if _record_dir(f, staged) in clash or (target.is_file() and _sha256(target) == _sha256(f)):
+            if _record_dir(f, staged) in clash or (target.is_file() and _same(target, f)):
                 continue  # another run's files stay whole; an identical one needs no copy
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f, target)
+            _seal_restored(target)
             written += 1
     finally:
         shutil.rmtree(staged, ignore_errors=True)
@@ -166,6 +167,37 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
     stale += [f"{root / d}: holds a record with other content than the stash's (another run of the same name): left "
               f"as it is; delete that folder to restore the stash's" for d in sorted(clash)]
     return written, stale
+
+
+SEALED = ("metrics.json", "selected.json")  # and every reference: the records whose readers check their seal
+
+
+def _seal_restored(path: Path) -> None:
+    """A committed record from before content digests gets them once its bytes matched the stash's manifest
+    (a run's metrics.json also the digest of the history.csv restored beside it)."""
+    from .digests import SEAL, seal, sha256_of
+
+    if path.suffix != ".json" or not (path.name in SEALED or path.parent.parent.name == "references"):
+        return
+    rec = read_json(path)
+    if SEAL in rec:
+        return
+    if path.name == "metrics.json" and (path.parent / "history.csv").is_file():
+        rec["history_sha256"] = sha256_of(path.parent / "history.csv")
+    write_json(path, seal(rec))
+
+
+def _same(a: Path, b: Path) -> bool:
+    """The same record: the same bytes, or the same JSON content with or without the digests restore adds."""
+    from .digests import SEAL, same_content
+
+    if _sha256(a) == _sha256(b):
+        return True
+    if a.suffix != ".json":
+        return False
+    ra, rb = read_json(a), read_json(b)
+    strip = lambda r: {k: v for k, v in r.items() if k not in (SEAL, "history_sha256")}  # noqa: E731
+    return isinstance(ra, dict) and isinstance(rb, dict) and same_content(strip(ra), strip(rb))
 
 
 def _record_dir(f: Path, staged: Path) -> str:
@@ -186,7 +218,7 @@ def _clashes(files: list[Path], staged: Path, root: Path) -> set[str]:
     clash = set()
     for d, fs in groups.items():
         there = [f for f in fs if (root / f.relative_to(staged)).is_file()]
-        if any(_sha256(root / f.relative_to(staged)) != _sha256(f) for f in there):
+        if any(not _same(root / f.relative_to(staged), f) for f in there):
             clash.add(d)
         elif not there and (root / d).is_dir() and any(p.is_file() for p in (root / d).rglob("*")):
             clash.add(d)

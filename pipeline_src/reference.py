@@ -12,6 +12,7 @@ import numpy as np
 from . import paths
 from .artifacts import read_json
 from .atomic import write_json
+from .digests import seal
 from .config import config_hash
 
 REFERENCES = ("kn",)
@@ -91,5 +92,5 @@ def write_reference(params: dict, dataset: str, name: str) -> Path:
         raise ValueError(f"unknown reference {name!r}; known: {', '.join(REFERENCES)}")
     out = paths.reference_path(params, dataset, name)
     metrics = kn_reference(params, dataset)
-    write_json(out, metrics)
+    write_json(out, seal(metrics))
     return out

@@ -14,9 +14,10 @@ def render(params: dict, params_file: Path, notebook: Path = NOTEBOOK) -> Path:
     import papermill
     from nbconvert import HTMLExporter
 
-    from .summarize import check_summary_current
+    from .summarize import check_bench, check_summary_current
 
     check_summary_current(params)  # the notebook reads the tables as they are: refuse them when stale
+    check_bench(params, str(params_file))
     html_path = paths.report_path(params)
     nb_path = html_path.with_suffix(".ipynb")
     parameters = {

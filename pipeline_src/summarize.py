@@ -16,6 +16,7 @@ from . import paths
 from .atomic import atomic_path, write_json
 from .bands import BANDS
 from .config import canonical, dataset_methods, first_difference, run_datasets, run_hash, run_pairs, run_seeds
+from .digests import check_file, check_seal
 from .provenance import StaleError
 from .stats import contrasts, expected_best, headline
 from .runspec import final_config
@@ -134,6 +135,7 @@ def reference_rows(params: dict, partial: bool, missing: list) -> pd.DataFrame:
                              f"reference --dataset {dataset} --name {name}"):
                 continue
             rec = read_json(path, "config", "config_hash", "splits", "order")
+            check_seal(path, rec, f"`python -m pipeline_src reference --dataset {dataset} --name {name}`")
             want = reference_config(params, dataset, name)
             if rec["config_hash"] != config_hash(want):
                 key = first_difference(rec["config"], want) or "?"
@@ -166,6 +168,19 @@ def check_summary_current(params: dict, summary: pd.DataFrame | None = None) -> 
         key = first_difference(made, params["statistics"])
         raise StaleError(f"{path}: its verdicts were made under other statistics (key 'statistics.{key}' differs): "
                          f"rerun `python -m pipeline_src summarize` (or `snakemake`)")
+
+
+def check_matrix_fit(params: dict, path, fit: dict, rerun: str) -> None:
+    """Refuse a matrix fit whose content was edited, or that other ``matrix:`` settings (or other head options
+    of its methods) made."""
+    check_seal(path, fit, rerun)
+    want = {"config": params["matrix"], "methods": {m: params["methods"][m] for m in params["matrix"]["methods"]}}
+    for key in ("config", "methods"):
+        where = first_difference(fit[key], want[key])
+        if where is not None:
+            raise StaleError(f"{path} was made under other matrix settings (key "
+                             f"'{'matrix' if key == 'config' else 'methods'}.{where}' differs): rerun {rerun} (or "
+                             f"`snakemake`)")
 
 
 def _vocab(params: dict, dataset: str) -> int | None:
@@ -212,10 +227,14 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
                              " (or `summarize --partial` to summarise the finished runs)"):
                 continue
             metrics = read_json(path, "config_hash", "config")
+            evaluate = f"`python -m pipeline_src evaluate --dataset {dataset} --method {method} --seed {seed}`"
+            check_seal(path, metrics, evaluate)
             check_current(path, metrics, final_config(params, dataset, method, seed))
             rows.extend({**r, "vocab": _vocab(params, dataset)} for r in summary_rows(metrics))
             anytime.extend(anytime_rows(metrics))
-            hist = read_csv(paths.run_dir(params, dataset, method, seed) / "history.csv")
+            hist_path = paths.run_dir(params, dataset, method, seed) / "history.csv"
+            check_file(hist_path, metrics.get("history_sha256"), path, f"its run's train and {evaluate}")
+            hist = read_csv(hist_path)
             curves.append(hist.assign(dataset=dataset, method=method, seed=seed))
     matrix_rows = []
     for vocab in params["matrix"]["vocab_sizes"]:
@@ -225,7 +244,10 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
                 if not _finished(path, partial, missing, f"matrix/M{vocab}-d{dim}-seed{seed}",
                                  f"matrix --vocab {vocab} --dim {dim} --seed {seed}"):
                     continue
-                matrix_rows.extend(read_json(path, "rows")["rows"])
+                fit = read_json(path, "rows", "config", "methods")
+                check_matrix_fit(params, path, fit, f"`python -m pipeline_src matrix --vocab {vocab} --dim {dim} "
+                                                    f"--seed {seed}`")
+                matrix_rows.extend(fit["rows"])
     if not rows:
         raise FileNotFoundError(f"no finished run under {params['results_dir']}: nothing to summarise")
     df = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
@@ -277,6 +299,27 @@ def check_tables(params: dict) -> None:
                              f"from another run): rerun `python -m pipeline_src summarize` (or `snakemake`)")
 
 
+def check_bench(params: dict, params_file: str = "params.yaml") -> None:
+    """Refuse a bench.csv that other ``bench:`` settings (or other head options of its methods) made, or whose
+    content is not what the bench wrote beside bench.json (nothing to check without a bench.csv)."""
+    from .digests import check_file
+
+    path = paths.bench_path(params)
+    if not path.is_file():
+        return
+    meta_path = path.with_suffix(".json")
+    rerun = f"`python -m pipeline_src bench --config {params_file}` (or `snakemake`)"
+    meta = read_json(meta_path, "bench")
+    where = first_difference(meta["bench"], params["bench"])
+    if where is not None:
+        raise StaleError(f"{path} was made under other bench settings (key 'bench.{where}' differs): rerun {rerun}")
+    want = {m: params["methods"][m] for m in params["bench"]["methods"]}
+    if "methods" in meta and first_difference(meta["methods"], want) is not None:
+        raise StaleError(f"{path} was made under other head options (key 'methods."
+                         f"{first_difference(meta['methods'], want)}' differs): rerun {rerun}")
+    check_file(path, meta.get("bench_csv_sha256"), meta_path, rerun)
+
+
 def tuning_tables(params: dict, partial: bool = False,
                   missing: list | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every trial with its selection, and the expected best validation perplexity after n trials
@@ -293,6 +336,7 @@ def tuning_tables(params: dict, partial: bool = False,
                              f"select --dataset {dataset} --method {method}"):
                 continue
             sel = read_json(path, "trials", "trial")
+            check_seal(path, sel, f"`python -m pipeline_src select --dataset {dataset} --method {method}`")
             for r in sel["trials"]:
                 rows.append({**r, "selected": r["trial"] == sel["trial"],  # null: a diverged trial (JSON has no inf)
                              **{k: math.inf for k in ("valid_nll", "valid_ppl") if r.get(k, 0) is None}})

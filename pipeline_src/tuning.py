@@ -21,6 +21,7 @@ import numpy as np
 from .artifacts import read_json
 from . import paths
 from .atomic import write_json
+from .digests import seal
 from .config import ConfigError, train_config, train_hash
 
 
@@ -154,5 +155,5 @@ def select(params: dict, dataset: str, method: str, trials: list, key: str) -> d
            "settings": pt, "space": space(params, dataset, method), "trials": rows, "selection_key": key,
            "summary": (f"trial {best['trial']} of {len(rows)} ({len(rows) - len(ok)} diverged): "
                        f"valid ppl {best['valid_ppl']:.2f} at {pt}")}
-    write_json(paths.selected_path(params, dataset, method), sel)
+    write_json(paths.selected_path(params, dataset, method), seal(sel))
     return sel

@@ -202,3 +202,75 @@ def test_a_partial_summary_is_said_with_its_missing_runs_and_seeds_are_counted_p
                                     "diverged): zipf-1m/nce/seed3. Every table and verdict below is over the runs "
                                     "that finished.")
     assert partial_notice({**info, "partial": False}) is None and partial_notice(None) is None
+
+
+# 3 and 5. Every record checked against what made it -------------------------------------------------------
+
+def test_a_hand_edited_metrics_file_is_refused_and_so_are_history_and_matrix_fits_made_otherwise(unseen, capsys):
+    p, cfg = unseen
+    assert main(["summarize", "--config", str(cfg)]) == 0
+    metrics = paths.metrics_path(p, "tiny", "softmax", 1)
+    text = metrics.read_text()
+    rec = json.loads(text)
+    nll = rec["splits"]["test"]["nll"]
+    metrics.write_text(text.replace(json.dumps(nll), json.dumps(round(nll - 0.4, 6))))  # a better number by hand
+    line = _refused(capsys, "summarize", "--config", str(cfg))
+    assert str(metrics) in line and "content_sha256 differs" in line
+    metrics.write_text(text)
+    hist = paths.run_dir(p, "tiny", "softmax", 1) / "history.csv"
+    hist.write_text(hist.read_text() + hist.read_text().splitlines()[-1] + "\n")
+    assert "history.csv is not the file" in _refused(capsys, "summarize", "--config", str(cfg))
+    hist.write_text(hist.read_text().rsplit("\n", 2)[0] + "\n")
+    assert main(["summarize", "--config", str(cfg)]) == 0
+    p2 = copy.deepcopy(p)
+    p2["matrix"]["steps"] = 21  # the fits on disk were made with 20 steps
+    cfg2 = write_params(p2, cfg.with_name("matrix.yaml"))
+    line = _refused(capsys, "summarize", "--config", str(cfg2))
+    assert "was made under other matrix settings (key 'matrix.steps' differs)" in line
+
+
+def test_report_and_publish_refuse_a_bench_made_under_other_settings(default_params, tmp_path, capsys):
+    import torch
+
+    from pipeline_src.bench import run_bench
+    from pipeline_src.config import validate
+    from pipeline_src.summarize import check_bench
+    from pipeline_src.digests import DigestError
+    from pipeline_src.provenance import StaleError
+
+    p = validate(tiny_params(default_params, tmp_path))
+    run_bench(p, torch.device("cpu"))
+    check_bench(p)  # as made
+    other = copy.deepcopy(p)
+    other["bench"]["vocab_sizes"] = [60]
+    with pytest.raises(StaleError, match="made under other bench settings \\(key 'bench.vocab_sizes' differs\\)"):
+        check_bench(other)
+    bench = paths.bench_path(p)
+    bench.write_text(bench.read_text().replace("softmax", "softmax ", 1))
+    with pytest.raises(DigestError, match="bench.csv is not the file .*bench.json was made with"):
+        check_bench(p)
+
+
+def test_committed_records_without_digests_get_them_on_restore_and_a_second_restore_keeps_them(default_params,
+                                                                                             tmp_path):
+    from pipeline_src.config import validate
+    from pipeline_src.digests import SEAL, sealed
+    from pipeline_src.records import MANIFEST, _sha256, restore, stash
+
+    p, cfg = _kept_runs(default_params, tmp_path, epochs=1, results="stashed-from")
+    out = tmp_path / "benchmarks" / "x"
+    stash(validate(copy.deepcopy(p)), str(cfg), out)
+    manifest_path = out / "records" / MANIFEST
+    manifest = json.loads(manifest_path.read_text())
+    for rel in manifest["files"]:  # as a stash committed before digests holds them
+        f = out / "records" / rel
+        if f.suffix == ".json" and SEAL in (rec := json.loads(f.read_text())):
+            f.write_text(json.dumps({k: v for k, v in rec.items() if k not in (SEAL, "history_sha256")}, indent=2))
+            manifest["files"][rel] = _sha256(f)
+    manifest_path.write_text(json.dumps(manifest))
+    fresh = validate({**copy.deepcopy(p), "results_dir": str(tmp_path / "clone-results")})
+    n, skipped = restore(fresh, out, say=lambda s: None)
+    assert n == 4 and skipped == []
+    metrics = json.loads(paths.metrics_path(fresh, "tiny", "softmax", 1).read_text())
+    assert sealed(metrics) and metrics["history_sha256"]
+    assert restore(fresh, out, say=lambda s: None) == (0, [])  # already there: nothing rewritten, no clash
