@@ -234,7 +234,7 @@ def _matrix(params: dict, args) -> None:
 def _publish(params: dict, args) -> None:
     from .publish import publish
 
-    out = publish(params, Path(args.config), args.name, args.wall_time_s)
+    out = publish(params, Path(args.config), args.name, args.wall_time_s, replace=args.replace)
     print(f"published {params['results_dir']} to {out}; README/docs tables regenerated: commit both")
 
 
@@ -390,6 +390,8 @@ def parser() -> argparse.ArgumentParser:
         if name == "publish":
             sp.add_argument("--wall-time-s", type=_seconds, default=None,
                             help="the run's wall time, as measured by whoever ran it (recorded in provenance.json)")
+            sp.add_argument("--replace", action="store_true",
+                            help="publish over a publication made from another params file")
         if name == "resolve":
             sp.add_argument("--out", default=None, help="write here (e.g. params.yaml for dvc repro); default: stdout")
             sp.add_argument("--overwrite-config", action="store_true",

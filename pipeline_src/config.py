@@ -328,8 +328,15 @@ def _read(path: Path, extended_by: Path | None = None) -> dict:
         raise ConfigError(f"config file {path}{by} does not exist")
     if path.is_dir():
         raise ConfigError(f"reading config: {path}{by} is a directory; give the path of a params file")
+    data = path.read_bytes()
     try:
-        params = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        raise ConfigError(f"{path}{by}: not UTF-8 text (byte {data[e.start]:#04x} at line {line}); save it as "
+                          f"UTF-8") from None
+    try:
+        params = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(params, dict):
@@ -342,7 +349,8 @@ def overlay(base: dict, over: dict) -> dict:
     ``!replace {...}`` and anything else (a number, a list such as run.methods) replace the base's value."""
     out = _plain(base)
     for k, v in over.items():
-        merge = isinstance(v, dict) and not isinstance(v, Replace) and isinstance(out.get(k), dict)
+        # an empty mapping replaces: `references: {}` means none, not "the base's, unchanged"
+        merge = isinstance(v, dict) and bool(v) and not isinstance(v, Replace) and isinstance(out.get(k), dict)
         out[k] = overlay(out[k], v) if merge else _plain(v)
     return out
 

@@ -62,9 +62,10 @@ def check_name(name: str) -> Path:
 
 
 def publish(params: dict, params_file: Path, name: str, wall_time_s: float | None = None,
-            say=print) -> Path:
+            say=print, replace: bool = False) -> Path:
     """Copy ``results_dir``'s tables to ``benchmarks/NAME``; ``say`` reports a replaced publication (and the
-    earlier files it removes) and a tree with uncommitted changes."""
+    earlier files it removes) and a tree with uncommitted changes. A publication made from another params file
+    is replaced only with ``replace`` (its tables sit under prose written for that benchmark)."""
     from .summarize import check_bench, check_summary_current
 
     out = check_name(name)
@@ -74,6 +75,11 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
                           f"publish to another name")
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out} is a file: refusing to replace it with a publication")
+    made_from = read_json(out / "provenance.json").get("params_file") if (out / "provenance.json").is_file() else None
+    if made_from is not None and not replace and Path(made_from).resolve() != Path(params_file).resolve():
+        raise OutputError(f"{out} was published from {made_from}, not {params_file}: its tables sit under that "
+                          f"benchmark's prose in the README and docs; add --replace to publish over it, or choose "
+                          f"another --name")
     bench_only = not paths.summary_path(params).exists() and paths.bench_path(params).exists()
     step_only = not paths.summary_path(params).exists() and not bench_only and paths.step_bench_path(params).exists()
     refs_only = not (paths.summary_path(params).exists() or bench_only or step_only) and (results / "references").is_dir()

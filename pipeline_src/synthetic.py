@@ -25,10 +25,14 @@ MAX_TABLE = 50_000_000  # entries of the dense truth table (contexts x M) a synt
 
 
 def check(corpus: dict) -> tuple[str, str] | None:
-    """The corpus's own rule, as (key, why): its dense truth table must fit."""
+    """The corpus's own rules, as (key, why): its dense truth table must fit, and a context's support is some
+    of the vocabulary (a larger one was silently clipped to vocab_size)."""
     entries = corpus["vocab_size"] ** corpus["order"]
     if entries > MAX_TABLE:
         return "corpus", f"vocab_size**order = {entries:,} table entries; at most {MAX_TABLE:,} are supported"
+    if corpus.get("support") is not None and corpus["support"] > corpus["vocab_size"]:
+        return "corpus.support", (f"{corpus['support']} is more than vocab_size {corpus['vocab_size']} (each "
+                                  f"context's next-word support is a subset of the vocabulary)")
     return None
 
 

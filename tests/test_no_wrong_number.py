@@ -274,3 +274,63 @@ def test_committed_records_without_digests_get_them_on_restore_and_a_second_rest
     metrics = json.loads(paths.metrics_path(fresh, "tiny", "softmax", 1).read_text())
     assert sealed(metrics) and metrics["history_sha256"]
     assert restore(fresh, out, say=lambda s: None) == (0, [])  # already there: nothing rewritten, no clash
+
+
+def test_publish_over_a_publication_of_another_params_file_needs_replace(default_params, tmp_path, monkeypatch):
+    import torch
+
+    import pipeline_src.publish as pub
+    from pipeline_src.bench import run_bench
+    from pipeline_src.config import validate
+    from pipeline_src.errors import OutputError
+
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
+    monkeypatch.setattr(pub, "update_docs", lambda: [])
+    p = validate(tiny_params(default_params, tmp_path))
+    run_bench(p, torch.device("cpu"))
+    pub.publish(p, tmp_path / "mine.yaml", "default", say=lambda s: None)
+    pub.publish(p, tmp_path / "mine.yaml", "default", say=lambda s: None)  # the same params file: replaced
+    with pytest.raises(OutputError, match="was published from .*mine.yaml, not .*toy.yaml.*add --replace"):
+        pub.publish(p, tmp_path / "toy.yaml", "default", say=lambda s: None)
+    out = pub.publish(p, tmp_path / "toy.yaml", "default", say=lambda s: None, replace=True)
+    assert json.loads((out / "provenance.json").read_text())["params_file"] == str(tmp_path / "toy.yaml")
+
+
+# 7. The weak cases ------------------------------------------------------------------------------------------
+
+def test_params_files_say_what_they_mean(default_params, tmp_path, capsys):
+    """A non-UTF-8 params file is one line naming the file and line; `references: {}` in a child means none;
+    a synthetic support above the vocabulary is refused, not clipped."""
+    from pipeline_src.config import load
+
+    base = write_params(tiny_params(default_params, tmp_path), tmp_path / "base.yaml")
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes(b"extends: base.yaml\n# caf\xe9\n")
+    line = _refused(capsys, "check-config", "--config", str(latin1))
+    assert line == f"error: {latin1}: not UTF-8 text (byte 0xe9 at line 2); save it as UTF-8"
+    none = tmp_path / "none.yaml"
+    none.write_text("extends: base.yaml\nreferences: {}\n")
+    assert load(base)["references"] and load(none)["references"] == {}
+    big = tmp_path / "big.yaml"
+    big.write_text("extends: base.yaml\ndatasets:\n  tiny:\n    corpus: {support: 31}\n")
+    line = _refused(capsys, "check-config", "--config", str(big))
+    assert "key 'datasets.tiny.corpus.support': 31 is more than vocab_size 30" in line
+
+
+def test_a_refused_checkpoint_is_named_as_the_file_it_is(tiny_data, tmp_path):
+    import torch
+
+    from pipeline_src.config import run_config
+    from pipeline_src.errors import ResumeError
+    from pipeline_src.train import train
+    from pipeline_src.training import checkpoints
+
+    p, _, prep = tiny_data
+    cfg = run_config(p, "tiny", "softmax")
+    other = copy.deepcopy(cfg)
+    other["training"]["lr"] = cfg["training"]["lr"] * 2
+    out = tmp_path / "run"
+    out.mkdir()
+    torch.save({"config": other, "config_hash": "elsewhere"}, out / checkpoints.PREVIOUS)  # the only generation
+    with pytest.raises(ResumeError, match=r"checkpoint\.prev\.pt was written by a different config"):
+        train(cfg, prep, out, torch.device("cpu"))

@@ -126,8 +126,8 @@ def _resume(run: Run) -> bool:
         return False
     if train_hash(ck["config"]) != train_hash(run.cfg):  # how often it checkpoints may change meanwhile
         raise checkpoints.ResumeError(
-            f"{run.out_dir / checkpoints.CHECKPOINT} was written by a different config (hash {ck['config_hash']}, "
-            f"now {run_hash(run.cfg)}); delete it to start this run afresh")
+            f"{ck['_path']} was written by a different config (hash {ck['config_hash']}, now "
+            f"{run_hash(run.cfg)}); delete it to start this run afresh")
     run.model.load_state_dict(ck["model"])
     run.optimizer.load_state_dict(ck["optimizer"])
     run.st = RunState.from_dict(ck["state"])
