@@ -141,8 +141,12 @@ def exclusive(directory: str | os.PathLike, what: str) -> Iterator[None]:
             raise OutputError(f"{directory} is being written by another {what} (process {owner.get('pid', '?')} "
                               f"on {owner.get('host', '?')}, {lock}); wait for it, or delete {lock} if that "
                               f"process is gone") from None
-        with os.fdopen(fd, "w") as f:
-            json.dump(me, f)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(me, f)
+        except BaseException:  # a full disk: an empty lock left here would refuse every later run
+            lock.unlink(missing_ok=True)
+            raise
         break
     try:
         yield

@@ -334,3 +334,35 @@ def test_a_refused_checkpoint_is_named_as_the_file_it_is(tiny_data, tmp_path):
     torch.save({"config": other, "config_hash": "elsewhere"}, out / checkpoints.PREVIOUS)  # the only generation
     with pytest.raises(ResumeError, match=r"checkpoint\.prev\.pt was written by a different config"):
         train(cfg, prep, out, torch.device("cpu"))
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_lock_that_refuses_the_rerun(tmp_path, monkeypatch):
+    """Seen on a 200 kB tmpfs: the lock's own write failed and left an empty .lock that refused every later run
+    ("being written by another train (process ?)"); torch.save's short write was a RuntimeError traceback."""
+    import errno
+
+    import torch
+
+    from pipeline_src import atomic
+    from pipeline_src.training import checkpoints
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    run = tmp_path / "run"
+    monkeypatch.setattr(atomic.json, "dump", full)
+    with pytest.raises(OSError):
+        with atomic.exclusive(run, "train"):
+            pass
+    assert not (run / ".lock").exists()
+    monkeypatch.undo()
+    with atomic.exclusive(run, "train"):  # the rerun is not refused
+        pass
+
+    def short_write(obj, f):
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 38272 vs 38192")
+
+    monkeypatch.setattr(torch, "save", short_write)
+    with pytest.raises(OSError, match="torch.save failed") as e:
+        checkpoints.save(run / "checkpoint.pt", {})
+    assert e.value.filename == str(run / "checkpoint.pt") and not any(run.iterdir())  # nothing half-written

@@ -2,7 +2,9 @@
 damaged newest file is not the end of a run; resumed from the newest readable one."""
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -17,7 +19,12 @@ PREVIOUS = "checkpoint.prev.pt"  # the generation before checkpoint.pt
 
 def save(path: Path, obj: dict) -> None:
     with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+        try:
+            torch.save(obj, tmp)
+        except RuntimeError as e:  # torch's writer reports a short write (a full disk) as "unexpected pos"
+            free = shutil.disk_usage(tmp.parent).free
+            raise OSError(errno.ENOSPC if free < (1 << 20) else errno.EIO,
+                          f"torch.save failed ({str(e).splitlines()[0][:120]}; {free:,} bytes free)", str(path)) from None
 
 
 def save_generation(out_dir: Path, obj: dict) -> None:
