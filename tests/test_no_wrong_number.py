@@ -366,3 +366,18 @@ def test_a_full_disk_is_one_line_and_leaves_no_lock_that_refuses_the_rerun(tmp_p
     with pytest.raises(OSError, match="torch.save failed") as e:
         checkpoints.save(run / "checkpoint.pt", {})
     assert e.value.filename == str(run / "checkpoint.pt") and not any(run.iterdir())  # nothing half-written
+
+
+def test_snakemake_with_a_results_dir_that_is_a_file_is_one_line(default_params, tmp_path):
+    import subprocess
+
+    from conftest import clean_env
+    from test_pipeline import BIN, _project
+
+    proj = _project(tmp_path, tiny_params(default_params, tmp_path))
+    (tmp_path / "a-file").write_text("not a folder\n")
+    write_params({"extends": "params.yaml", "results_dir": str(tmp_path / "a-file")}, proj / "file.yaml")
+    r = subprocess.run([str(BIN / "snakemake"), "-n", "--cores", "1", "--config", "params=file.yaml"], cwd=proj,
+                       capture_output=True, text=True, env=clean_env(proj))
+    assert r.returncode != 0 and "NotADirectoryError" not in r.stderr + r.stdout
+    assert f"cannot write the hash files under results_dir '{tmp_path / 'a-file'}'" in r.stderr + r.stdout

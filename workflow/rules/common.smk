@@ -26,6 +26,10 @@ try:
     record_hashes(P)
 except ConfigError as e:
     raise WorkflowError(str(e)) from None
+except OSError as e:  # results_dir a file, read-only, or a full disk: where and why, not a traceback
+    raise WorkflowError(f"{PARAMS_FILE}: cannot write the hash files under results_dir {P['results_dir']!r}"
+                        f"{f' ({e.filename})' if e.filename else ''}: {e.strerror or e}; choose a writable "
+                        f"results_dir") from None
 
 # Under `--sdm conda` each job runs in envs/environment.yaml and `python` is that env's;
 # otherwise jobs use the interpreter running Snakemake (the project's venv).
