@@ -278,7 +278,7 @@ def _fetch_into(corpus: Corpus, key: str, tmp: Path, mirror: Path | None) -> dic
     raise CorpusError(
         f"could not obtain corpus {key!r}: {where}, and downloading failed:\n    " + "\n    ".join(failures) +
         f"\n  To work offline, set `mirror:` in params.yaml or the environment variable {MIRROR_ENV} to a "
-        f"directory holding {corpus.mirror_dir}/<split files> or the archive (see README, 'Corpora and mirrors').")
+        f"directory holding {corpus.mirror_dir}/<split files> or the archive (docs/data.md, 'Corpora and mirrors').")
 
 
 def copy_local(paths: dict[str, str], out_dir: Path) -> dict:

@@ -140,8 +140,10 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
         try:
             check_prepared(params, ds)
         except (StaleError, ConfigError, FileNotFoundError) as e:
-            raise ConfigError(f"restore needs {paths.prepared_dir(params, ds)} current first ({e}); make it with "
-                              f"`snakemake --cores all --config params=FILE {paths.prepared_dir(params, ds)}`") from None
+            target = paths.prepared_dir(params, ds)
+            raise ConfigError(f"restore needs {target} current first ({e}); make it with `snakemake --cores all "
+                              f"{target} --config params=FILE` (the target before --config, which takes every word "
+                              f"after it as a config entry)") from None
     record_hashes(params)  # the hash files first: the records must be newer than these inputs of their rules
     root = Path(params["results_dir"])
     staged = root / ".restore"  # inside results_dir: restore writes nowhere else
