@@ -412,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         params = load(args.config)
+        paths.check_outside_repository(params, args.config)
         if getattr(args, "dataset", None) is not None and args.dataset not in params["datasets"]:
             raise ConfigError(f"{args.config}: unknown dataset {args.dataset!r}; defined: {sorted(params['datasets'])}")
         if getattr(args, "method", None) is not None and args.method not in params["methods"]:

@@ -109,3 +109,40 @@ def references_summary_path(params: dict) -> Path:
 
 def reference_hash_path(params: dict, dataset: str, name: str) -> Path:
     return hashes_dir(params) / dataset / f"{name}.reference"
+
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+OWN_FOLDERS = ("data", "results")  # the repository's folders the pipeline writes into (ignored by git)
+CODE_FOLDERS = ("benchmarks", "config", "docs", "envs", "pipeline_src", "profiles", "slurm", "tests", "workflow")
+
+
+def _tracked_folders() -> set[str]:
+    """The repository's top-level folders that hold committed files (git's list where there is one)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "ls-files"], cwd=REPOSITORY, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return set(CODE_FOLDERS)
+    if out.returncode != 0:
+        return set(CODE_FOLDERS)
+    return {line.split("/", 1)[0] for line in out.stdout.splitlines() if "/" in line} - set(OWN_FOLDERS)
+
+
+def check_outside_repository(params: dict, source: str) -> None:
+    """Refuse a data_dir or results_dir that is the repository itself or lies in one of its committed folders
+    (code, docs, configs, publications): a step's outputs (summary.csv, report.html, runs/) would be written
+    beside, or over, committed files. ``publish`` is the one command that writes into benchmarks/."""
+    from .errors import ConfigError
+
+    for key in ("data_dir", "results_dir"):
+        where = Path(params[key]).resolve()
+        if where == REPOSITORY:
+            what = "the repository itself"
+        elif REPOSITORY in where.parents and where.relative_to(REPOSITORY).parts[0] in _tracked_folders():
+            what = f"inside the repository's {where.relative_to(REPOSITORY).parts[0]}/"
+        else:
+            continue
+        raise ConfigError(f"{source}: key '{key}': {params[key]!r} is {what}, whose files are committed: outputs "
+                          f"would be written beside or over them; use {OWN_FOLDERS[0]}/, {OWN_FOLDERS[1]}/, "
+                          f"results-NAME/ or a folder outside the repository")

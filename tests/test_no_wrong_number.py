@@ -381,3 +381,15 @@ def test_snakemake_with_a_results_dir_that_is_a_file_is_one_line(default_params,
                        capture_output=True, text=True, env=clean_env(proj))
     assert r.returncode != 0 and "NotADirectoryError" not in r.stderr + r.stdout
     assert f"cannot write the hash files under results_dir '{tmp_path / 'a-file'}'" in r.stderr + r.stdout
+
+
+def test_no_step_writes_into_the_repository_s_committed_folders(capsys, tmp_path):
+    from conftest import ROOT
+
+    for where, what in ((ROOT / "benchmarks" / "default", "inside the repository's benchmarks/"),
+                        (ROOT, "the repository itself"), (ROOT / "docs", "inside the repository's docs/")):
+        cfg = write_params({"extends": str(ROOT / "params.yaml"), "results_dir": str(where)}, tmp_path / "p.yaml")
+        line = _refused(capsys, "summarize", "--config", str(cfg))
+        assert f"key 'results_dir': '{where}' is {what}, whose files are committed" in line
+    cfg = write_params({"extends": str(ROOT / "params.yaml"), "results_dir": str(ROOT / "results-x")}, tmp_path / "p.yaml")
+    assert main(["check-config", "--config", str(cfg)]) == 0  # an ignored results-NAME/ folder is the pipeline's

@@ -21,6 +21,7 @@ if set(config) - {"params"}:
 PARAMS_FILE = config.get("params", "params.yaml")
 try:
     P = load(PARAMS_FILE)
+    paths.check_outside_repository(P, PARAMS_FILE)
     # Each run's settings as a hash in a small file, rewritten only when it changes: an input of the run's
     # rules, so a run is rebuilt after a settings change even when `dvc repro` or a hand made its files.
     record_hashes(P)
