@@ -246,7 +246,8 @@ def _stash(params: dict, args) -> None:
     n, kept, stale = stash(params, args.config, out)
     if n == 0:
         print(f"nothing to stash: {params['results_dir']} holds no finished, current record of {args.config}; "
-              f"{out / 'records'} left as it is ({kept} records)" + "".join(f"\n  left out (stale): {s}" for s in stale))
+              f"{out / 'records'} left as it is ({kept} records)"
+              + "".join(f"\n  left out (stale): {s}" for s in stale))
         return
     print(f"stashed {n} current records of {params['results_dir']} in {out / 'records'}"
           + (f", beside {kept} earlier ones still current" if kept else "") + ": commit them"

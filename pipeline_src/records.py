@@ -119,7 +119,8 @@ def stash(params: dict, params_file: str, out: Path) -> tuple[int, int, list[str
                 shutil.copyfile(f, staged / rel)
                 manifest[rel] = _sha256(f)
             write_json(staged / MANIFEST, {"params_file": params_file, "commit": _git("rev-parse", "HEAD"),
-                                           "results_dir": params["results_dir"], "files": dict(sorted(manifest.items()))})
+                                           "results_dir": params["results_dir"],
+                                           "files": dict(sorted(manifest.items()))})
     return len(new), len(kept), stale
 
 

@@ -16,7 +16,7 @@ from . import paths
 from .atomic import atomic_path, write_json
 from .bands import BANDS
 from .config import canonical, dataset_methods, first_difference, run_datasets, run_hash, run_pairs, run_seeds
-from .digests import check_file, check_seal
+from .digests import SEAL, check_file, check_seal
 from .provenance import StaleError
 from .stats import contrasts, expected_best, headline
 from .runspec import final_config
@@ -218,7 +218,7 @@ def verdict_tables(summary: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, p
 def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
     """``partial``: summarise the runs that have finished and list the others in ``summary.json``
     (a long experiment publishes its results as they land; the tables then say how many runs they hold)."""
-    rows, curves, anytime, missing = [], [], [], []
+    rows, curves, anytime, missing, records = [], [], [], [], {}
     for dataset, method in run_pairs(params):
         for seed in run_seeds(params):
             path = paths.metrics_path(params, dataset, method, seed)
@@ -227,6 +227,7 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
                              " (or `summarize --partial` to summarise the finished runs)"):
                 continue
             metrics = read_json(path, "config_hash", "config")
+            records[Path(path).relative_to(params["results_dir"]).as_posix()] = metrics.get(SEAL)
             evaluate = f"`python -m pipeline_src evaluate --dataset {dataset} --method {method} --seed {seed}`"
             check_seal(path, metrics, evaluate)
             check_current(path, metrics, final_config(params, dataset, method, seed))
@@ -269,10 +270,11 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
         _write(path, frame)
     total = len(run_pairs(params)) * len(run_seeds(params))
     write_json(paths.summary_path(params).with_suffix(".json"),
-               {"tables": {Path(path).relative_to(params["results_dir"]).as_posix(): sha256_of(path) for path in tables},
+               {"tables": {Path(p).relative_to(params["results_dir"]).as_posix(): sha256_of(p) for p in tables},
                 "partial": bool(missing), "runs": total - sum(not m.startswith(("matrix/", "references/", "tuning/"))
                                                               for m in missing),
-                "of": total, "missing": missing, "statistics": params["statistics"]})
+                "of": total, "missing": missing, "statistics": params["statistics"],
+                "records": records})  # each run's metrics.json by its content digest: check_tables holds them
     return df
 
 
@@ -290,7 +292,16 @@ def check_tables(params: dict) -> None:
     info = paths.summary_path(params).with_suffix(".json")
     if not info.exists():
         return
-    for name, digest in (read_json(info).get("tables") or {}).items():
+    made = read_json(info)
+    for name, digest in (made.get("records") or {}).items():  # the runs it summarised: still there, unchanged
+        path = Path(params["results_dir"]) / name
+        if not path.is_file():
+            raise StaleError(f"{info} summarises {path}, which is gone: the tables hold a run no record backs; "
+                             f"rerun the run (delete {paths.summary_path(params)} and run `snakemake`)")
+        if digest is not None and read_json(path).get(SEAL) != digest:
+            raise StaleError(f"{path} changed after {info} summarised it: rerun `python -m pipeline_src summarize`"
+                             f" (or `snakemake`)")
+    for name, digest in (made.get("tables") or {}).items():
         path = Path(params["results_dir"]) / name
         if not path.is_file():
             raise StaleError(f"{path} is missing but {info} lists it: rerun `python -m pipeline_src summarize`")

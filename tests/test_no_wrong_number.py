@@ -393,3 +393,19 @@ def test_no_step_writes_into_the_repository_s_committed_folders(capsys, tmp_path
         assert f"key 'results_dir': '{where}' is {what}, whose files are committed" in line
     cfg = write_params({"extends": str(ROOT / "params.yaml"), "results_dir": str(ROOT / "results-x")}, tmp_path / "p.yaml")
     assert main(["check-config", "--config", str(cfg)]) == 0  # an ignored results-NAME/ folder is the pipeline's
+
+
+def test_a_summary_whose_run_records_are_gone_or_changed_is_refused(unseen, capsys):
+    """A deleted run folder gave Snakemake 'Nothing to be done' while the summary kept the run: the tables read
+    from it now check that every run they summarise is still there, as it was."""
+    import shutil
+
+    p, cfg = unseen
+    assert main(["summarize", "--config", str(cfg)]) == 0
+    run = paths.run_dir(p, "tiny", "neglm", 2)
+    kept = run.parent / "kept"
+    shutil.move(run, kept)
+    line = _refused(capsys, "figures", "--config", str(cfg), "--dataset", "tiny")
+    assert f"summarises {run / 'metrics.json'}, which is gone" in line
+    shutil.move(kept, run)
+    assert main(["figures", "--config", str(cfg), "--dataset", "tiny"]) == 0

@@ -23,8 +23,9 @@ def save(path: Path, obj: dict) -> None:
             torch.save(obj, tmp)
         except RuntimeError as e:  # torch's writer reports a short write (a full disk) as "unexpected pos"
             free = shutil.disk_usage(tmp.parent).free
+            why = str(e).splitlines()[0][:120]
             raise OSError(errno.ENOSPC if free < (1 << 20) else errno.EIO,
-                          f"torch.save failed ({str(e).splitlines()[0][:120]}; {free:,} bytes free)", str(path)) from None
+                          f"torch.save failed ({why}; {free:,} bytes free)", str(path)) from None
 
 
 def save_generation(out_dir: Path, obj: dict) -> None:
