@@ -164,12 +164,13 @@ def seeds_line(summary: pd.DataFrame) -> str:
     partial summary holds fewer for some, each count with the methods that have it."""
     test = summary[summary.split == "test"]
     counts = test.groupby(["dataset", "method"], sort=False).seed.nunique()
+    seeds = sorted(int(s) for s in test.seed.unique())
     if counts.nunique() <= 1:
         n = int(counts.iloc[0]) if len(counts) else 0
-        return f"{n} run seed{'s' if n != 1 else ''} per method"
+        return f"{n} run seed{'s' if n != 1 else ''} per method ({seeds})"
     groups = [f"{int(n)} for {', '.join(f'{d}/{m}' for d, m in counts[counts == n].index)}"
               for n in sorted(counts.unique(), reverse=True)]
-    return "run seeds per method differ: " + "; ".join(groups)
+    return f"Run seeds per method differ: {'; '.join(groups)} (of seeds {seeds})"
 
 
 def partial_notice(info: dict | None, listed: int = 12) -> str | None:

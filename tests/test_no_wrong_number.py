@@ -195,8 +195,9 @@ def test_a_partial_summary_is_said_with_its_missing_runs_and_seeds_are_counted_p
     rows = [{"dataset": "zipf-1m", "method": m, "seed": s, "split": "test"} for m, seeds in
             (("softmax", (1, 2, 3)), ("nce", (1, 2)), ("hs", (1, 2, 3))) for s in seeds]
     summary = pd.DataFrame(rows)
-    assert seeds_line(summary) == "run seeds per method differ: 3 for zipf-1m/softmax, zipf-1m/hs; 2 for zipf-1m/nce"
-    assert seeds_line(summary[summary.method != "nce"]) == "3 run seeds per method"
+    assert seeds_line(summary) == ("Run seeds per method differ: 3 for zipf-1m/softmax, zipf-1m/hs; 2 for zipf-1m/nce "
+                                   "(of seeds [1, 2, 3])")
+    assert seeds_line(summary[summary.method != "nce"]) == "3 run seeds per method ([1, 2, 3])"
     info = {"partial": True, "runs": 8, "of": 9, "missing": ["zipf-1m/nce/seed3"]}
     assert partial_notice(info) == ("**Partial results: this summary holds 8 of 9 runs.** Missing (not finished, or "
                                     "diverged): zipf-1m/nce/seed3. Every table and verdict below is over the runs "
