@@ -143,11 +143,12 @@ def _evaluate(params: dict, args) -> None:
     reset_peak_memory(device)
     raw = paths.raw_dir(params, args.dataset)
     splits = evaluate(model, {**ckpt["config"], "evaluation": final["evaluation"]}, prepared, raw, device)
-    summary = read_json(run / "train.json", "config_hash")
+    summary = _train_record(run / "train.json", ckpt["config"], retrain)
     summary["kept_epoch"] = ckpt.get("epoch")
     if trained is not None:  # the run is the trained one (config, hash, cost); its scores are the finetuned model's
         finetuned = dict(summary)  # its config says how it ran (lr, epochs)
-        summary = read_json(paths.run_dir(params, args.dataset, args.method, args.seed) / "train.json", "config_hash")
+        summary = _train_record(paths.run_dir(params, args.dataset, args.method, args.seed) / "train.json",
+                                trained["config"], retrain.replace(" finetune ", " train "))
         summary.update(kept_epoch=trained.get("epoch"), finetune=finetuned)
         model.load_state_dict(trained["model"])  # and the trained model scored the same way (papers give both)
         summary["before_finetune"] = evaluate(model, {**trained["config"], "evaluation": no_rank}, prepared, raw,
@@ -175,6 +176,21 @@ def _evaluate(params: dict, args) -> None:
     for split, m in ((s, m) for s, m in splits.items() if s not in ("rank", "argmax")):
         extra = f" (truth {m['true_nll']:.4f})" if "true_nll" in m else ""
         print(f"{args.dataset}/{args.method} {split}: nll {m['nll']:.4f}{extra}, ppl {m['ppl']:.2f}")
+
+
+def _train_record(path: Path, model_config: dict, retrain: str) -> dict:
+    """A run's train.json (its cost, its epochs) as training wrote it, and the one of the model beside it: its
+    cost and epochs become the run's reported numbers, so an edited one, or one copied from another run, is
+    refused."""
+    from .config import train_hash
+    from .digests import check_seal
+
+    record = read_json(path, "config_hash", "config")
+    check_seal(path, record, f"`{retrain}`", required=False)  # one from before digests: remaking it is retraining
+    if train_hash(record["config"]) != train_hash(model_config):
+        raise ConfigError(f"{path} is not the record of the model beside it (another run's training config): "
+                          f"rerun `{retrain}`")
+    return record
 
 
 def _reference(params: dict, args) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 from .artifacts import read_json
 from .atomic import atomic_path, write_json
 from .config import config_hash
+from .digests import sha256_of
 
 EOS, UNK = "<eos>", "<unk>"
 SPLITS = ("train", "valid", "test")
@@ -215,7 +216,9 @@ def prepare(raw: Path, out: Path, data_cfg: dict) -> dict:
                 "splits": stats, "warnings": warnings, "config": data_cfg, "config_hash": config_hash(data_cfg),
                 "unigram_ppl": {split: float(np.exp(unigram_nll(counts, np.load(tmp / f"{split}.npy"))))
                                 for split in ("valid", "test")},
-                "source": read_json(raw / "source.json") if (raw / "source.json").exists() else None}
+                "source": read_json(raw / "source.json") if (raw / "source.json").exists() else None,
+                # what check_prepared holds the files to: an edited or truncated split is refused, not trained on
+                "files": {f.name: sha256_of(f) for f in sorted(tmp.iterdir()) if f.is_file()}}
         write_json(tmp / "meta.json", meta)
     return meta
 

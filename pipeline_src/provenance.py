@@ -69,6 +69,10 @@ def check_raw(params: dict, dataset: str) -> Path:
                                  f"{_rebuild('fetch', dataset)}")
             if file_digest(origin, "sha256") != f["sha256"]:
                 raise StaleError(f"{origin} changed since it was fetched into {raw}: rerun {_rebuild('fetch', dataset)}")
+            copy = raw / f"{split}.txt"
+            if copy.is_file() and file_digest(copy, "sha256") != f["sha256"]:
+                raise StaleError(f"{copy} is not the copy fetch made of {origin} (its sha256 differs: edited): rerun "
+                                 f"{_rebuild('fetch', dataset)}")
     return raw
 
 
@@ -79,6 +83,13 @@ def check_prepared(params: dict, dataset: str) -> Path:
     got = _record_hash(prepared / "meta.json", f"{prepared / 'meta.json'} is missing: run "
                                                 f"{_rebuild('prepare', dataset)} first")
     _same_config(prepared, got, data_config(params, dataset), "prepared", _rebuild("prepare", dataset))
+    from .digests import check_file
+
+    for name, digest in (read_json(prepared / "meta.json").get("files") or {}).items():  # none before digests
+        path = prepared / name
+        if not path.is_file():
+            raise StaleError(f"{path} is missing: rerun {_rebuild('prepare', dataset)}")
+        check_file(path, digest, prepared / "meta.json", _rebuild("prepare", dataset))
     return prepared
 
 

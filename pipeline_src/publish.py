@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 TABLES = ("summary.csv", "summary.json", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv", "matrix.csv", "bench.csv", "bench.json", "tuning.csv",
           "tuning_curves.csv", "step-bench.csv", "step-bench.json", "step-breakdown.csv")
+SUMMARY_TABLES = ("summary.csv", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv",
+                  "matrix.csv", "tuning.csv", "tuning_curves.csv")  # summarize's own: summary.json lists them
 BLOCK = re.compile(r"(<!-- results-table: (?P<path>\S+?) -->\n)(?P<body>.*?)(<!-- end results-table -->)", re.S)
 
 
@@ -123,7 +125,11 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     earlier = _earlier_files(out)
     out.mkdir(parents=True, exist_ok=True)
     copied = []
+    info = paths.summary_path(params).with_suffix(".json")
+    made = set(read_json(info).get("tables") or []) if info.is_file() and not (bench_only or step_only) else None
     for t in TABLES:
+        if made is not None and t in SUMMARY_TABLES and t not in made:
+            continue  # not this summary's (an earlier one's, made under other settings)
         if (results / t).exists():
             shutil.copyfile(results / t, out / t)
             copied.append(t)

@@ -172,7 +172,7 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
     return written, stale
 
 
-SEALED = ("metrics.json", "selected.json")  # and every reference: the records whose readers check their seal
+SEALED = ("metrics.json", "selected.json", "train.json")  # and every reference: the records whose seal is checked
 
 
 def _seal_restored(path: Path) -> None:

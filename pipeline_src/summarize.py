@@ -163,6 +163,19 @@ def check_summary_current(params: dict, summary: pd.DataFrame | None = None) -> 
             raise StaleError(f"{path}: run {r.dataset}/{r.method}/seed{r.seed} was made by another config (hash "
                              f"{r.config_hash}; this config: {want}): rerun the pipeline (`snakemake`)")
     info = path.with_suffix(".json")
+    runs = {(r.dataset, r.method, int(r.seed)) for r in summary.drop_duplicates(["dataset", "method", "seed"]).itertuples()}
+    want = {(d, m, s) for d, m in run_pairs(params) for s in run_seeds(params)}
+    extra = sorted(runs - want)
+    if extra:
+        d, m, s = extra[0]
+        raise StaleError(f"{path} holds {len(extra)} run(s) this config does not make ({d}/{m}/seed{s} first): "
+                         f"rerun `python -m pipeline_src summarize` (or `snakemake`)")
+    listed = set((read_json(info).get("missing") or []) if info.exists() else [])
+    absent = sorted((d, m, s) for d, m, s in want - runs if f"{d}/{m}/seed{s}" not in listed)
+    if absent:
+        d, m, s = absent[0]
+        raise StaleError(f"{path} lacks {len(absent)} run(s) this config makes ({d}/{m}/seed{s} first) and does not "
+                         f"list them as missing: rerun `snakemake`, or `python -m pipeline_src summarize --partial`")
     made = read_json(info).get("statistics") if info.exists() else None
     if made is not None and made != params["statistics"]:
         key = first_difference(made, params["statistics"])
@@ -268,6 +281,9 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
         tables[paths.tuning_summary_path(params).with_name("tuning_curves.csv")] = tcurves
     for path, frame in tables.items():
         _write(path, frame)
+    for stale in (paths.tuning_summary_path(params), paths.tuning_summary_path(params).with_name("tuning_curves.csv")):
+        if stale not in tables:  # an earlier summary's, under tuning: the report and publish must not show it
+            stale.unlink(missing_ok=True)
     total = len(run_pairs(params)) * len(run_seeds(params))
     write_json(paths.summary_path(params).with_suffix(".json"),
                {"tables": {Path(p).relative_to(params["results_dir"]).as_posix(): sha256_of(p) for p in tables},

@@ -29,6 +29,7 @@ import torch
 
 from .atomic import exclusive, write_json
 from .config import run_hash, train_hash
+from .digests import seal
 from .runtime import StopRequest
 from .training import checkpoints
 from .training.checkpoints import ResumeError, Stopped  # noqa: F401  (the CLI's and the tests' names)
@@ -69,7 +70,7 @@ def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
                 raise
             summary = {"status": "diverged", "diverged": e.info, "config": run_cfg, "config_hash": run_hash(run_cfg),
                        "seed": run_cfg["seed"], "best_valid_nll": math.inf, **e.info.get("cost", {})}
-            write_json(out_dir / "train.json", summary)
+            write_json(out_dir / "train.json", seal(summary))
             return summary
 
 

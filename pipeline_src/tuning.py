@@ -21,7 +21,7 @@ import numpy as np
 from .artifacts import read_json
 from . import paths
 from .atomic import write_json
-from .digests import seal
+from .digests import check_seal, seal
 from .config import ConfigError, train_config, train_hash
 
 
@@ -127,6 +127,8 @@ def trial_rows(trials: list) -> list[dict]:
             raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src train --dataset {spec.dataset} "
                                     f"--method {spec.method} --trial {spec.trial}` first")
         s = read_json(path, "config", "config_hash", "status", "best_valid_nll")
+        check_seal(path, s, f"trial {spec.trial} (`python -m pipeline_src train --dataset {spec.dataset} --method "
+                            f"{spec.method} --trial {spec.trial}`)", required=False)
         if train_hash(s["config"]) != spec.train_hash:  # evaluation settings do not make a trial
             raise ConfigError(f"{path} was made by another config (hash {s['config_hash']}, now "
                               f"{spec.hash}); rerun trial {spec.trial}")

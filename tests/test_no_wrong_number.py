@@ -410,3 +410,76 @@ def test_a_summary_whose_run_records_are_gone_or_changed_is_refused(unseen, caps
     assert f"summarises {run / 'metrics.json'}, which is gone" in line
     shutil.move(kept, run)
     assert main(["figures", "--config", str(cfg), "--dataset", "tiny"]) == 0
+
+
+def test_a_hand_edited_or_borrowed_train_json_is_refused_by_evaluate_and_select(unseen, default_params, tmp_path,
+                                                                              capsys):
+    """The probe: tokens/s set to 1.2e8 in a run's train.json, or another run's train.json copied in, reached
+    summary.csv through evaluate; a trial's best_valid_nll set to 0.5 made select pick it."""
+    import shutil
+
+    p, cfg = unseen
+    run = ["--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--seed", "1"]
+    record = paths.run_dir(p, "tiny", "softmax", 1) / "train.json"
+    text = record.read_text()
+    record.write_text(text.replace('"tokens_per_s_train": ', '"tokens_per_s_train": 1', 1))
+    assert "content_sha256 differs" in _refused(capsys, "evaluate", *run)
+    shutil.copy(paths.run_dir(p, "tiny", "neglm", 1) / "train.json", record)
+    assert "is not the record of the model beside it" in _refused(capsys, "evaluate", *run)
+    record.write_text(text)
+    assert main(["evaluate", *run]) == 0
+
+    t = tiny_params(default_params, tmp_path / "tuned")
+    t["tuning"] = {"enabled": True, "trials": 2, "seed": 0, "epochs": 1, "lr": {"adam": [0.003, 0.03]}}
+    tcfg = write_params(t, tmp_path / "tuned.yaml")
+    for step in ("fetch", "prepare"):
+        assert main([step, "--config", str(tcfg), "--dataset", "tiny"]) == 0
+    for trial in (0, 1):
+        assert main(["train", "--config", str(tcfg), "--dataset", "tiny", "--method", "softmax", "--trial",
+                     str(trial)]) == 0
+    trial0 = paths.trial_dir(t, "tiny", "softmax", 0) / "train.json"
+    rec = json.loads(trial0.read_text())
+    trial0.write_text(json.dumps({**rec, "best_valid_nll": 0.5}))  # a better trial by hand
+    line = _refused(capsys, "select", "--config", str(tcfg), "--dataset", "tiny", "--method", "softmax")
+    assert str(trial0) in line and "content_sha256 differs" in line
+
+
+def test_an_edited_prepared_split_or_raw_copy_is_refused(default_params, tmp_path, capsys):
+    """The probe: train.npy cut to a tenth trained without a word; test.npy shuffled in place gave another test
+    nll; an edited raw copy of a local corpus was prepared from silently."""
+    import numpy as np
+
+    p = tiny_params(default_params, tmp_path)
+    p["datasets"]["tiny"]["corpus"] = _local_corpus(tmp_path)
+    p["datasets"]["tiny"]["training"]["epochs"] = 1  # the text is random: more epochs only overfit it
+    cfg = write_params(p, tmp_path / "params.yaml")
+    for step in ("fetch", "prepare"):
+        assert main([step, "--config", str(cfg), "--dataset", "tiny"]) == 0
+    run = ["--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--seed", "0"]
+    prepared = paths.prepared_dir(p, "tiny")
+    train = np.load(prepared / "train.npy")
+    np.save(prepared / "train.npy", train[: len(train) // 10])
+    line = _refused(capsys, "train", *run)
+    assert "train.npy is not the file" in line and "meta.json was made with" in line
+    np.save(prepared / "train.npy", train)
+    assert main(["train", *run]) == 0
+    test = np.load(prepared / "test.npy")
+    np.save(prepared / "test.npy", np.random.default_rng(0).permutation(test))
+    assert "test.npy is not the file" in _refused(capsys, "evaluate", *run)
+    copy_ = paths.raw_dir(p, "tiny") / "valid.txt"
+    copy_.write_text(copy_.read_text() + "w1 w2\n")
+    line = _refused(capsys, "prepare", "--config", str(cfg), "--dataset", "tiny")
+    assert "valid.txt is not the copy fetch made" in line
+
+
+def test_a_summary_of_another_run_set_is_refused(unseen, capsys):
+    """The probe: publish under a config with a third seed, or without one of the methods, shipped the summary
+    of the runs that were there as the config's (runs 4 of 4, seeds [0, 1, 2])."""
+    p, cfg = unseen
+    assert main(["summarize", "--config", str(cfg)]) == 0
+    more = write_params({**copy.deepcopy(p), "run": {**p["run"], "seeds": [1, 2, 3]}}, cfg.with_name("more.yaml"))
+    line = _refused(capsys, "figures", "--config", str(more), "--dataset", "tiny")
+    assert "lacks 2 run(s) this config makes (tiny/neglm/seed3 first) and does not list them as missing" in line
+    fewer = write_params({**copy.deepcopy(p), "run": {**p["run"], "methods": ["softmax"]}}, cfg.with_name("few.yaml"))
+    line = _refused(capsys, "figures", "--config", str(fewer), "--dataset", "tiny")
+    assert "holds 2 run(s) this config does not make (tiny/neglm/seed1 first)" in line

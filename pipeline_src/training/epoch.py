@@ -20,6 +20,7 @@ from ..atomic import write_json, write_text
 from ..averaging import ParameterAverage
 from ..batching import batchify, num_segments, segments, variable_lengths, variable_segments
 from ..config import TrainConfig, run_hash, train_hash
+from ..digests import seal
 from ..evaluate import stream_log_probs
 from ..optim import build_optimizer
 from ..prepare import load_split, unigram_nll
@@ -335,6 +336,6 @@ def finish(run: Run, trial: bool) -> dict:
         checkpoints.save(run.out_dir / "model.pt", {"config": cfg, "config_hash": chash, **best})
     if st.anytime:
         write_text(run.out_dir / "anytime.csv", _csv(st.anytime))
-    write_json(run.out_dir / "train.json", summary)
+    write_json(run.out_dir / "train.json", seal(summary))
     checkpoints.remove(run.out_dir)
     return summary
