@@ -308,8 +308,25 @@ def _resolve(params: dict, args) -> None:
             raise OutputError(f"resolve --out {args.out} is {what} it reads: refusing to overwrite an input"
                               + (" (add --overwrite-config to replace --config with its resolved form)"
                                  if what == "the params file" else ""))
+    if Path(args.out).is_file() and not _a_params_file(Path(args.out)):
+        raise OutputError(f"resolve --out {args.out} exists and is not a params file (a YAML mapping of params "
+                          f"keys): refusing to replace it with one; choose another path")
     write_text(args.out, text)
     print(f"wrote {args.out}")
+
+
+def _a_params_file(path: Path) -> bool:
+    """Whether ``path`` holds a params file (a YAML mapping of params keys: what resolve may replace, e.g.
+    params.yaml for DVC), not a corpus, a model, a README."""
+    import yaml
+
+    from .config import schema
+
+    try:
+        obj = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError):
+        return False
+    return isinstance(obj, dict) and set(obj) <= set(schema()["properties"]) | {"extends"}
 
 
 def _hashes(params: dict, args) -> None:

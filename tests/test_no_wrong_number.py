@@ -483,3 +483,15 @@ def test_a_summary_of_another_run_set_is_refused(unseen, capsys):
     fewer = write_params({**copy.deepcopy(p), "run": {**p["run"], "methods": ["softmax"]}}, cfg.with_name("few.yaml"))
     line = _refused(capsys, "figures", "--config", str(fewer), "--dataset", "tiny")
     assert "holds 2 run(s) this config does not make (tiny/neglm/seed1 first)" in line
+
+
+def test_resolve_replaces_only_a_params_file(default_params, tmp_path, capsys):
+    """The probe: `resolve --out` wrote YAML over a corpus file, a model and README.md."""
+    cfg = write_params(tiny_params(default_params, tmp_path), tmp_path / "params.yaml")
+    for name, content in (("train.txt", b"the cat sat\n"), ("model.pt", b"PK\x03\x04\x00\xff"), ("README.md",
+                          b"# A title\n\nSome prose: with a colon.\n")):
+        (tmp_path / name).write_bytes(content)
+        line = _refused(capsys, "resolve", "--config", str(cfg), "--out", str(tmp_path / name))
+        assert "exists and is not a params file" in line and (tmp_path / name).read_bytes() == content
+    (tmp_path / "for-dvc.yaml").write_text("seed: 1\n")  # a params file: what resolve is for
+    assert main(["resolve", "--config", str(cfg), "--out", str(tmp_path / "for-dvc.yaml")]) == 0
