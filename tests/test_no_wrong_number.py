@@ -495,3 +495,22 @@ def test_resolve_replaces_only_a_params_file(default_params, tmp_path, capsys):
         assert "exists and is not a params file" in line and (tmp_path / name).read_bytes() == content
     (tmp_path / "for-dvc.yaml").write_text("seed: 1\n")  # a params file: what resolve is for
     assert main(["resolve", "--config", str(cfg), "--out", str(tmp_path / "for-dvc.yaml")]) == 0
+
+
+def test_snakemake_quotes_a_params_path_with_a_space(default_params, tmp_path):
+    """The probe: `--config params="w/with space/sp.yaml"` made every job's command two words: the job failed and
+    argparse's usage went into a stray file named `w/with`."""
+    import subprocess
+
+    from conftest import clean_env
+    from test_pipeline import BIN, _project
+
+    proj = _project(tmp_path, tiny_params(default_params, tmp_path))
+    (proj / "with space").mkdir()
+    write_params({"extends": "../params.yaml", "results_dir": "results space"}, proj / "with space" / "sp.yaml")
+    r = subprocess.run([str(BIN / "snakemake"), "-n", "--printshellcmds", "--cores", "1", "--config",
+                        "params=with space/sp.yaml"], cwd=proj, capture_output=True, text=True, env=clean_env(proj))
+    assert r.returncode == 0, r.stderr
+    cmds = [line for line in r.stdout.splitlines() if " -m pipeline_src " in line]
+    assert cmds and all("--config 'with space/sp.yaml'" in c for c in cmds)
+    assert all("> 'results space/logs/" in c for c in cmds if "> " in c)

@@ -1,3 +1,4 @@
+import shlex
 import sys
 from pathlib import Path
 
@@ -37,9 +38,9 @@ except OSError as e:  # results_dir a file, read-only, or a full disk: where and
 from snakemake.settings.types import DeploymentMethod
 
 _CONDA = DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method
-PY = f"{'python' if _CONDA else sys.executable} -m pipeline_src"
+PY = f"{'python' if _CONDA else shlex.quote(sys.executable)} -m pipeline_src"
 ENV = "../../envs/environment.yaml"
-CLI = f"{PY} {{step}} --config {PARAMS_FILE}"
+CLI = f"{PY} {{step}} --config {shlex.quote(PARAMS_FILE)}"  # a path with a space is one word in the shell
 DATASETS = run_datasets(P)  # run.datasets, then run.extra.datasets
 PAIRS = run_pairs(P)  # every (dataset, method) of both crossings
 SEEDS = run_seeds(P)

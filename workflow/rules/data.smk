@@ -14,7 +14,7 @@ rule fetch:
     conda:
         ENV
     shell:
-        cli("fetch", dataset="{wildcards.dataset}") + " > {log} 2>&1"
+        cli("fetch", dataset="{wildcards.dataset}") + " > {log:q} 2>&1"
 
 
 rule prepare:
@@ -29,4 +29,4 @@ rule prepare:
     conda:
         ENV
     shell:
-        cli("prepare", dataset="{wildcards.dataset}") + " > {log} 2>&1"
+        cli("prepare", dataset="{wildcards.dataset}") + " > {log:q} 2>&1"

@@ -10,4 +10,4 @@ rule reference:
         ENV
     threads: 1
     shell:
-        cli("reference", dataset="{wildcards.dataset}", name="{wildcards.name}") + " > {log} 2>&1"
+        cli("reference", dataset="{wildcards.dataset}", name="{wildcards.name}") + " > {log:q} 2>&1"

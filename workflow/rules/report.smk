@@ -14,7 +14,7 @@ rule matrix_fit:
     threads: 1
     shell:
         cli("matrix", vocab="{wildcards.vocab}", dim="{wildcards.dim}", seed="{wildcards.seed}", threads="{threads}")
-        + " > {log} 2>&1"
+        + " > {log:q} 2>&1"
 
 
 rule summarize:
@@ -43,7 +43,7 @@ rule summarize:
     conda:
         ENV
     shell:
-        cli("summarize") + " > {log} 2>&1"
+        cli("summarize") + " > {log:q} 2>&1"
 
 
 rule figures:
@@ -66,7 +66,7 @@ rule figures:
     conda:
         ENV
     shell:
-        cli("figures", dataset="{wildcards.dataset}") + " > {log} 2>&1"
+        cli("figures", dataset="{wildcards.dataset}") + " > {log:q} 2>&1"
 
 
 rule bench:
@@ -85,7 +85,7 @@ rule bench:
         ENV
     threads: 1
     shell:
-        cli("bench", threads="{threads}") + " > {log} 2>&1"
+        cli("bench", threads="{threads}") + " > {log:q} 2>&1"
 
 
 rule report:
@@ -108,4 +108,4 @@ rule report:
     conda:
         ENV
     shell:
-        cli("report") + " > {log} 2>&1"
+        cli("report") + " > {log:q} 2>&1"

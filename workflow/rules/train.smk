@@ -14,7 +14,7 @@ rule trial:
     shell:
         cli("train", dataset="{wildcards.dataset}", method="{wildcards.method}", trial="{wildcards.trial}",
             threads="{threads}")
-        + " > {log} 2>&1"
+        + " > {log:q} 2>&1"
 
 
 rule select:
@@ -27,7 +27,7 @@ rule select:
     conda:
         ENV
     shell:
-        cli("select", dataset="{wildcards.dataset}", method="{wildcards.method}") + " > {log} 2>&1"
+        cli("select", dataset="{wildcards.dataset}", method="{wildcards.method}") + " > {log:q} 2>&1"
 
 
 rule train:
@@ -51,7 +51,7 @@ rule train:
     shell:
         cli("train", dataset="{wildcards.dataset}", method="{wildcards.method}", seed="{wildcards.seed}",
             threads="{threads}")
-        + " > {log} 2>&1"
+        + " > {log:q} 2>&1"
 
 
 rule finetune:
@@ -74,7 +74,7 @@ rule finetune:
     shell:
         cli("finetune", dataset="{wildcards.dataset}", method="{wildcards.method}", seed="{wildcards.seed}",
             threads="{threads}")
-        + " > {log} 2>&1"
+        + " > {log:q} 2>&1"
 
 
 rule evaluate:
@@ -97,4 +97,4 @@ rule evaluate:
     shell:
         cli("evaluate", dataset="{wildcards.dataset}", method="{wildcards.method}", seed="{wildcards.seed}",
             threads="{threads}")
-        + " > {log} 2>&1"
+        + " > {log:q} 2>&1"
