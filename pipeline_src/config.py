@@ -85,6 +85,14 @@ class TrainConfig:
     valid_tokens: int | None = None  # validate in training on this prefix of the valid split (None: all of it)
 
 
+# An integer is an int as written: JSON schema takes 2.0 for an integer, and 2.0 epochs or a seed of 1.0 then
+# failed deep inside (slice indices, numpy's SeedSequence) and hashed apart from 2 and 1.
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda checker, x: isinstance(x, int) and not isinstance(x, bool)))
+
+
 def schema() -> dict:
     """The params schema, with each registered head's options schema spliced in."""
     from .head_options import head_options
@@ -108,6 +116,11 @@ def _format_error(err: jsonschema.ValidationError, source: str) -> str:
         pass
     elif err.validator == "enum":
         msg = f"{err.instance!r} is not allowed; allowed values: {err.validator_value}"
+    elif err.validator == "type" and err.validator_value == "integer" and isinstance(err.instance, float) \
+            and err.instance.is_integer():
+        msg = f"{err.instance!r} is not an integer; write it as {int(err.instance)}"
+    elif err.validator in ("pattern", "minLength") and "description" in err.schema:
+        msg += f" ({err.schema['description']})"
     elif err.validator == "const":
         msg = f"{err.instance!r} is not allowed; allowed value: {err.validator_value!r}"
     return f"{source}: key '{where}': {msg}"
@@ -117,7 +130,7 @@ def validate(params: dict, source: str = DEFAULT_PARAMS, origin=None) -> dict:
     """Validate ``params`` and check cross-references; return it with defaults filled in. ``origin(keys)``:
     the file of an ``extends:`` chain that wrote a key path (a schema error names it)."""
     _check_finite(params, lambda keys: origin(keys) if origin else source)
-    validator = jsonschema.Draft202012Validator(schema())
+    validator = _Validator(schema())
     errors = sorted(validator.iter_errors(params), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         # The deepest errors are the most specific (a bad method option, not "allOf failed").
@@ -131,7 +144,6 @@ def validate(params: dict, source: str = DEFAULT_PARAMS, origin=None) -> dict:
         params["statistics"].setdefault(k, v)
     params.setdefault("tuning", {"enabled": False})
     params.setdefault("keep_models", True)
-    _check_seeds(params, source)
     _check_names(params, source)
     if params["tuning"]["enabled"]:
         _check_tuning(params, source)
@@ -153,14 +165,6 @@ def _check_finite(node, source_of, keys: tuple = ()) -> None:
     elif isinstance(node, list):
         for i, v in enumerate(node):
             _check_finite(v, source_of, (*keys, i))
-
-
-def _check_seeds(params: dict, source: str) -> None:
-    """Run seeds are integers as written: JSON schema takes 1.0 for an integer, but DVC's matrix would name
-    its run directory seed1.0 where Snakemake names it seed1."""
-    for i, s in enumerate(params["run"]["seeds"]):
-        if type(s) is not int:
-            raise ConfigError(f"{source}: key 'run.seeds.{i}': {s!r} is not an integer; write it as {int(s)}")
 
 
 def _undefined(source: str, key: str, name, section: str, params: dict) -> ConfigError:
@@ -231,7 +235,7 @@ def _check_tuning(params: dict, source: str) -> None:
         method = params["methods"][name]
         options = head_options()[method["type"]]
         fields = set(options["properties"]) - {"type"}
-        check = jsonschema.Draft202012Validator(options)
+        check = _Validator(options)
         for opt, dim in space.items():
             if opt not in fields:
                 raise ConfigError(f"{source}: key 'tuning.space.{name}.{opt}': not an option of "

@@ -514,3 +514,20 @@ def test_snakemake_quotes_a_params_path_with_a_space(default_params, tmp_path):
     cmds = [line for line in r.stdout.splitlines() if " -m pipeline_src " in line]
     assert cmds and all("--config 'with space/sp.yaml'" in c for c in cmds)
     assert all("> 'results space/logs/" in c for c in cmds if "> " in c)
+
+
+@pytest.mark.parametrize("text, says", [
+    ("seed: 1.0", "key 'seed': 1.0 is not an integer; write it as 1"),
+    ("datasets: {tiny: {training: {epochs: 2.0}}}", "key 'datasets.tiny.training.epochs': 2.0 is not an integer"),
+    ("run: {seeds: [18446744073709551616]}", "18446744073709551616 is greater than the maximum of 4294967295"),
+    ("results_dir: '~/lmres'", "key 'results_dir': '~/lmres' does not match"),
+    ("results_dir: ''", "key 'results_dir': '' "),
+])
+def test_values_the_schema_let_through_and_that_failed_later_are_refused(default_params, tmp_path, capsys, text, says):
+    """The probe: a seed of 1.0 and 2.0 epochs passed the schema and failed deep inside (tracebacks); a seed of
+    2**64 failed in numpy; results_dir '' wrote into the working directory and '~/x' made a folder named '~'."""
+    write_params(tiny_params(default_params, tmp_path), tmp_path / "base.yaml")
+    (tmp_path / "child.yaml").write_text(f"extends: base.yaml\n{text}\n")
+    rc = main(["check-config", "--config", str(tmp_path / "child.yaml")])
+    err = capsys.readouterr().err
+    assert rc == 2 and says in err and "Traceback" not in err, err
