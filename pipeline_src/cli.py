@@ -438,6 +438,14 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _out_of_memory(e: BaseException) -> bool:
+    """torch's allocation failures: MemoryError, torch.OutOfMemoryError (a RuntimeError), or the CPU allocator's
+    RuntimeError ("can't allocate memory")."""
+    text = str(e).lower()
+    return isinstance(e, MemoryError) or type(e).__name__ == "OutOfMemoryError" or "can't allocate memory" in text \
+        or "out of memory" in text
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from .corpora import CorpusError
@@ -461,6 +469,14 @@ def main(argv: list[str] | None = None) -> int:
         where = f" writing {e.filename}" if e.filename else ""
         hint = "; free some space and rerun" if e.errno in (errno.ENOSPC, errno.EDQUOT) else ""
         print(f"error: {args.command}{where}: {e.strerror or e}{hint}", file=sys.stderr)
+        return 2
+    except (MemoryError, RuntimeError) as e:
+        if not _out_of_memory(e):
+            raise
+        first = (str(e).strip().splitlines() or ["MemoryError"])[0][:160]
+        print(f"error: {args.command}: out of memory ({first}): the model, batch or matrix is too large for this "
+              f"machine; reduce model.emb_dim / hidden_dim, training.batch_size, evaluation.batch_size or "
+              f"matrix.dims", file=sys.stderr)
         return 2
     except Diverged as e:
         print(f"error: {e}", file=sys.stderr)

@@ -531,3 +531,23 @@ def test_values_the_schema_let_through_and_that_failed_later_are_refused(default
     rc = main(["check-config", "--config", str(tmp_path / "child.yaml")])
     err = capsys.readouterr().err
     assert rc == 2 and says in err and "Traceback" not in err, err
+
+
+def test_out_of_memory_is_one_line_and_other_runtime_errors_are_not_hidden(monkeypatch, capsys):
+    """The probe: a 1e8-wide model gave the CPU allocator's RuntimeError traceback."""
+    import pipeline_src.cli as cli
+
+    def oom(params, args):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+                           "you tried to allocate 160000000000000000 bytes.")
+
+    monkeypatch.setitem(cli.COMMANDS, "check-config", (oom, "", ()))
+    line = _refused(capsys, "check-config")
+    assert line.startswith("error: check-config: out of memory ([enforce fail") and "reduce model.emb_dim" in line
+
+    def bug(params, args):
+        raise RuntimeError("shape mismatch")
+
+    monkeypatch.setitem(cli.COMMANDS, "check-config", (bug, "", ()))
+    with pytest.raises(RuntimeError, match="shape mismatch"):  # a bug stays a traceback, not a tidy line
+        main(["check-config"])
