@@ -470,7 +470,13 @@ def main(argv: list[str] | None = None) -> int:
         hint = "; free some space and rerun" if e.errno in (errno.ENOSPC, errno.EDQUOT) else ""
         print(f"error: {args.command}{where}: {e.strerror or e}{hint}", file=sys.stderr)
         return 2
-    except (MemoryError, RuntimeError) as e:
+    except Diverged as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3
+    except Stopped as e:
+        print(f"{e}", file=sys.stderr)
+        return 128 + e.signum  # the shell's convention for "killed by signal N"
+    except (MemoryError, RuntimeError) as e:  # after Diverged and Stopped, RuntimeErrors of their own
         if not _out_of_memory(e):
             raise
         first = (str(e).strip().splitlines() or ["MemoryError"])[0][:160]
@@ -478,10 +484,4 @@ def main(argv: list[str] | None = None) -> int:
               f"machine; reduce model.emb_dim / hidden_dim, training.batch_size, evaluation.batch_size or "
               f"matrix.dims", file=sys.stderr)
         return 2
-    except Diverged as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 3
-    except Stopped as e:
-        print(f"{e}", file=sys.stderr)
-        return 128 + e.signum  # the shell's convention for "killed by signal N"
     return 0

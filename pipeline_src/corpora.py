@@ -287,8 +287,16 @@ def copy_local(paths: dict[str, str], out_dir: Path) -> dict:
         f = Path(paths[split])
         if f.is_dir():
             raise CorpusError(f"corpus.{split}: {f} is a directory; give the path of the {split} text file")
+        if f.exists() and not f.is_file():
+            raise CorpusError(f"corpus.{split}: {f} is not a regular file (a device or a pipe); give the path of the "
+                              f"{split} text file")
         if not f.is_file():
             raise CorpusError(f"corpus.{split}: file {f} does not exist")
+    train = file_digest(Path(paths["train"]), "sha256")
+    for split in ("valid", "test"):
+        if file_digest(Path(paths[split]), "sha256") == train:
+            raise CorpusError(f"corpus.{split}: the same text as corpus.train ({paths[split]}): a model scored on the "
+                              f"text it was trained on measures nothing; give each split its own file")
     from .prepare import read_lines
 
     for split in SPLITS:  # the user's own file named (line, byte), before anything is copied

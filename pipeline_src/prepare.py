@@ -35,6 +35,11 @@ def read_lines(path: Path) -> Iterable[str]:
     """Lines of a UTF-8 file; a byte that is not UTF-8 is an error naming the file, line and byte."""
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):  # a byte-order mark is not a word of the text
+                raw = raw[3:]
+            if b"\x00" in raw:
+                raise CorpusContentError(f"{path}: line {lineno} holds a NUL byte (binary data, or UTF-16 text): "
+                                         f"convert the file to UTF-8 text")
             try:
                 yield raw.decode("utf-8")
             except UnicodeDecodeError as e:

@@ -551,3 +551,26 @@ def test_out_of_memory_is_one_line_and_other_runtime_errors_are_not_hidden(monke
     monkeypatch.setitem(cli.COMMANDS, "check-config", (bug, "", ()))
     with pytest.raises(RuntimeError, match="shape mismatch"):  # a bug stays a traceback, not a tidy line
         main(["check-config"])
+
+
+def test_a_local_corpus_with_a_device_a_shared_split_a_bom_or_nul_bytes(default_params, tmp_path, capsys):
+    """The probe: /dev/null was 'does not exist'; one file for all three splits was scored on its training text;
+    a byte-order mark became a word; NUL bytes became <unk> silently."""
+    p = tiny_params(default_params, tmp_path)
+    corpus = _local_corpus(tmp_path)
+    cases = [({"valid": "/dev/null"}, "corpus.valid: /dev/null is not a regular file"),
+             ({"test": corpus["train"]}, "corpus.test: the same text as corpus.train")]
+    for change, says in cases:
+        p["datasets"]["tiny"]["corpus"] = {**corpus, **change}
+        cfg = write_params(p, tmp_path / "params.yaml")
+        assert says in _refused(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")
+    valid = tmp_path / "valid.txt"
+    valid.write_bytes(b"\xef\xbb\xbf" + valid.read_bytes())
+    p["datasets"]["tiny"]["corpus"] = corpus
+    cfg = write_params(p, tmp_path / "params.yaml")
+    for step in ("fetch", "prepare"):
+        assert main([step, "--config", str(cfg), "--dataset", "tiny"]) == 0
+    meta = json.loads((paths.prepared_dir(p, "tiny") / "meta.json").read_text())
+    assert meta["splits"]["valid"]["tokens"] == 40 * 13  # 40 lines of 12 words and <eos>: no BOM word
+    valid.write_bytes(valid.read_bytes().replace(b" w1 ", b" \x00\x00 ", 1))
+    assert "valid.txt: line 3 holds a NUL byte" in _refused(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")

@@ -225,7 +225,7 @@ def test_empty_split_is_an_error_and_a_high_oov_rate_a_warning(capsys, default_p
 
 def test_sentencepiece_vocab_size_too_large_names_the_key(capsys, default_params, tmp_path):
     p = tiny_params(default_params, tmp_path)
-    _local(p, tmp_path, {s: "ab ba ab\n" * 20 for s in ("train", "valid", "test")})
+    _local(p, tmp_path, {s: f"ab ba {s}\n" * 20 for s in ("train", "valid", "test")})  # splits of their own text
     p["datasets"]["tiny"]["tokenizer"] = {"type": "sentencepiece", "vocab_size": 5000}
     cfg = write_params(p, tmp_path / "params.yaml")
     assert _cli(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")[0] == 0
