@@ -244,8 +244,11 @@ def write(params: dict, dataset: str) -> list[Path]:
     head = read_csv(paths.headline_path(params))
     history = read_csv(paths.history_path(params))
     if dataset not in set(head.dataset):
+        from .config import run_datasets
+
+        hint = "rerun summarize" if dataset in run_datasets(params) else "it is not one of this config's run datasets"
         raise FileNotFoundError(f"{paths.headline_path(params)}: no row for dataset {dataset!r}; "
-                                f"has {sorted(set(head.dataset))} (rerun summarize)")
+                                f"has {sorted(set(head.dataset))} ({hint})")
     style = styles(summary)
     level = int(round(params["statistics"]["confidence"] * 100))
     made = {

@@ -181,6 +181,14 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
     tables = {"headline.csv": head, "contrasts.csv": con}
     for file, frame in tables.items():
         write_text(out / file, frame.to_csv(index=False))
+    if (out / "summary.json").is_file():  # the publication's summary record says what its tables now are
+        from .digests import sha256_of
+
+        info = read_json(out / "summary.json")
+        info["statistics"] = params["statistics"]
+        if "tables" in info:
+            info["tables"].update({f: sha256_of(out / f) for f in tables})
+        write_json(out / "summary.json", info)
     dirty = _dirty_files()
     if dirty:
         say(f"warning: restating from a tree with uncommitted changes ({', '.join(dirty[:5])})")

@@ -114,6 +114,8 @@ def selected_settings(params: dict, dataset: str, method: str, key: str) -> dict
     if sel.get("selection_key") != key:
         raise ConfigError(f"{path} was selected under another tuning setup (key {sel.get('selection_key')}, now "
                           f"{key}); rerun `python -m pipeline_src select --dataset {dataset} --method {method}`")
+    # an edited selection is named here, where the final runs' settings come from (one from before digests passes)
+    check_seal(path, sel, f"`python -m pipeline_src select --dataset {dataset} --method {method}`", required=False)
     return {**sel["settings"], "tuning": {"selected_trial": sel["trial"], "valid_nll": sel["valid_nll"]}}
 
 

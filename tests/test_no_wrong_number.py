@@ -574,3 +574,27 @@ def test_a_local_corpus_with_a_device_a_shared_split_a_bom_or_nul_bytes(default_
     assert meta["splits"]["valid"]["tokens"] == 40 * 13  # 40 lines of 12 words and <eos>: no BOM word
     valid.write_bytes(valid.read_bytes().replace(b" w1 ", b" \x00\x00 ", 1))
     assert "valid.txt: line 3 holds a NUL byte" in _refused(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")
+
+
+def test_restate_keeps_the_publication_s_summary_record_true(tmp_path, monkeypatch):
+    """The probe: after restate the publication's summary.json still gave the old confidence, and its digest of
+    headline.csv no longer matched."""
+    import shutil
+
+    import pipeline_src.publish as pub
+    from conftest import ROOT
+    from pipeline_src.config import load
+    from pipeline_src.digests import sha256_of
+
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path)
+    monkeypatch.setattr(pub, "update_docs", lambda: [])
+    shutil.copytree(ROOT / "benchmarks" / "default", tmp_path / "default")
+    info = json.loads((tmp_path / "default" / "summary.json").read_text())
+    info["tables"] = {"headline.csv": "0" * 64}  # as a summary with digests records them
+    (tmp_path / "default" / "summary.json").write_text(json.dumps(info))
+    p = load(ROOT / "params.yaml")
+    p["statistics"]["confidence"] = 0.9
+    pub.restate(p, ROOT / "params.yaml", "default", say=lambda s: None)
+    info = json.loads((tmp_path / "default" / "summary.json").read_text())
+    assert info["statistics"]["confidence"] == 0.9
+    assert info["tables"]["headline.csv"] == sha256_of(tmp_path / "default" / "headline.csv")
