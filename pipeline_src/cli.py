@@ -161,6 +161,9 @@ def _evaluate(params: dict, args) -> None:
             model, {**ckpt["config"], "evaluation": no_rank}, prepared, raw, device, argmax=False)}
     # the result is this config's: its evaluation settings (which need no retraining) are the current ones
     summary.update(config=final, config_hash=run_hash(final))
+    from .digests import sha256_of
+
+    summary["prepared_meta_sha256"] = sha256_of(prepared / "meta.json")  # the data it was scored on
     write_metrics(paths.metrics_path(params, args.dataset, args.method, args.seed), summary, splits, args.dataset,
                   args.method, peak_memory_mb(device))
     if "rank" in splits:
@@ -255,10 +258,11 @@ def _publish(params: dict, args) -> None:
 
 
 def _stash(params: dict, args) -> None:
-    from .publish import check_name
+    from .publish import check_name, check_stash
     from .records import stash
 
     out = check_name(args.name)
+    check_stash(out, args.config, args.replace)
     n, kept, stale = stash(params, args.config, out)
     if n == 0:
         print(f"nothing to stash: {params['results_dir']} holds no finished, current record of {args.config}; "
@@ -426,6 +430,9 @@ def parser() -> argparse.ArgumentParser:
                             help="the run's wall time, as measured by whoever ran it (recorded in provenance.json)")
             sp.add_argument("--replace", action="store_true",
                             help="publish over a publication made from another params file")
+        if name == "stash":
+            sp.add_argument("--replace", action="store_true",
+                            help="stash into a publication or stash made from another params file")
         if name == "resolve":
             sp.add_argument("--out", default=None, help="write here (e.g. params.yaml for dvc repro); default: stdout")
             sp.add_argument("--overwrite-config", action="store_true",

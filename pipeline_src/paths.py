@@ -135,6 +135,11 @@ def check_outside_repository(params: dict, source: str) -> None:
     beside, or over, committed files. ``publish`` is the one command that writes into benchmarks/."""
     from .errors import ConfigError
 
+    data, results = Path(params["data_dir"]).resolve(), Path(params["results_dir"]).resolve()
+    if data == results or data in results.parents or results in data.parents:
+        raise ConfigError(f"{source}: key 'results_dir': {params['results_dir']!r} and data_dir "
+                          f"{params['data_dir']!r} lie one inside the other: a step that replaces its own folder "
+                          f"(prepare, fetch) would delete the other's files; give them separate folders")
     for key in ("data_dir", "results_dir"):
         where = Path(params[key]).resolve()
         if where == REPOSITORY:

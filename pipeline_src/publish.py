@@ -55,6 +55,19 @@ def _dirty_files() -> list[str]:
 NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
+def check_stash(out: Path, params_file: str, replace: bool) -> None:
+    """Refuse stashing into a publication or a stash of another params file unless ``replace``: its records sit
+    under that benchmark's name."""
+    made_from = None
+    for record in (out / "records" / "records.json", out / "provenance.json"):
+        if record.is_file():
+            made_from = read_json(record).get("params_file")
+            break
+    if made_from is not None and not replace and Path(made_from).resolve() != Path(params_file).resolve():
+        raise OutputError(f"{out} holds the records or publication of {made_from}, not {params_file}: add --replace "
+                          f"to stash there anyway, or choose another --name")
+
+
 def check_name(name: str) -> Path:
     """``benchmarks/NAME`` for a plain name (letters, digits, ``-``, ``_``, ``.``; not ``.`` or ``..``)."""
     if not NAME.fullmatch(name) or name in (".", ".."):
@@ -219,7 +232,7 @@ def markdown_table(cols: list[str], rows) -> str:
     return "\n".join(lines)
 
 
-def headline_markdown(head: pd.DataFrame, refs: pd.DataFrame | None = None) -> str:
+def headline_markdown(head: pd.DataFrame, refs: pd.DataFrame | None = None, level: int = 95) -> str:
     """The headline table of a published run, one block per dataset, for the README and docs; with the
     count-based reference rows (``references.csv``: Kneser-Ney) in their place by test perplexity."""
     out = []
@@ -232,7 +245,7 @@ def headline_markdown(head: pd.DataFrame, refs: pd.DataFrame | None = None) -> s
         h = h.sort_values("nll")
         ref = h.reference.dropna().iloc[0]
         seeds = int(h.seeds.max())
-        ci = "95% CI" if seeds > 1 else "one seed: no CI"
+        ci = f"{level}% CI" if seeds > 1 else "one seed: no CI"
         cols = ["method", f"test ppl [{ci}]", f"Δ nll vs {ref} [{ci}]", "verdict"]
         uneven = h.seeds.nunique() > 1  # a partial run: methods have different numbers of seeds so far
         if uneven:
@@ -288,7 +301,8 @@ def _millions(tokens: float) -> str:
     return "—" if pd.isna(tokens) else f"{tokens / 1e6:.2f}M"
 
 
-def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame | None = None) -> str:
+def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame | None = None,
+                   level: int = 95) -> str:
     """A sweep over vocabulary sizes (``sweep.py``), from a publication's summary.csv and headline.csv: per |V|
     the methods ranked by test perplexity with the verdict against the reference, the tokens the budget bought
     and the gap to the truth per frequency band (nats; each band's share of the test tokens in its header), or
@@ -311,7 +325,7 @@ def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame
         ds = test[test.vocab == vocab]
         total = ds.tokens.iloc[0]
         share = {b: f" ({ds[f'{b}_tokens'].iloc[0] / total:.0%} of tokens)" if f"{b}_tokens" in ds else "" for b in BANDS}
-        ci = "95% CI" if at.ppl_low.notna().any() else "one seed: no CI"
+        ci = f"{level}% CI" if at.ppl_low.notna().any() else "one seed: no CI"
         truth = at[[f"{b}_gap_nll" for b in BANDS]].notna().any().any()  # real text: each band's perplexity
         band, key, digits = ("gap", "gap_nll", 3) if truth else ("ppl", "ppl", 1)
         cols = ["rank", "method", f"test ppl [{ci}]", f"verdict vs {ref}", "tokens in budget",
@@ -331,13 +345,13 @@ def _fixed(x: float, digits: int) -> str:
     return _num(x, digits)
 
 
-def contrasts_markdown(con: pd.DataFrame) -> str:
+def contrasts_markdown(con: pd.DataFrame, level: int = 95) -> str:
     """Each declared contrast (a method against its own control), for the README and docs."""
     if con.empty:
         return "*No contrast declared (`statistics.contrasts`).*\n"
     many = con.dataset.nunique() > 1
     cols = (["dataset"] if many else []) + ["method", "control", "test ppl", "control's", "seeds paired",
-                                            "Δ nll vs control [95% CI]", "verdict"]
+                                            f"Δ nll vs control [{level}% CI]", "verdict"]
     rows = []
     for r in con.itertuples():
         cells = [r.method, r.control, _num(r.ppl, 2), _num(r.control_ppl, 2),
@@ -466,15 +480,19 @@ def render_table(path: str) -> str:
     file = ROOT / path
     if not file.exists():  # a page may announce a run before it is published
         return f"*Not published yet: run it, then `python -m pipeline_src publish --name {Path(path).parent.name}`.*\n"
+    prov = file.with_name("provenance.json")  # the intervals' level is the publication's (restate may change it)
+    params = read_json(prov).get("params") or {} if prov.is_file() else {}
+    level = int(round(100 * ((params.get("statistics") or {}).get("confidence") or 0.95)))
     if file.name == "headline.csv":
         refs = file.with_name("references.csv")
-        return headline_markdown(pd.read_csv(file), pd.read_csv(refs) if refs.exists() and refs.stat().st_size > 1 else None)
+        return headline_markdown(pd.read_csv(file), pd.read_csv(refs) if refs.exists() and refs.stat().st_size > 1
+                                 else None, level)
     if file.name == "contrasts.csv":
-        return contrasts_markdown(pd.read_csv(file))
+        return contrasts_markdown(pd.read_csv(file), level)
     if file.name == "summary.csv":  # a sweep's reading across sizes, with the headline beside it
         refs = file.with_name("references.csv")
         return sweep_markdown(pd.read_csv(file), pd.read_csv(file.with_name("headline.csv")),
-                              pd.read_csv(refs) if refs.exists() and refs.stat().st_size > 1 else None)
+                              pd.read_csv(refs) if refs.exists() and refs.stat().st_size > 1 else None, level)
     if file.name == "references.csv":
         return references_markdown(pd.read_csv(file))
     if file.name == "bench.csv":

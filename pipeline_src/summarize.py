@@ -16,7 +16,7 @@ from . import paths
 from .atomic import atomic_path, write_json
 from .bands import BANDS
 from .config import canonical, dataset_methods, first_difference, run_datasets, run_hash, run_pairs, run_seeds
-from .digests import SEAL, check_file, check_seal
+from .digests import SEAL, check_file, check_seal, sha256_of
 from .provenance import StaleError
 from .stats import contrasts, expected_best, headline
 from .runspec import final_config
@@ -244,6 +244,11 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
             evaluate = f"`python -m pipeline_src evaluate --dataset {dataset} --method {method} --seed {seed}`"
             check_seal(path, metrics, evaluate)
             check_current(path, metrics, final_config(params, dataset, method, seed))
+            meta = paths.prepared_dir(params, dataset) / "meta.json"
+            if metrics.get("prepared_meta_sha256") and meta.is_file() \
+                    and sha256_of(meta) != metrics["prepared_meta_sha256"]:
+                raise StaleError(f"{path} was scored on other data than {meta.parent} holds now (prepared again "
+                                 f"since): rerun {evaluate} (or `snakemake`)")
             rows.extend({**r, "vocab": _vocab(params, dataset)} for r in summary_rows(metrics))
             anytime.extend(anytime_rows(metrics))
             hist_path = paths.run_dir(params, dataset, method, seed) / "history.csv"
@@ -294,20 +299,18 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
     return df
 
 
-def sha256_of(path) -> str:
-    import hashlib
-
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def check_tables(params: dict) -> None:
     """Refuse a results folder whose tables are not the ones its summary.json says ``summarize`` wrote (a table
     edited by hand, or copied in from another run): one line naming the file. This guards against accidents and
-    mixed folders, not against someone who rewrites summary.json too. A summary.json from before the digests
-    were recorded has none to check."""
+    mixed folders, not against someone who rewrites summary.json too. A summary without its summary.json, or
+    with one from before the digests, is refused too (summarize remakes it in seconds)."""
     info = paths.summary_path(params).with_suffix(".json")
-    if not info.exists():
-        return
+    if not paths.summary_path(params).exists():
+        return  # no summary: its readers say so
+    if not info.exists() or "tables" not in read_json(info):  # removed, or from before the digests: remake it
+        raise StaleError(f"{paths.summary_path(params)} has no record of the tables summarize wrote ({info} "
+                         f"{'is missing' if not info.exists() else 'predates table digests'}): rerun "
+                         f"`python -m pipeline_src summarize` (or delete summary.csv and run `snakemake`)")
     made = read_json(info)
     for name, digest in (made.get("records") or {}).items():  # the runs it summarised: still there, unchanged
         path = Path(params["results_dir"]) / name

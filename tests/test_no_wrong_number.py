@@ -598,3 +598,35 @@ def test_restate_keeps_the_publication_s_summary_record_true(tmp_path, monkeypat
     info = json.loads((tmp_path / "default" / "summary.json").read_text())
     assert info["statistics"]["confidence"] == 0.9
     assert info["tables"]["headline.csv"] == sha256_of(tmp_path / "default" / "headline.csv")
+
+
+def test_nested_data_and_results_folders_and_a_stash_into_another_benchmark_are_refused(default_params, tmp_path,
+                                                                                      capsys):
+    """The probe: results_dir inside data_dir/prepared/<ds> lost every run when prepare replaced its folder;
+    `stash --name default` from a toy config wrote into the default publication's folder."""
+    p = tiny_params(default_params, tmp_path)
+    p["results_dir"] = str(tmp_path / "data" / "prepared" / "tiny")
+    cfg = write_params(p, tmp_path / "nested.yaml")
+    assert "lie one inside the other" in _refused(capsys, "check-config", "--config", str(cfg))
+    from pipeline_src.errors import OutputError
+    from pipeline_src.publish import check_stash
+
+    (tmp_path / "pub").mkdir()
+    (tmp_path / "pub" / "provenance.json").write_text(json.dumps({"params_file": "params.yaml"}))
+    with pytest.raises(OutputError, match="holds the records or publication of params.yaml, not toy.yaml"):
+        check_stash(tmp_path / "pub", "toy.yaml", replace=False)
+    check_stash(tmp_path / "pub", "toy.yaml", replace=True)
+    check_stash(tmp_path / "pub", "params.yaml", replace=False)
+
+
+def test_a_run_scored_on_data_prepared_again_since_is_refused(unseen, tmp_path, capsys):
+    """The probe: a local corpus's test file cut after evaluation, fetched and prepared again; summarize and
+    publish kept the old test nll over 516 tokens while the prepared test split had 260."""
+    p, cfg = unseen
+    test = tmp_path / "test.txt"
+    test.write_text("".join(test.read_text().splitlines(keepends=True)[:20]))
+    for step in ("fetch", "prepare"):
+        assert main([step, "--config", str(cfg), "--dataset", "tiny"]) == 0
+    capsys.readouterr()
+    line = _refused(capsys, "summarize", "--config", str(cfg))
+    assert "was scored on other data than" in line and "rerun `python -m pipeline_src evaluate" in line

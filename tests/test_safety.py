@@ -251,7 +251,10 @@ def test_a_damaged_table_is_one_line_naming_the_file(capsys, proj, tmp_path):
     info = tmp_path / "results" / "summary.json"
     info.write_text(json.dumps({k: v for k, v in json.loads(info.read_text()).items() if k != "tables"}))
     line = _refused(capsys, "figures", "--config", str(cfg), "--dataset", "tiny")  # a summary from before digests
-    assert str(headline) in line and "empty file" in line
+    assert "summary.csv has no record of the tables summarize wrote" in line and "predates table digests" in line
+    info.unlink()  # summary.json removed (a hand-edited verdict would then pass unchecked)
+    line = _refused(capsys, "figures", "--config", str(cfg), "--dataset", "tiny")
+    assert "summary.json is missing): rerun `python -m pipeline_src summarize`" in line
 
 
 def test_two_trainers_cannot_write_one_run_and_a_stale_lock_is_taken_over(tmp_path, monkeypatch):
