@@ -261,7 +261,7 @@ def _stash(params: dict, args) -> None:
     from .publish import check_name, check_stash
     from .records import stash
 
-    out = check_name(args.name)
+    out = check_name(args.name, "stash")
     check_stash(out, args.config, args.replace)
     n, kept, stale = stash(params, args.config, out)
     if n == 0:
@@ -278,7 +278,10 @@ def _restore(params: dict, args) -> None:
     from .publish import check_name
     from .records import restore
 
-    src = check_name(args.name)
+    src = check_name(args.name, "restore")
+    if not (src / "records" / "records.json").is_file():
+        raise ConfigError(f"restore --name {args.name}: {src / 'records'} holds no stash (no records.json); "
+                          f"stashes: {sorted(p.parent.parent.name for p in src.parent.glob('*/records/records.json'))}")
     n, stale = restore(params, src)
     print(f"restored {n} records from {src / 'records'} into {params['results_dir']}; `snakemake` plans what is "
           f"left" + "".join(f"\n  not restored: {s}" for s in stale))

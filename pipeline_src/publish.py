@@ -68,10 +68,10 @@ def check_stash(out: Path, params_file: str, replace: bool) -> None:
                           f"to stash there anyway, or choose another --name")
 
 
-def check_name(name: str) -> Path:
+def check_name(name: str, command: str = "publish") -> Path:
     """``benchmarks/NAME`` for a plain name (letters, digits, ``-``, ``_``, ``.``; not ``.`` or ``..``)."""
     if not NAME.fullmatch(name) or name in (".", ".."):
-        raise OutputError(f"publish --name {name!r}: give a plain name (letters, digits, '-', '_', '.'; no '/', "
+        raise OutputError(f"{command} --name {name!r}: give a plain name (letters, digits, '-', '_', '.'; no '/', "
                           f"not empty, not '.' or '..'); it becomes benchmarks/NAME")
     return BENCHMARKS / name
 

@@ -45,6 +45,16 @@ def _current(path: Path, want: str, hash_of) -> bool:
     return path.is_file() and hash_of(read_json(path, "config")) == want
 
 
+def _intact(path: Path) -> bool:
+    """A JSON record whose seal holds (or that has none: one from before digests); any other file."""
+    from .digests import SEAL, sealed
+
+    if path.suffix != ".json" or not path.is_file():
+        return True
+    rec = read_json(path)
+    return not isinstance(rec, dict) or SEAL not in rec or sealed(rec)
+
+
 def current_records(params: dict) -> tuple[list[Path], list[str]]:
     """Every finished record under ``results_dir`` that the params file would make now, in the order a pipeline
     makes them, and a line for each one present but made by another config (left out)."""
@@ -54,6 +64,9 @@ def current_records(params: dict) -> tuple[list[Path], list[str]]:
     keep, stale = [], []
 
     def take(path: Path, ok: bool) -> bool:
+        if ok and not _intact(path):
+            stale.append(f"{path}: its content is not what the step that wrote it recorded (edited)")
+            return False
         if ok:
             keep.append(path)
         elif path.exists():
@@ -76,6 +89,10 @@ def current_records(params: dict) -> tuple[list[Path], list[str]]:
                 files[2:2] = [spec.out_dir / "finetune" / f for f in RUN_FILES[:2]]
             metrics = files[-1]
             if all(f.is_file() for f in files) and run_hash(read_json(metrics, "config")["config"]) == spec.hash:
+                edited = [f for f in files if not _intact(f)]
+                if edited:
+                    stale.append(f"{edited[0]}: its content is not what the step that wrote it recorded (edited)")
+                    continue
                 keep += files
             elif metrics.exists():
                 stale.append(f"{metrics}: made under another config")

@@ -630,3 +630,29 @@ def test_a_run_scored_on_data_prepared_again_since_is_refused(unseen, tmp_path, 
     capsys.readouterr()
     line = _refused(capsys, "summarize", "--config", str(cfg))
     assert "was scored on other data than" in line and "rerun `python -m pipeline_src evaluate" in line
+
+
+def test_stash_and_restore_leave_out_an_edited_record(default_params, tmp_path):
+    """The second probe: stash copied a metrics.json whose seal was broken and counted it current; a stash whose
+    manifest was updated after an edit restored it."""
+    from pipeline_src.config import validate
+    from pipeline_src.records import MANIFEST, _sha256, restore, stash
+
+    p, cfg = _kept_runs(default_params, tmp_path, epochs=1, results="stashed-from")
+    metrics = paths.metrics_path(p, "tiny", "softmax", 1)
+    text = metrics.read_text()
+    metrics.write_text(text.replace('"nll": ', '"nll": 1', 1))
+    n, _, stale = stash(validate(copy.deepcopy(p)), str(cfg), tmp_path / "b" / "x")
+    assert n == 1 and any("metrics.json: its content is not what the step that wrote it recorded" in s for s in stale)
+    metrics.write_text(text)
+    out = tmp_path / "b" / "y"
+    stash(validate(copy.deepcopy(p)), str(cfg), out)
+    stashed = out / "records" / metrics.relative_to(p["results_dir"])
+    stashed.write_text(stashed.read_text().replace('"nll": ', '"nll": 1', 1))
+    manifest = json.loads((out / "records" / MANIFEST).read_text())
+    manifest["files"][stashed.relative_to(out / "records").as_posix()] = _sha256(stashed)
+    (out / "records" / MANIFEST).write_text(json.dumps(manifest))
+    fresh = validate({**copy.deepcopy(p), "results_dir": str(tmp_path / "clone")})
+    n, skipped = restore(fresh, out, say=lambda s: None)
+    assert n == 1 and any("its content is not what the step" in s for s in skipped)  # the reference alone
+    assert not paths.metrics_path(fresh, "tiny", "softmax", 1).exists()
