@@ -111,6 +111,20 @@ def reference_hash_path(params: dict, dataset: str, name: str) -> Path:
     return hashes_dir(params) / dataset / f"{name}.reference"
 
 
+def data_hash_path(params: dict, dataset: str) -> Path:
+    """What fetches and prepares a dataset (its data config)."""
+    return hashes_dir(params) / f"{dataset}.data"
+
+
+def trial_hash_path(params: dict, dataset: str, method: str, trial: int) -> Path:
+    return hashes_dir(params) / dataset / method / f"trial{trial}.train"
+
+
+def statistics_hash_path(params: dict) -> Path:
+    """How the summary turns seeds into verdicts (``statistics``)."""
+    return hashes_dir(params) / "statistics"
+
+
 REPOSITORY = Path(__file__).resolve().parent.parent
 OWN_FOLDERS = ("data", "results")  # the repository's folders the pipeline writes into (ignored by git)
 CODE_FOLDERS = ("benchmarks", "config", "docs", "envs", "pipeline_src", "profiles", "slurm", "tests", "workflow")

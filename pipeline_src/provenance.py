@@ -8,6 +8,7 @@ A mismatch is a ``StaleError``: one line naming the artifact, both hashes and th
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .artifacts import read_json
@@ -140,6 +141,25 @@ def step_hashes(params: dict) -> dict[Path, str]:
     for step in ("bench", "matrix"):
         used = {m: params["methods"][m] for m in params[step]["methods"]}
         out[paths.hashes_dir(params) / step] = config_hash({step: params[step], "methods": used, "seed": params["seed"]})
+    out.update(born_old(params))
+    return out
+
+
+def born_old(params: dict) -> dict[Path, str]:
+    """The hash files added on 2026-11-26 (data, trials, statistics), so that every setting a rule reads is an
+    input file and Snakemake needs no `params` rerun trigger (which reran what `dvc repro` had already remade).
+    A new one is written with the time 0: its first appearance is not a change, so a results folder made before
+    it is not rerun; a later change of its content is."""
+    from .config import data_config, run_datasets, run_pairs
+
+    out = {paths.data_hash_path(params, ds): config_hash(data_config(params, ds)) for ds in run_datasets(params)}
+    if (params.get("tuning") or {}).get("enabled"):
+        from .runspec import resolve_run
+
+        for ds, method in run_pairs(params):
+            for t in range(params["tuning"]["trials"]):
+                out[paths.trial_hash_path(params, ds, method, t)] = resolve_run(params, ds, method, trial=t).train_hash
+    out[paths.statistics_hash_path(params)] = config_hash(params["statistics"])
     return out
 
 
@@ -161,9 +181,13 @@ def record_hashes(params: dict) -> list[Path]:
     elif not sentinel.exists():
         want[sentinel] = "complete\n"
     written = []
+    old = set(born_old(params))
     for path, text in want.items():
         if not path.is_file() or path.read_text() != text:
+            new = not path.is_file()
             write_text(path, text)
+            if new and path in old:
+                os.utime(path, (0, 0))
             written.append(path)
     return written
 

@@ -81,6 +81,14 @@ def get_data_hash(wildcards):
     return config_hash(data_config(P, wildcards.dataset))
 
 
+def get_data_hash_file(wildcards):
+    return str(paths.data_hash_path(P, wildcards.dataset))
+
+
+def get_trial_hash_file(wildcards):
+    return str(paths.trial_hash_path(P, wildcards.dataset, wildcards.method, int(wildcards.trial)))
+
+
 def get_train_hash(wildcards):
     """What trains a final run, from the params file (a tuned run also depends on its selected.json, an input);
     its evaluation settings are not part of it (``config.train_hash``): they re-evaluate, never retrain."""

@@ -5,6 +5,7 @@ localrules:
 rule fetch:
     input:
         get_local_corpus,
+        get_data_hash_file,
     output:
         directory(f"{DATA}/raw/{{dataset}}"),
     params:
@@ -20,6 +21,7 @@ rule fetch:
 rule prepare:
     input:
         get_raw_dir,
+        get_data_hash_file,
     output:
         directory(f"{DATA}/prepared/{{dataset}}"),
     params:

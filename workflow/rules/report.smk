@@ -20,6 +20,7 @@ rule matrix_fit:
 rule summarize:
     input:
         f"{HASHES}/{SUMMARY_SENTINEL}",  # newer than summary.csv after a `summarize --partial` by hand
+        f"{HASHES}/statistics",
         get_all_metrics,
         get_all_histories,
         get_matrix_fits,
@@ -48,6 +49,7 @@ rule summarize:
 
 rule figures:
     input:
+        f"{HASHES}/statistics",
         summary=f"{RESULTS}/summary.csv",
         history=f"{RESULTS}/history.csv",
         anytime=f"{RESULTS}/anytime.csv",  # a budgeted dataset's learning curve is its anytime curve

@@ -1,6 +1,7 @@
 rule trial:
     input:
         get_prepared_dir,
+        get_trial_hash_file,
     output:
         f"{RESULTS}/tuning/{{dataset}}/{{method}}/trial{{trial}}/train.json",
     params:
