@@ -175,9 +175,12 @@ def record_hashes(params: dict) -> list[Path]:
     want = {path: f"{h}\n" for path, h in step_hashes(params).items()}
     sentinel = paths.hashes_dir(params) / SUMMARY_SENTINEL
     info = paths.summary_path(params).with_suffix(".json")
-    partial = info.is_file() and read_json(info, "partial")["partial"]
-    if partial:  # a newer sentinel than summary.csv: Snakemake resummarises every run
-        want[sentinel] = f"rebuild the partial summary of {info.stat().st_mtime_ns}\n"
+    made = read_json(info, "partial") if info.is_file() else {}
+    gone = [r for r in made.get("records") or {} if not (Path(params["results_dir"]) / r).is_file()]
+    if made.get("partial") or gone:  # a newer sentinel than summary.csv: Snakemake resummarises every run, and
+        # remakes a run whose folder was deleted (without this it said "Nothing to be done" and kept the run)
+        want[sentinel] = (f"rebuild the {'partial ' if made.get('partial') else ''}summary of "
+                          f"{info.stat().st_mtime_ns}{f' ({len(gone)} runs gone)' if gone else ''}\n")
     elif not sentinel.exists():
         want[sentinel] = "complete\n"
     written = []

@@ -182,3 +182,16 @@ def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path, default_params)
     r = subprocess.run([str(BIN / "snakemake"), "-n", "--cores", "1", "--configfile", "params.yaml"], cwd=proj,
                        capture_output=True, text=True, env=clean_env(proj))
     assert r.returncode != 0 and "--config params=FILE" in r.stderr + r.stdout
+
+
+@pytest.mark.slow
+def test_a_deleted_run_folder_is_remade_not_kept_in_the_summary(tmp_path, default_params):
+    """A run folder deleted after the pipeline finished: Snakemake said "Nothing to be done" and the summary kept
+    the run. Now the summary sentinel is rewritten, so Snakemake remakes that run and resummarises."""
+    p = tiny_params(default_params, tmp_path)
+    p["datasets"]["tiny"]["training"]["epochs"] = 1
+    proj = _project(tmp_path, p)
+    _sh([str(BIN / "snakemake"), "--cores", "2"], proj)
+    assert _planned(proj) == set()
+    shutil.rmtree(proj / "results" / "runs" / "tiny" / "softmax" / "seed0")
+    assert {"train", "evaluate", "summarize"} <= _planned(proj)
