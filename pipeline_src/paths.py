@@ -146,14 +146,10 @@ def _tracked_folders() -> set[str]:
 def check_outside_repository(params: dict, source: str) -> None:
     """Refuse a data_dir or results_dir that is the repository itself or lies in one of its committed folders
     (code, docs, configs, publications): a step's outputs (summary.csv, report.html, runs/) would be written
-    beside, or over, committed files. ``publish`` is the one command that writes into benchmarks/."""
+    beside, or over, committed files. ``publish`` is the one command that writes into benchmarks/. Nor may the
+    two folders nest: a step that replaces its own folder (prepare) would delete the other's files."""
     from .errors import ConfigError
 
-    data, results = Path(params["data_dir"]).resolve(), Path(params["results_dir"]).resolve()
-    if data == results or data in results.parents or results in data.parents:
-        raise ConfigError(f"{source}: key 'results_dir': {params['results_dir']!r} and data_dir "
-                          f"{params['data_dir']!r} lie one inside the other: a step that replaces its own folder "
-                          f"(prepare, fetch) would delete the other's files; give them separate folders")
     for key in ("data_dir", "results_dir"):
         where = Path(params[key]).resolve()
         if where == REPOSITORY:
@@ -165,3 +161,8 @@ def check_outside_repository(params: dict, source: str) -> None:
         raise ConfigError(f"{source}: key '{key}': {params[key]!r} is {what}, whose files are committed: outputs "
                           f"would be written beside or over them; use {OWN_FOLDERS[0]}/, {OWN_FOLDERS[1]}/, "
                           f"results-NAME/ or a folder outside the repository")
+    data, results = Path(params["data_dir"]).resolve(), Path(params["results_dir"]).resolve()
+    if data == results or data in results.parents or results in data.parents:
+        raise ConfigError(f"{source}: key 'results_dir': {params['results_dir']!r} and data_dir "
+                          f"{params['data_dir']!r} lie one inside the other: a step that replaces its own folder "
+                          f"(prepare, fetch) would delete the other's files; give them separate folders")
