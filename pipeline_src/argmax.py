@@ -122,7 +122,7 @@ def diagnose(w, b, counts: np.ndarray, words: int | None = None) -> dict:
 @torch.no_grad()
 def reached(model, data, bptt: int, vocab: int) -> np.ndarray:
     """(V,) True for the words that are the argmax of the model's distribution at some position of ``data``."""
-    from .evaluate import stream
+    from .streaming import stream
 
     (top,), _ = stream(model, data, bptt, lambda h, y: (_argmax_rows(model.head, h),))
     return np.bincount(top.reshape(-1).numpy(), minlength=vocab) > 0

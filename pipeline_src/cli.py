@@ -10,6 +10,7 @@ import errno
 import sys
 from pathlib import Path
 
+from .arguments import _int, _positive_int, _seconds
 from .artifacts import read_json
 from . import paths
 from .config import ConfigError, load, run_seeds
@@ -117,55 +118,9 @@ def _select(params: dict, args) -> None:
 
 
 def _evaluate(params: dict, args) -> None:
-    from .config import run_hash
-    from .evaluate import evaluate, write_metrics
-    from .provenance import check_model, check_prepared, load_torch
-    from .runtime import peak_memory_mb, reset_peak_memory
-    from .runspec import final_config
-    from .train import build_model, finetune_config
+    from .evaluate_run import evaluate_run
 
-    device = _device(params, args)
-    prepared = check_prepared(params, args.dataset)
-    run = paths.run_dir(params, args.dataset, args.method, args.seed)
-    retrain = f"python -m pipeline_src train --dataset {args.dataset} --method {args.method} --seed {args.seed}"
-    final = cfg = final_config(params, args.dataset, args.method, args.seed)
-    no_rank = {**final["evaluation"], "rank_contexts": 0}  # the other models of a run: scored, rank not repeated
-    trained = None
-    if cfg["training"].get("finetune_epochs"):  # the finetuned weights are the run's; the trained ones beside
-        trained = load_torch(run / "model.pt", device, f"delete it and rerun `{retrain}`")
-        check_model(run / "model.pt", trained, cfg, retrain)
-        run, cfg = paths.finetune_dir(params, args.dataset, args.method, args.seed), finetune_config(cfg)
-        retrain = retrain.replace(" train ", " finetune ")
-    ckpt = load_torch(run / "model.pt", device, f"delete it and rerun `{retrain}`")
-    check_model(run / "model.pt", ckpt, cfg, retrain)
-    model = build_model(ckpt["config"], prepared).to(device)
-    model.load_state_dict(ckpt["model"])
-    reset_peak_memory(device)
-    raw = paths.raw_dir(params, args.dataset)
-    splits = evaluate(model, {**ckpt["config"], "evaluation": final["evaluation"]}, prepared, raw, device)
-    summary = _train_record(run / "train.json", ckpt["config"], retrain)
-    summary["kept_epoch"] = ckpt.get("epoch")
-    if trained is not None:  # the run is the trained one (config, hash, cost); its scores are the finetuned model's
-        finetuned = dict(summary)  # its config says how it ran (lr, epochs)
-        summary = _train_record(paths.run_dir(params, args.dataset, args.method, args.seed) / "train.json",
-                                trained["config"], retrain.replace(" finetune ", " train "))
-        summary.update(kept_epoch=trained.get("epoch"), finetune=finetuned)
-        model.load_state_dict(trained["model"])  # and the trained model scored the same way (papers give both)
-        summary["before_finetune"] = evaluate(model, {**trained["config"], "evaluation": no_rank}, prepared, raw,
-                                              device, argmax=False)
-    if (run / "model-best.pt").exists() and ckpt["config"]["training"].get("keep") == "last":
-        best = load_torch(run / "model-best.pt", device, f"delete the run directory and rerun `{retrain}`")
-        check_model(run / "model-best.pt", best, ckpt["config"], retrain)
-        model.load_state_dict(best["model"])  # the best-validation epoch's weights, scored the same way
-        summary["best_valid_model"] = {"epoch": best["epoch"], **evaluate(
-            model, {**ckpt["config"], "evaluation": no_rank}, prepared, raw, device, argmax=False)}
-    # the result is this config's: its evaluation settings (which need no retraining) are the current ones
-    summary.update(config=final, config_hash=run_hash(final))
-    from .digests import sha256_of
-
-    summary["prepared_meta_sha256"] = sha256_of(prepared / "meta.json")  # the data it was scored on
-    write_metrics(paths.metrics_path(params, args.dataset, args.method, args.seed), summary, splits, args.dataset,
-                  args.method, peak_memory_mb(device))
+    splits = evaluate_run(params, args.dataset, args.method, args.seed, _device(params, args))
     if "rank" in splits:
         r = splits["rank"]
         print(f"{args.dataset}/{args.method}: log-prob matrix rank {r['rank']} over {r['contexts']} contexts "
@@ -179,21 +134,6 @@ def _evaluate(params: dict, args) -> None:
     for split, m in ((s, m) for s, m in splits.items() if s not in ("rank", "argmax")):
         extra = f" (truth {m['true_nll']:.4f})" if "true_nll" in m else ""
         print(f"{args.dataset}/{args.method} {split}: nll {m['nll']:.4f}{extra}, ppl {m['ppl']:.2f}")
-
-
-def _train_record(path: Path, model_config: dict, retrain: str) -> dict:
-    """A run's train.json (its cost, its epochs) as training wrote it, and the one of the model beside it: its
-    cost and epochs become the run's reported numbers, so an edited one, or one copied from another run, is
-    refused."""
-    from .config import train_hash
-    from .digests import check_seal
-
-    record = read_json(path, "config_hash", "config")
-    check_seal(path, record, f"`{retrain}`", required=False)  # one from before digests: remaking it is retraining
-    if train_hash(record["config"]) != train_hash(model_config):
-        raise ConfigError(f"{path} is not the record of the model beside it (another run's training config): "
-                          f"rerun `{retrain}`")
-    return record
 
 
 def _reference(params: dict, args) -> None:
@@ -299,7 +239,8 @@ def _resolve(params: dict, args) -> None:
     import yaml
 
     from .atomic import check_file_output, write_text
-    from .config import chain
+    from .config import chain, schema
+    from .params_files import is_params_file
     from .errors import OutputError
 
     text = (f"# {args.config} with its extends: chain laid out by `python -m pipeline_src resolve`; edit that "
@@ -315,25 +256,11 @@ def _resolve(params: dict, args) -> None:
             raise OutputError(f"resolve --out {args.out} is {what} it reads: refusing to overwrite an input"
                               + (" (add --overwrite-config to replace --config with its resolved form)"
                                  if what == "the params file" else ""))
-    if Path(args.out).is_file() and not _a_params_file(Path(args.out)):
+    if Path(args.out).is_file() and not is_params_file(Path(args.out), set(schema()["properties"])):
         raise OutputError(f"resolve --out {args.out} exists and is not a params file (a YAML mapping of params "
                           f"keys): refusing to replace it with one; choose another path")
     write_text(args.out, text)
     print(f"wrote {args.out}")
-
-
-def _a_params_file(path: Path) -> bool:
-    """Whether ``path`` holds a params file (a YAML mapping of params keys: what resolve may replace, e.g.
-    params.yaml for DVC), not a corpus, a model, a README."""
-    import yaml
-
-    from .config import schema
-
-    try:
-        obj = yaml.safe_load(path.read_bytes().decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError):
-        return False
-    return isinstance(obj, dict) and set(obj) <= set(schema()["properties"]) | {"extends"}
 
 
 def _hashes(params: dict, args) -> None:
@@ -384,33 +311,6 @@ COMMANDS = {
     "matrix": (_matrix, "fit every matrix.methods head to one synthetic target matrix (M = vocab, d = dim)",
                ("vocab", "dim", "seed")),
 }
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive integer")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not (value >= 0 and value < float("inf")):  # NaN fails both
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds >= 0")
-    return value
-
-
-def _int(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
 
 
 def parser() -> argparse.ArgumentParser:

@@ -11,7 +11,6 @@ import hashlib
 import json
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,70 +18,15 @@ import jsonschema
 import yaml
 
 from .errors import ConfigError
+from .params_files import Replace, chain, overlay, resolve  # noqa: F401  (config's names, as before)
+from .params_files import _read
+from .settings import ModelConfig, TrainConfig, same_value  # noqa: F401  (config's names, as before)
 
 SCHEMA_PATH = Path(__file__).parent / "schema" / "params.schema.yaml"
 DEFAULT_PARAMS = "params.yaml"
 MIRROR_ENV = "LMBENCH_MIRROR"
 STATISTICS_DEFAULTS = {"reference": "softmax", "confidence": 0.95, "interval": "t", "resamples": 9999,
                        "contrasts": []}
-
-
-def _only(encoder: str, default):
-    """A model field that only one encoder reads (set to anything but its default under another: an error)."""
-    return dataclasses.field(default=default, metadata={"encoder": encoder})
-
-
-@dataclass(frozen=True)
-class ModelConfig:
-    emb_dim: int
-    hidden_dim: int
-    layers: int
-    dropout: float
-    tie_weights: bool
-    proj_dim: int | None = None  # untied: a linear projection of the encoder's output to this width (the head's d)
-    encoder: str = "lstm"  # pipeline_src/encoders/: lstm (the PyTorch example's) or awd-lstm
-    # awd-lstm only (Merity et al. 2018; `dropout` is then the output's locked dropout):
-    last_dim: int | None = _only("awd-lstm", None)  # size of the last LSTM layer (default: emb_dim when tied, else hidden_dim)
-    dropout_input: float = _only("awd-lstm", 0.0)  # locked dropout on the embedding output (their dropouti)
-    dropout_hidden: float = _only("awd-lstm", 0.0)  # locked dropout between LSTM layers (dropouth)
-    dropout_embedding: float = _only("awd-lstm", 0.0)  # whole-word embedding dropout (dropoute)
-    weight_drop: float = _only("awd-lstm", 0.0)  # DropConnect on hidden-to-hidden weights (wdrop)
-    ar: float = _only("awd-lstm", 0.0)  # activation regularisation alpha
-    tar: float = _only("awd-lstm", 0.0)  # temporal activation regularisation beta
-    # transformer only (`layers`, `emb_dim`, `dropout` as above; `hidden_dim` unused):
-    context: int | None = _only("transformer", None)  # the attention window in tokens (evaluation: a sliding window, stride bptt)
-    heads: int | None = _only("transformer", None)  # attention heads (divide emb_dim)
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    epochs: int
-    batch_size: int
-    bptt: int
-    optimizer: str
-    lr: float
-    clip: float | None
-    lr_decay: float
-    eval_batch_size: int
-    weight_decay: float = 0.0
-    max_steps_per_epoch: int | None = None
-    checkpoint_every_steps: int | None = None
-    precision: str = "fp32"  # "bf16": autocast the training forward pass (meant for GPUs; runs on CPU too)
-    schedule: str = "plateau"  # pipeline_src/schedules.py: "plateau" | "fixed-then-geometric"
-    decay_start: int = 1  # fixed-then-geometric: the first epoch trained at a reduced rate
-    carry_state: bool = False  # keep the LSTM state across epoch boundaries (never reset it)
-    keep: str = "best"  # model.pt holds the best-validation weights ("best") or the last epoch's ("last")
-    nonmono: int = 5  # nt-asgd: the checks the trigger looks back past
-    asgd_start_epoch: int | None = None  # nt-asgd: average from the end of this epoch on, whatever validation does
-    variable_bptt: bool = False  # AWD-LSTM's random segment lengths around bptt, lr scaled by length / bptt
-    bptt_max_delta: int | None = None  # variable_bptt: lengths capped at bptt + this (MoS code: 40; WT2: 20)
-    finetune_epochs: int = 0  # then a finetuning stage of up to this many epochs (train.finetune_config)
-    finetune_lr: float | None = None  # its learning rate (None = lr; MoS's PTB command finetunes at 25 after 20)
-    budget_seconds: float | None = None  # stop after this much training-step time (training/budget.py)
-    budget_tokens: int | None = None  # or after the step that reaches this many training tokens
-    budget_clock: str = "wall"  # a step's seconds: "wall" (perf_counter) or "cpu" (this process's CPU time)
-    anytime_points: int = 10  # with a budget: validations at equal fractions of it (the anytime curve)
-    valid_tokens: int | None = None  # validate in training on this prefix of the valid split (None: all of it)
 
 
 # An integer is an int as written: JSON schema takes 2.0 for an integer, and 2.0 epochs or a seed of 1.0 then
@@ -295,105 +239,6 @@ def _check_dataset(params: dict, name: str, source: str) -> None:
         raise ConfigError(f"{source}: key '{problem[0]}' (dataset {name}): {problem[1]}")
 
 
-class Replace(dict):
-    """A mapping written ``key: !replace {...}`` in a params file: it replaces its base's mapping under
-    ``extends:`` instead of merging into it (:func:`overlay`)."""
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (YAML's "last one wins" hides typos)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`: merged keys may be overridden
-                continue
-            key = self.construct_object(key_node, deep=deep)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"key {key!r} appears twice in one mapping (first at line {seen[key] + 1})",
-                    key_node.start_mark)
-            seen[key] = key_node.start_mark.line
-        return super().construct_mapping(node, deep)
-
-
-def _construct_replace(loader: yaml.SafeLoader, node: yaml.Node) -> Replace:
-    if not isinstance(node, yaml.MappingNode):
-        raise yaml.constructor.ConstructorError(None, None, "!replace takes a mapping", node.start_mark)
-    return Replace(loader.construct_mapping(node, deep=True))
-
-
-_UniqueKeyLoader.add_constructor("!replace", _construct_replace)
-
-
-def _read(path: Path, extended_by: Path | None = None) -> dict:
-    by = f" (extended by {extended_by})" if extended_by else ""
-    if not path.exists():
-        raise ConfigError(f"config file {path}{by} does not exist")
-    if path.is_dir():
-        raise ConfigError(f"reading config: {path}{by} is a directory; give the path of a params file")
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        raise ConfigError(f"{path}{by}: not UTF-8 text (byte {data[e.start]:#04x} at line {line}); save it as "
-                          f"UTF-8") from None
-    try:
-        params = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
-    if not isinstance(params, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level")
-    return params
-
-
-def overlay(base: dict, over: dict) -> dict:
-    """``over`` laid over ``base``: mappings merge key by key, at every depth; a mapping written
-    ``!replace {...}`` and anything else (a number, a list such as run.methods) replace the base's value."""
-    out = _plain(base)
-    for k, v in over.items():
-        # an empty mapping replaces: `references: {}` means none, not "the base's, unchanged"
-        merge = isinstance(v, dict) and bool(v) and not isinstance(v, Replace) and isinstance(out.get(k), dict)
-        out[k] = overlay(out[k], v) if merge else _plain(v)
-    return out
-
-
-def _plain(v):
-    """A deep copy with every :class:`Replace` turned into a plain dict (what validation and YAML expect)."""
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    return copy.deepcopy(v)
-
-
-def resolve(path: str | os.PathLike, _chain: tuple[Path, ...] = ()) -> dict:
-    """A params file with its ``extends:`` chain laid out: ``extends: base.yaml`` (relative to the file)
-    takes that file, itself possibly extending another, and lays this file's keys over it. This is how a
-    small file shrinks a paper config for a test or a smoke run, and how Snakemake (``--config
-    params=FILE``), the CLI (``--config FILE``) and DVC (``python -m pipeline_src resolve``) see one config."""
-    path = Path(path)
-    if path.resolve() in [p.resolve() for p in _chain]:
-        raise ConfigError(f"{path}: key 'extends' makes a cycle: {' -> '.join(map(str, (*_chain, path)))}")
-    params = _read(path, _chain[-1] if _chain else None)
-    base = params.pop("extends", None)
-    if base is None:
-        return _plain(params)
-    if not isinstance(base, str):
-        raise ConfigError(f"{path}: key 'extends': expected the path of a params file, got {base!r}")
-    return overlay(resolve(path.parent / base, (*_chain, path)), params)
-
-
-def chain(path: str | os.PathLike) -> list[Path]:
-    """The files :func:`resolve` reads for ``path``: the file itself, then its ``extends:`` bases in order."""
-    files = [Path(path)]
-    while isinstance(base := _read(files[-1], files[-2] if len(files) > 1 else None).get("extends"), str) \
-            and len(files) < 64:  # a cycle: resolve() names it
-        files.append(files[-1].parent / base)
-    return files
-
-
 def load(path: str | os.PathLike = DEFAULT_PARAMS) -> dict:
     """The params file ``path`` laid out (``extends:``) and validated; a schema error names the file of the
     chain that wrote the offending key."""
@@ -504,13 +349,6 @@ def without_defaults(cls, values: dict) -> dict:
 
 def drop_defaults(values: dict, defaults: dict) -> dict:
     return {k: v for k, v in values.items() if not (k in defaults and same_value(v, defaults[k]))}
-
-
-def same_value(a, b) -> bool:
-    """Equal as a config value: 0 and 0.0 are, False and 0 are not."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    return a == b
 
 
 def canonical(cfg: dict) -> dict:

@@ -15,7 +15,6 @@ run's file no longer matches what the current code produces.
 """
 from __future__ import annotations
 
-import math
 import re
 import shutil
 import subprocess
@@ -29,7 +28,9 @@ from . import paths
 from .atomic import write_json, write_text
 from .config import first_difference, run_datasets, run_seeds
 from .errors import ConfigError, OutputError
-from .report_style import fmt_ratio
+from .tables import (_missing, bench_markdown, contrasts_markdown, headline_markdown, markdown_table,  # noqa: F401
+                     provenance_markdown, references_markdown, render_table, selected_markdown,
+                     step_bench_markdown, step_breakdown_markdown, sweep_markdown)
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
@@ -81,10 +82,38 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     """Copy ``results_dir``'s tables to ``benchmarks/NAME``; ``say`` reports a replaced publication (and the
     earlier files it removes) and a tree with uncommitted changes. A publication made from another params file
     is replaced only with ``replace`` (its tables sit under prose written for that benchmark)."""
+    from .runtime import cpu_model  # (imports torch)
     from .summarize import check_bench, check_summary_current
 
     out = check_name(name)
     results = Path(params["results_dir"])
+    _check_target(out, results, name, params_file, replace)
+    kind, summary, command = _what_to_publish(params, params_file, results)
+    if kind == "runs":  # every run from this params file (and, when tuned, its selection)
+        check_summary_current(params, summary)
+    if kind != "step":
+        check_bench(params, str(params_file))  # a bench.csv is copied whenever there is one
+    dirty = _dirty_files()  # before this publication's own files change under benchmarks/
+    copied = _copy_tables(params, results, out, kind, say)
+    if dirty:
+        say(f"warning: publishing from a tree with uncommitted changes ({len(dirty)} files: "
+            f"{', '.join(dirty[:5])}{' ...' if len(dirty) > 5 else ''}); provenance.json records the commit "
+            f"and these files, but the numbers may not come from that commit's code")
+    info = paths.summary_path(params).with_suffix(".json")
+    write_json(out / "provenance.json", {
+        "name": name, "commit": _git("rev-parse", "HEAD"), "dirty_files": dirty,
+        "params_file": str(params_file), "params": params, "published": datetime.now(timezone.utc).isoformat(
+            timespec="seconds"), "files": copied, "seeds": run_seeds(params), "cpu_model": cpu_model(),
+        "run_config_hashes": sorted(summary.config_hash.unique().tolist()),
+        "command": command, "wall_time_s": wall_time_s,
+        "runs": read_json(info) if kind == "runs" and info.exists() else None})
+    update_docs()
+    return out
+
+
+def _check_target(out: Path, results: Path, name: str, params_file: Path, replace: bool) -> None:
+    """Refuse a publication folder that holds the results it reads, is a file, or is another params file's
+    publication (without ``replace``)."""
     if out.resolve() == results.resolve() or out.resolve() in results.resolve().parents:
         raise OutputError(f"publish --name {name}: {out} holds results_dir {results} (the command's input); "
                           f"publish to another name")
@@ -95,51 +124,52 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
         raise OutputError(f"{out} was published from {made_from}, not {params_file}: its tables sit under that "
                           f"benchmark's prose in the README and docs; add --replace to publish over it, or choose "
                           f"another --name")
-    bench_only = not paths.summary_path(params).exists() and paths.bench_path(params).exists()
-    step_only = not paths.summary_path(params).exists() and not bench_only and paths.step_bench_path(params).exists()
-    refs_only = not (paths.summary_path(params).exists() or bench_only or step_only) and (results / "references").is_dir()
-    if step_only:  # `python -m pipeline_src bench-step` alone: whole steps against their floor and the peer
-        summary = pd.DataFrame({"dataset": [], "method": [], "seed": [], "config_hash": []})
-        meta = read_json(paths.step_bench_path(params).with_suffix(".json"), "step")
-        if meta["step"] != params["bench"].get("step"):
-            raise ConfigError(f"{paths.step_bench_path(params)} was made by another bench.step: rerun "
-                              f"`python -m pipeline_src bench-step --config {params_file}` before publishing")
-        command = f"python -m pipeline_src bench-step --config {params_file}"
-    elif bench_only:  # `python -m pipeline_src bench` alone: a timing table, no trained runs
-        summary = pd.DataFrame({"dataset": [], "method": [], "seed": [], "config_hash": []})
+
+
+NO_RUNS = {"dataset": [], "method": [], "seed": [], "config_hash": []}
+
+
+def _what_to_publish(params: dict, params_file: Path, results: Path) -> tuple[str, pd.DataFrame, str]:
+    """What ``results_dir`` holds to publish: ``runs`` (a summary), or alone a ``bench``, a ``step`` bench or
+    count-based ``refs``; its per-run rows (none but for runs) and the command that made it."""
+    summary = paths.summary_path(params)
+    if not summary.exists() and paths.bench_path(params).exists():  # `bench` alone: a timing table
         bench_meta = read_json(paths.bench_path(params).with_suffix(".json"), "bench", "quick", "threads")
         if bench_meta["bench"] != params["bench"] or bench_meta["quick"]:
             raise ConfigError(f"{paths.bench_path(params)} was made by another bench config (or --quick): rerun "
                               f"`python -m pipeline_src bench --config {params_file}` before publishing")
-        command = f"python -m pipeline_src bench --config {params_file} --threads {bench_meta['threads']}"
-    elif refs_only:
-        # `python -m pipeline_src reference` alone: count-based rows (Kneser-Ney), every dataset's, current
+        return "bench", pd.DataFrame(NO_RUNS), (f"python -m pipeline_src bench --config {params_file} "
+                                                f"--threads {bench_meta['threads']}")
+    if not summary.exists() and paths.step_bench_path(params).exists():  # `bench-step` alone: whole steps
+        meta = read_json(paths.step_bench_path(params).with_suffix(".json"), "step")
+        if meta["step"] != params["bench"].get("step"):
+            raise ConfigError(f"{paths.step_bench_path(params)} was made by another bench.step: rerun "
+                              f"`python -m pipeline_src bench-step --config {params_file}` before publishing")
+        return "step", pd.DataFrame(NO_RUNS), f"python -m pipeline_src bench-step --config {params_file}"
+    if not summary.exists() and (results / "references").is_dir():  # `reference` alone: every dataset's, current
         from .summarize import _write, reference_rows
 
-        summary = pd.DataFrame({"dataset": [], "method": [], "seed": [], "config_hash": []})
         _write(paths.references_summary_path(params), reference_rows(params, False, []))
-        command = " && ".join(f"python -m pipeline_src reference --config {params_file} --dataset {d} --name {r}"
-                              for d in run_datasets(params) for r in params.get("references", {}))
-    elif not paths.summary_path(params).exists():
+        return "refs", pd.DataFrame(NO_RUNS), " && ".join(
+            f"python -m pipeline_src reference --config {params_file} --dataset {d} --name {r}"
+            for d in run_datasets(params) for r in params.get("references", {}))
+    if not summary.exists():
         raise ConfigError(f"{results} has no summary.csv, bench.csv, step-bench.csv or references: nothing to publish")
-    else:
-        summary = read_csv(paths.summary_path(params), "dataset", "method", "seed", "config_hash")
-        command = f"snakemake --cores all --config params={params_file}"
-        info = paths.summary_path(params).with_suffix(".json")
-        if info.exists() and read_json(info, "partial")["partial"]:
-            command = f"python -m pipeline_src summarize --partial --config {params_file}"  # after the finished runs
-    if not (bench_only or step_only or refs_only):  # every run from this params file (and, when tuned, its selection)
-        check_summary_current(params, summary)
-    if not step_only:
-        check_bench(params, str(params_file))  # a bench.csv is copied whenever there is one
-    from .runtime import cpu_model  # (imports torch)
+    info = summary.with_suffix(".json")
+    partial = info.exists() and read_json(info, "partial")["partial"]  # then published after the finished runs
+    return "runs", read_csv(summary, "dataset", "method", "seed", "config_hash"), (
+        f"python -m pipeline_src summarize --partial --config {params_file}" if partial
+        else f"snakemake --cores all --config params={params_file}")
 
-    dirty = _dirty_files()  # before this publication's own files change under benchmarks/
+
+def _copy_tables(params: dict, results: Path, out: Path, kind: str, say) -> list[str]:
+    """Copy the tables ``results_dir`` holds (of a summary, only those its summary.json lists) to ``out``,
+    removing what an earlier publication there copied and this one does not; the files copied."""
     earlier = _earlier_files(out)
     out.mkdir(parents=True, exist_ok=True)
-    copied = []
     info = paths.summary_path(params).with_suffix(".json")
-    made = set(read_json(info).get("tables") or []) if info.is_file() and not (bench_only or step_only) else None
+    made = set(read_json(info).get("tables") or []) if info.is_file() and kind not in ("bench", "step") else None
+    copied = []
     for t in TABLES:
         if made is not None and t in SUMMARY_TABLES and t not in made:
             continue  # not this summary's (an earlier one's, made under other settings)
@@ -152,19 +182,7 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     if earlier is not None:
         say(f"replacing the earlier publication {out}" + (f"; removed its files this run does not make: "
                                                             f"{', '.join(stale)}" if stale else ""))
-    if dirty:
-        say(f"warning: publishing from a tree with uncommitted changes ({len(dirty)} files: "
-            f"{', '.join(dirty[:5])}{' ...' if len(dirty) > 5 else ''}); provenance.json records the commit "
-            f"and these files, but the numbers may not come from that commit's code")
-    write_json(out / "provenance.json", {
-        "name": name, "commit": _git("rev-parse", "HEAD"), "dirty_files": dirty,
-        "params_file": str(params_file), "params": params, "published": datetime.now(timezone.utc).isoformat(
-            timespec="seconds"), "files": copied, "seeds": run_seeds(params), "cpu_model": cpu_model(),
-        "run_config_hashes": sorted(summary.config_hash.unique().tolist()),
-        "command": command, "wall_time_s": wall_time_s,
-        "runs": read_json(info) if not (bench_only or step_only or refs_only) and info.exists() else None})
-    update_docs()
-    return out
+    return copied
 
 
 def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
@@ -223,289 +241,6 @@ def _earlier_files(out: Path) -> list[str] | None:
                               f"into it; choose another --name")
         return None
     return [t for t in read_json(prov, "files")["files"] if t in TABLES]
-
-
-def markdown_table(cols: list[str], rows) -> str:
-    """A Markdown table: a header of ``cols`` and one line per row of already formatted cells."""
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
-    return "\n".join(lines)
-
-
-def headline_markdown(head: pd.DataFrame, refs: pd.DataFrame | None = None, level: int = 95) -> str:
-    """The headline table of a published run, one block per dataset, for the README and docs; with the
-    count-based reference rows (``references.csv``: Kneser-Ney) in their place by test perplexity."""
-    out = []
-    for ds, h in head.groupby("dataset", sort=False):
-        kn = refs[(refs.dataset == ds) & (refs.split == "test")] if refs is not None and not refs.empty else None
-        if kn is not None and not kn.empty:
-            kn = kn.assign(method=[f"{m}-{o} (count-based)" for m, o in zip(kn.method, kn.order)], row_kind="reference",
-                           train_time_s=kn.fit_seconds)
-            h = pd.concat([h, kn[["method", "nll", "ppl", "gap_nll", "train_time_s", "row_kind"]]], ignore_index=True)
-        h = h.sort_values("nll")
-        ref = h.reference.dropna().iloc[0]
-        seeds = int(h.seeds.max())
-        ci = f"{level}% CI" if seeds > 1 else "one seed: no CI"
-        cols = ["method", f"test ppl [{ci}]", f"Δ nll vs {ref} [{ci}]", "verdict"]
-        uneven = h.seeds.nunique() > 1  # a partial run: methods have different numbers of seeds so far
-        if uneven:
-            cols.insert(1, "seeds")
-        synthetic = h.gap_nll.notna().any()
-        if synthetic:
-            cols.append("gap to truth (nats)")
-        best = "best_model_ppl" in h and h.best_model_ppl.notna().any()  # keep: last
-        if best:
-            cols.append("best-valid epoch's test ppl")
-        paper = "paper_ppl" in h and h.paper_ppl.notna().any()
-        if paper:
-            cols += ["paper", "vs paper"]
-        cols += ["rank", "train s", "head kFLOP/token (train)"]
-        budget = "tokens_reached" in h and h.tokens_reached.notna().any()  # a time budget: what it bought
-        if budget:
-            cols.insert(-1, "tokens in budget")
-        rows = []
-        for r in h.itertuples():
-            if getattr(r, "row_kind", None) == "reference":  # no seeds, no verdict, no head: its fit time
-                cells = [r.method, _num(r.ppl, 1), "—", "reference (no seeds)"] + (["—"] if uneven else []) \
-                    + ([_num(r.gap_nll, 3)] if synthetic else []) + (["—"] if best else []) \
-                    + (["—", "—"] if paper else []) + ["—", f"{r.train_time_s:.2g} (fit)"] + (["—"] if budget else []) + ["—"]
-                rows.append(cells)
-                continue
-            zero = getattr(r, "zero_prob_tokens", None)
-            cells = [r.method, _interval(r.ppl, r.ppl_low, r.ppl_high, 1) + (
-                         f" ({int(zero)} test tokens scored probability 0 over {int(r.seeds)} seeds)"
-                         if zero is not None and zero > 0 else ""),
-                     "—" if r.method == ref else _interval(r.delta_nll, r.delta_low, r.delta_high, 3, signed=True),
-                     r.verdict]
-            if uneven:
-                cells.insert(1, str(int(r.seeds)))
-            if synthetic:
-                cells.append(_num(r.gap_nll, 3))
-            if best:
-                cells.append(_num(r.best_model_ppl, 2))
-            if paper:
-                cells += ["—", "—"] if pd.isna(r.paper_ppl) else [f"{r.paper_ppl:.2f}", f"{100 * r.vs_paper:+.1f}%"]
-            if pd.isna(r.logprob_rank):  # rank_contexts: 0 (no rank diagnostic in this run)
-                rank = "—"
-            else:
-                rank = f"{r.logprob_rank:.0f}" + (f" (≤ {int(r.head_dim) + 2})" if r.logprob_rank <= r.head_dim + 2 else "")
-            cells += [rank, f"{r.train_time_s:.0f}"] + ([_millions(r.tokens_reached)] if budget else []) \
-                + [f"{r.head_flops_per_token_train / 1e3:.1f}"]
-            rows.append(cells)
-        title = f"**{ds}** ({seeds} seeds{' at most' if uneven else ''})\n" if len(head.dataset.unique()) > 1 else ""
-        out.append(title + markdown_table(cols, rows))
-    return "\n\n".join(out) + "\n"
-
-
-def _millions(tokens: float) -> str:
-    return "—" if pd.isna(tokens) else f"{tokens / 1e6:.2f}M"
-
-
-def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame | None = None,
-                   level: int = 95) -> str:
-    """A sweep over vocabulary sizes (``sweep.py``), from a publication's summary.csv and headline.csv: per |V|
-    the methods ranked by test perplexity with the verdict against the reference, the tokens the budget bought
-    and the gap to the truth per frequency band (nats; each band's share of the test tokens in its header), or
-    on real text, without a truth, each band's test perplexity;
-    then the lowest neural test perplexity at each size, beside the count-based reference where
-    references.csv has one, and, over several sizes, where each method overtakes the reference."""
-    from .bands import BANDS
-    from .sweep import by_size, crossover_lines, winner_lines
-
-    if "vocab" not in summary:
-        raise ConfigError("summary.csv has no 'vocab' column (summarized by an earlier version): run `summarize` "
-                          "again before reading it as a sweep")
-    table = by_size(head, summary)
-    if table.empty:
-        return "*No finished run in this publication.*\n"
-    test = summary[summary.split == "test"]
-    ref = head.reference.dropna().iloc[0]
-    out = []
-    for vocab, at in table.groupby("vocab"):
-        ds = test[test.vocab == vocab]
-        total = ds.tokens.iloc[0]
-        share = {b: f" ({ds[f'{b}_tokens'].iloc[0] / total:.0%} of tokens)" if f"{b}_tokens" in ds else "" for b in BANDS}
-        ci = f"{level}% CI" if at.ppl_low.notna().any() else "one seed: no CI"
-        truth = at[[f"{b}_gap_nll" for b in BANDS]].notna().any().any()  # real text: each band's perplexity
-        band, key, digits = ("gap", "gap_nll", 3) if truth else ("ppl", "ppl", 1)
-        cols = ["rank", "method", f"test ppl [{ci}]", f"verdict vs {ref}", "tokens in budget",
-                *[f"{band}: {b}{share[b]}" for b in BANDS]]
-        rows = [[str(r.rank_at_size), r.method, "—" if pd.isna(r.ppl) else _interval(r.ppl, r.ppl_low, r.ppl_high, 1),
-                 "—" if pd.isna(r.verdict) else r.verdict,
-                 _millions(r.tokens_reached), *[_fixed(getattr(r, f"{b}_{key}"), digits) for b in BANDS]]
-                for r in at.itertuples()]
-        out.append(f"**|V| = {vocab:,}** ({ds.dataset.iloc[0]})\n" + markdown_table(cols, rows))
-    text = "\n\n".join(out) + "\n\nLowest test perplexity of a neural output layer at each size:\n\n" + \
-        "\n".join(winner_lines(table, refs)) + "\n"
-    cross = crossover_lines(table, ref)
-    return text + (f"\nAgainst {ref} across sizes:\n\n" + "\n".join(cross) + "\n" if cross else "")
-
-
-def _fixed(x: float, digits: int) -> str:
-    return _num(x, digits)
-
-
-def contrasts_markdown(con: pd.DataFrame, level: int = 95) -> str:
-    """Each declared contrast (a method against its own control), for the README and docs."""
-    if con.empty:
-        return "*No contrast declared (`statistics.contrasts`).*\n"
-    many = con.dataset.nunique() > 1
-    cols = (["dataset"] if many else []) + ["method", "control", "test ppl", "control's", "seeds paired",
-                                            f"Δ nll vs control [{level}% CI]", "verdict"]
-    rows = []
-    for r in con.itertuples():
-        cells = [r.method, r.control, _num(r.ppl, 2), _num(r.control_ppl, 2),
-                 "0" if pd.isna(r.pairs) else f"{r.pairs:.0f}",
-                 "—" if pd.isna(r.delta_nll) else _interval(r.delta_nll, r.delta_low, r.delta_high, 3, signed=True),
-                 r.verdict]
-        rows.append(([r.dataset] if many else []) + cells)
-    return markdown_table(cols, rows) + "\n"
-
-
-def references_markdown(refs: pd.DataFrame) -> str:
-    """The count-based reference rows (Kneser-Ney) per dataset: order chosen on valid, valid and test
-    perplexity, gap to the truth where known, fitting time."""
-    if refs.empty:
-        return "*No reference rows in this run.*\n"
-    rows = []
-    for (ds, method), g in refs.groupby(["dataset", "method"], sort=False):
-        v, t = g[g.split == "valid"].iloc[0], g[g.split == "test"].iloc[0]
-        gap = "" if pd.isna(t.get("gap_nll")) else _num(t.gap_nll, 3)
-        rows.append([ds, f"{method}-{int(t.order)}", _num(v.ppl, 2), _num(t.ppl, 2), gap, f"{int(t.tokens):,}",
-                     f"{int(t.train_tokens):,}", f"{int(t.vocab):,}", f"{t.fit_seconds:.1f}"])
-    return markdown_table(["dataset", "reference", "valid ppl", "test ppl", "gap to truth (nats)", "test tokens",
-                           "train tokens", "vocab", "fit s"], rows) + "\n"
-
-
-def selected_markdown(trials: pd.DataFrame) -> str:
-    """The settings each method's tuning selected, with its trial budget and divergences."""
-    opts = [c for c in trials.columns if c.startswith("opt_")]
-    cols = ["dataset", "method", "selected trial", "lr", *[c[4:] for c in opts], "trial valid ppl",
-            "trials (diverged)"]
-    rows = []
-    for (ds, m), g in trials.groupby(["dataset", "method"], sort=False):
-        r = g[g.selected].iloc[0]
-        cells = [ds, m, str(int(r.trial)), f"{r.lr:.3g}"]
-        cells += ["" if pd.isna(r[c]) else (f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c])) for c in opts]
-        rows.append(cells + [_num(r.valid_ppl, 2), f"{len(g)} ({int((g.status != 'ok').sum())})"])
-    return markdown_table(cols, rows) + "\n"
-
-
-def bench_markdown(bench: pd.DataFrame) -> str:
-    """A bench table: each head's step and exact evaluation against the floor measured in the same run,
-    and its step's peak memory against F.linear + F.cross_entropy's."""
-    adam = "adam_ms" in bench  # benches since the Adam step and the optimizer state were timed
-    cols = ["V", "method", "step (ms)", "+ update (ms)", *(["+ Adam (ms)"] if adam else []), "x floor", "eval x floor",
-            "peak memory (MB)", "x F.cross_entropy's", *(["params / Adam state (MB)"] if adam else [])]
-
-    def row(r) -> list[str]:
-        cells = [f"{r.vocab:,}", r.method, f"{r.train_ms:,.1f}", f"{r.update_ms:,.1f}"]
-        cells += [f"{r.adam_ms:,.1f}"] if adam else []
-        cells += [fmt_ratio(r.train_vs_floor), fmt_ratio(r.eval_vs_floor), f"{r.peak_mem_mb:,.1f}", fmt_ratio(r.mem_vs_reference)]
-        return cells + ([f"{r.param_mb:,.1f} / {r.adam_state_mb:,.1f}"] if adam else [])
-
-    lines = [markdown_table(cols, (row(r) for r in bench.itertuples()))]
-    if "lce_auto_ms" in bench:  # the library peer of the softmax loss, once per V
-        lines += ["", "| V | step (ms): F.linear + F.cross_entropy | F.linear_cross_entropy, auto | "
-                      "chunks of 256, compact | x floor (auto / 256) | peak MB (auto / 256) | loss error (auto / 256) |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in bench.drop_duplicates("vocab").itertuples():
-            lines.append(f"| {r.vocab:,} | {r.reference_ms:,.1f} | {r.lce_auto_ms:,.1f} | {r.lce_chunk256_ms:,.1f} | "
-                         f"{r.lce_auto_ms / r.floor_ms:.2f} / {r.lce_chunk256_ms / r.floor_ms:.2f} | "
-                         f"{r.lce_auto_peak_mem_mb:,.1f} / {r.lce_chunk256_peak_mem_mb:,.1f} | "
-                         f"{r.lce_auto_loss_error:.1e} / {r.lce_chunk256_loss_error:.1e} |")
-    return "\n".join(lines) + "\n"
-
-
-def step_bench_markdown(df: pd.DataFrame) -> str:
-    """Whole training steps: the project's and the peer's against the floor measured in the same run."""
-    cols = ["threads", "method", "step (ms)", "x floor", "x floor + softmax pass", "PyTorch example (ms)",
-            "its x floor", "speed-up", "floor (ms): head products + LSTM", "softmax pass (ms)", "tokens/s"]
-    return markdown_table(cols, ([str(r.threads), r.method, f"{r.step_ms:.1f}", f"{r.step_vs_floor:.2f}",
-                                  f"{r.step_vs_floor_and_softmax:.2f}", f"{r.peer_ms:.1f}", f"{r.peer_vs_floor:.2f}",
-                                  f"{r.speedup_vs_peer:.2f}", f"{r.floor_ms:.1f}: {r.head_gemm_ms:.1f} + {r.lstm_ms:.1f}",
-                                  f"{r.softmax_pass_ms:.1f}", f"{r.tokens_per_s:,.0f}"] for r in df.itertuples())) + "\n"
-
-
-def step_breakdown_markdown(df: pd.DataFrame) -> str:
-    """Where a step's time goes, ms per step by part of the step and kind of op, one column per method."""
-    wide = df.pivot(index="part", columns="method", values="ms_per_step")
-    last = ["step, profiled", "step, not profiled"]
-    order = [p for p in wide.index if p not in last] + last
-    return markdown_table(["part: kind of op", *wide.columns],
-                          ([part, *(f"{v:.1f}" for v in wide.loc[part])] for part in order)) + "\n"
-
-
-def provenance_markdown(prov: dict) -> str:
-    wall = prov.get("wall_time_s")
-    rows = [("command", f"`{prov['command']}`"), ("commit", f"`{prov['commit'][:12]}`"),
-            ("run seeds", ", ".join(map(str, prov["seeds"]))),
-            ("wall time", "not recorded" if wall is None else f"{wall // 60:.0f} min {wall % 60:.0f} s"),
-            *([("runs", f"{prov['runs']['runs']} of {prov['runs']['of']}; not yet run: "
-                        f"{_missing(prov['runs']['missing'])}")] if (prov.get("runs") or {}).get("partial") else []),
-            ("machine", prov["cpu_model"]), ("published", prov["published"])]
-    return "| | |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
-
-
-def _missing(missing: list[str], listed: int = 8) -> str:
-    """What a partial summary has not run yet: each item while they are few, else a count per group (a
-    dataset's runs, ``tuning/<dataset>``'s methods, references, matrix fits)."""
-    if len(missing) <= listed:
-        return ", ".join(missing)
-    groups: dict[str, int] = {}
-    for m in missing:
-        parts = m.split("/")
-        key = "/".join(parts[:2]) if parts[0] in ("tuning", "references") else parts[0]
-        groups[key] = groups.get(key, 0) + 1
-    return ", ".join(f"{k} ({n})" for k, n in groups.items()) + f"; {len(missing)} in all"
-
-
-def _num(x: float, digits: int, signed: bool = False) -> str:
-    """A table's number: ``∞`` for an infinity (a word scored probability 0), ``—`` where there is none."""
-    if x is None or pd.isna(x):
-        return "—"
-    if math.isinf(x):
-        return ("+" if signed and x > 0 else "-" if x < 0 else "") + "∞"
-    return f"{x:{'+' if signed else ''}.{digits}f}"
-
-
-def _interval(m: float, lo: float, hi: float, digits: int, signed: bool = False) -> str:
-    if lo is None or math.isnan(lo) or math.isinf(m):  # an infinite mean has no interval worth printing
-        return _num(m, digits, signed)
-    return f"{_num(m, digits, signed)} [{_num(lo, digits, signed)}, {_num(hi, digits, signed)}]"
-
-
-def render_table(path: str) -> str:
-    """The markdown of a results-table block naming ``path`` (relative to the repository root)."""
-    file = ROOT / path
-    if not file.exists():  # a page may announce a run before it is published
-        return f"*Not published yet: run it, then `python -m pipeline_src publish --name {Path(path).parent.name}`.*\n"
-    prov = file.with_name("provenance.json")  # the intervals' level is the publication's (restate may change it)
-    params = read_json(prov).get("params") or {} if prov.is_file() else {}
-    level = int(round(100 * ((params.get("statistics") or {}).get("confidence") or 0.95)))
-    if file.name == "headline.csv":
-        refs = file.with_name("references.csv")
-        return headline_markdown(pd.read_csv(file), pd.read_csv(refs) if refs.exists() and refs.stat().st_size > 1
-                                 else None, level)
-    if file.name == "contrasts.csv":
-        return contrasts_markdown(pd.read_csv(file), level)
-    if file.name == "summary.csv":  # a sweep's reading across sizes, with the headline beside it
-        refs = file.with_name("references.csv")
-        return sweep_markdown(pd.read_csv(file), pd.read_csv(file.with_name("headline.csv")),
-                              pd.read_csv(refs) if refs.exists() and refs.stat().st_size > 1 else None, level)
-    if file.name == "references.csv":
-        return references_markdown(pd.read_csv(file))
-    if file.name == "bench.csv":
-        return bench_markdown(pd.read_csv(file))
-    if file.name == "step-bench.csv":
-        return step_bench_markdown(pd.read_csv(file))
-    if file.name == "step-breakdown.csv":
-        return step_breakdown_markdown(pd.read_csv(file))
-    if file.name == "tuning.csv":
-        return selected_markdown(pd.read_csv(file))
-    if file.name == "provenance.json":
-        return provenance_markdown(read_json(file))
-    raise ConfigError(f"no table format for {path}")
 
 
 def doc_files() -> list[Path]:

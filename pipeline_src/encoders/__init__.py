@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 
-from ..config import ModelConfig, same_value
+from ..settings import ModelConfig, same_value
 
 ENCODERS = {"lstm": "lstm.LSTMEncoder", "awd-lstm": "awd.AWDLSTMEncoder", "transformer": "transformer.TransformerEncoder"}
 

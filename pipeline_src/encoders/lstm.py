@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..config import ModelConfig
+from ..settings import ModelConfig
 
 State = tuple[Tensor, Tensor]  # (h, c), each (layers, B, hidden)
 

@@ -21,7 +21,7 @@ from ..averaging import ParameterAverage
 from ..batching import batchify, num_segments, segments, variable_lengths, variable_segments
 from ..config import TrainConfig, run_hash, train_hash
 from ..digests import seal
-from ..evaluate import stream_log_probs
+from ..streaming import stream_log_probs
 from ..optim import build_optimizer
 from ..prepare import load_split, unigram_nll
 from ..runtime import (environment, load_average, peak_memory_mb, reset_peak_memory, rng_state, seed_everything,
