@@ -19,7 +19,7 @@ rule all:
 
 
 onsuccess:
-    # with DVC beside it, record what Snakemake made (pipeline_src/provenance.py: dvc_record)
+    # with DVC beside it, record what Snakemake made (pipeline_src/records/hashes.py: dvc_record)
     message = dvc_record(PARAMS_FILE)
     if message:
         print(message)

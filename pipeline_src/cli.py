@@ -1,7 +1,7 @@
 """``python -m pipeline_src <step>``: the one entry point Snakemake, DVC and users call.
 
 Every step reads the same params file (``--config``, default ``params.yaml``), validates it,
-and writes its outputs atomically under the paths in :mod:`pipeline_src.paths`.
+and writes its outputs atomically under the paths in :mod:`pipeline_src.io.paths`.
 """
 from __future__ import annotations
 
@@ -11,16 +11,17 @@ import sys
 from pathlib import Path
 
 from .arguments import _int, _positive_int, _seconds
-from .artifacts import read_json
-from . import paths
+from .io.artifacts import read_json
+from .io import paths
 from .config import ConfigError, load, run_seeds
 
 
 def _fetch(params: dict, args) -> None:
     from .config import mirror_dir
-    from .corpora import copy_local, fetch
-    from .provenance import StaleError, check_raw, record_fetch
-    from .synthetic import generate
+    from .data.corpora import copy_local, fetch
+    from .io.errors import StaleError
+    from .data.checks import check_raw, record_fetch
+    from .data.synthetic import generate
 
     corpus = params["datasets"][args.dataset]["corpus"]
     out = paths.raw_dir(params, args.dataset)
@@ -37,7 +38,7 @@ def _fetch(params: dict, args) -> None:
         print(f"synthetic language: {truth['contexts']} contexts x {truth['vocab_size']} words, "
               f"true test ppl {truth['test_ppl']:.3f}, log-prob rank {truth['log_prob_rank']}")
     elif corpus["type"] == "zipfian":
-        from .zipfian import generate as generate_zipfian
+        from .data.zipfian import generate as generate_zipfian
 
         truth = generate_zipfian(corpus, out, params["seed"])
         print(f"zipfian language: {truth['vocab_size']:,} words in {truth['classes']} classes, Zipf exponent "
@@ -54,8 +55,8 @@ def _fetch(params: dict, args) -> None:
 
 def _prepare(params: dict, args) -> None:
     from .config import data_config
-    from .prepare import prepare
-    from .provenance import check_raw
+    from .data.prepare import prepare
+    from .data.checks import check_raw
 
     out = paths.prepared_dir(params, args.dataset)
     meta = prepare(check_raw(params, args.dataset), out, data_config(params, args.dataset))
@@ -64,16 +65,16 @@ def _prepare(params: dict, args) -> None:
 
 
 def _device(params: dict, args):
-    from .runtime import resolve_device, set_threads
+    from .io.runtime import resolve_device, set_threads
 
     set_threads(getattr(args, "threads", None))
     return resolve_device(params["device"])
 
 
 def _train(params: dict, args) -> None:
-    from .provenance import check_prepared
-    from .runspec import resolve_run
-    from .train import train
+    from .data.checks import check_prepared
+    from .config.runspec import resolve_run
+    from .training.loop import train
 
     spec = resolve_run(params, args.dataset, args.method, seed=args.seed, trial=args.trial)
     cfg, out, what = spec.config, spec.out_dir, spec.label
@@ -87,9 +88,10 @@ def _train(params: dict, args) -> None:
 
 
 def _finetune(params: dict, args) -> None:
-    from .provenance import check_model, check_prepared, load_torch
-    from .runspec import final_config
-    from .train import finetune_config, train
+    from .training.checkpoints import check_model, load_torch
+    from .data.checks import check_prepared
+    from .config.runspec import final_config
+    from .training.loop import finetune_config, train
 
     cfg = final_config(params, args.dataset, args.method, args.seed)
     if not cfg["training"].get("finetune_epochs"):
@@ -109,8 +111,8 @@ def _finetune(params: dict, args) -> None:
 
 
 def _select(params: dict, args) -> None:
-    from .runspec import selection_key, trials
-    from .tuning import select
+    from .config.runspec import selection_key, trials
+    from .config.tuning import select
 
     specs = trials(params, args.dataset, args.method)
     sel = select(params, args.dataset, args.method, specs, selection_key(params, args.dataset, args.method, specs))
@@ -118,7 +120,7 @@ def _select(params: dict, args) -> None:
 
 
 def _evaluate(params: dict, args) -> None:
-    from .evaluate_run import evaluate_run
+    from .evaluation.run import evaluate_run
 
     splits = evaluate_run(params, args.dataset, args.method, args.seed, _device(params, args))
     if "rank" in splits:
@@ -137,8 +139,8 @@ def _evaluate(params: dict, args) -> None:
 
 
 def _reference(params: dict, args) -> None:
-    from .provenance import check_prepared
-    from .reference import write_reference
+    from .data.checks import check_prepared
+    from .evaluation.reference import write_reference
 
     if args.name not in params.get("references", {}):
         raise ConfigError(f"{args.config}: no reference {args.name!r} under references: "
@@ -148,7 +150,7 @@ def _reference(params: dict, args) -> None:
 
 
 def _summarize(params: dict, args) -> None:
-    from .summarize import summarize
+    from .reporting.summarize import summarize
 
     df = summarize(params, partial=args.partial)
     print(df.to_string(index=False))
@@ -158,48 +160,48 @@ def _summarize(params: dict, args) -> None:
 
 
 def _report(params: dict, args) -> None:
-    from .report import render
+    from .reporting.report import render
 
     render(params, Path(args.config))
     print(f"wrote {paths.report_path(params)}")
 
 
 def _figures(params: dict, args) -> None:
-    from .figures import write
+    from .reporting.figures import write
 
     for path in write(params, args.dataset):
         print(f"wrote {path}")
 
 
 def _bench(params: dict, args) -> None:
-    from .bench import run_bench
+    from .cost.bench import run_bench
 
     run_bench(params, _device(params, args), quick=args.quick)
 
 
 def _bench_step(params: dict, args) -> None:
-    from .stepbench import run_step_bench
+    from .cost.stepbench import run_step_bench
 
     run_step_bench(params, _device(params, args))
 
 
 def _matrix(params: dict, args) -> None:
-    from .matrix import run
+    from .evaluation.matrix import run
 
     _device(params, args)  # threads; the fits are small and run on the CPU
     run(params, args.vocab, args.dim, args.seed, paths.matrix_fit_path(params, args.vocab, args.dim, args.seed))
 
 
 def _publish(params: dict, args) -> None:
-    from .publish import publish
+    from .reporting.publish import publish
 
     out = publish(params, Path(args.config), args.name, args.wall_time_s, replace=args.replace)
     print(f"published {params['results_dir']} to {out}; README/docs tables regenerated: commit both")
 
 
 def _stash(params: dict, args) -> None:
-    from .publish import check_name, check_stash
-    from .records import stash
+    from .reporting.publish import check_name, check_stash
+    from .records.stash import stash
 
     out = check_name(args.name, "stash")
     check_stash(out, args.config, args.replace)
@@ -215,8 +217,8 @@ def _stash(params: dict, args) -> None:
 
 
 def _restore(params: dict, args) -> None:
-    from .publish import check_name
-    from .records import restore
+    from .reporting.publish import check_name
+    from .records.stash import restore
 
     src = check_name(args.name, "restore")
     if not (src / "records" / "records.json").is_file():
@@ -228,7 +230,7 @@ def _restore(params: dict, args) -> None:
 
 
 def _restate(params: dict, args) -> None:
-    from .publish import restate
+    from .reporting.publish import restate
 
     out = restate(params, Path(args.config), args.name)
     print(f"restated {out}: headline.csv and contrasts.csv recomputed from its summary.csv under "
@@ -238,10 +240,10 @@ def _restate(params: dict, args) -> None:
 def _resolve(params: dict, args) -> None:
     import yaml
 
-    from .atomic import check_file_output, write_text
+    from .io.atomic import check_file_output, write_text
     from .config import chain, schema
-    from .params_files import is_params_file
-    from .errors import OutputError
+    from .config.loading import is_params_file
+    from .io.errors import OutputError
 
     text = (f"# {args.config} with its extends: chain laid out by `python -m pipeline_src resolve`; edit that "
             f"file, not this one\n" + yaml.safe_dump(params, sort_keys=False, allow_unicode=True))
@@ -264,7 +266,7 @@ def _resolve(params: dict, args) -> None:
 
 
 def _hashes(params: dict, args) -> None:
-    from .provenance import record_hashes
+    from .records.hashes import record_hashes
 
     written = record_hashes(params)
     print(f"{paths.hashes_dir(params)}: {len(written)} hash file(s) changed" +
@@ -358,9 +360,9 @@ def _out_of_memory(e: BaseException) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from .corpora import CorpusError
-    from .prepare import CorpusContentError
-    from .errors import Diverged, ResumeError, Stopped
+    from .data.corpora import CorpusError
+    from .data.prepare import CorpusContentError
+    from .io.errors import Diverged, ResumeError, Stopped
 
     try:
         params = load(args.config)

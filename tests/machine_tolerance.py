@@ -43,7 +43,7 @@ class Machine:
 def this_machine() -> Machine:
     import torch
 
-    from pipeline_src.runtime import cpu_model
+    from pipeline_src.io.runtime import cpu_model
 
     return Machine(cpu_model(), torch.__version__, torch.backends.cpu.get_cpu_capability())
 

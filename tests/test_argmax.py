@@ -1,11 +1,12 @@
-"""The unargmaxable-word diagnostic (pipeline_src/argmax.py): the exact LP against convex-hull vertices
+"""The unargmaxable-word diagnostic (pipeline_src/evaluation/argmax.py): the exact LP against convex-hull vertices
 (Qhull) and a constructed layer, the cheap check never wrong, every affine head's (W, b) the one its
 distribution ranks words by, and the empirical check never reaching an unargmaxable word."""
 import numpy as np
 import pytest
 import torch
 
-from pipeline_src.argmax import argmax_diagnostic, cheap_argmaxable, diagnose, lp_margin, perceptron_argmaxable
+from pipeline_src.evaluation.argmax import (argmax_diagnostic, cheap_argmaxable, diagnose, lp_margin,
+    perceptron_argmaxable)
 from pipeline_src.heads import HeadContext, build_head, registry
 
 
@@ -90,7 +91,7 @@ def test_the_empirical_check_never_reaches_a_word_the_lp_calls_unargmaxable():
     out = argmax_diagnostic(model, data, 10, np.arange(40, 0, -1))
     assert out["exact"]["unargmaxable_ids"] == [7]
     assert 1 <= out["reached"] <= 39 and set(out["reached_by_band"]) == {"frequent", "middle", "rare"}
-    from pipeline_src.argmax import reached
+    from pipeline_src.evaluation.argmax import reached
     assert not reached(model, data, 10, 40)[7]
 
 

@@ -2,8 +2,8 @@ import pandas as pd
 import pytest
 import torch
 
-from pipeline_src import paths
-from pipeline_src.bench import peak_bytes, peak_from_events, run_bench, time_fn
+from pipeline_src.io import paths
+from pipeline_src.cost.bench import peak_bytes, peak_from_events, run_bench, time_fn
 
 CPU = torch.device("cpu")
 
@@ -30,7 +30,7 @@ def test_peak_from_profiler_events_is_a_running_sum_in_time_order():
 
 
 def test_every_heads_step_peak_is_positive(tiny):
-    from pipeline_src.bench import bench_one
+    from pipeline_src.cost.bench import bench_one
 
     from pipeline_src.config import validate
 
@@ -45,7 +45,7 @@ def test_the_library_peer_is_exact_and_in_the_table(tiny):
     import pandas as pd
     import torch.nn.functional as F
 
-    from pipeline_src.publish import bench_markdown
+    from pipeline_src.reporting.publish import bench_markdown
 
     df = run_bench(tiny, CPU)
     if not hasattr(F, "linear_cross_entropy"):  # PyTorch before 2.13: no peer, no columns
@@ -60,13 +60,13 @@ def test_the_library_peer_is_exact_and_in_the_table(tiny):
 
 def test_a_ratio_far_below_the_floor_keeps_two_significant_digits():
     """A sampled step at 1M words is 0.00057 of the softmax's floor: two decimals wrote it as 0.00."""
-    from pipeline_src.report_style import fmt_ratio
+    from pipeline_src.reporting.style import fmt_ratio
 
     assert [fmt_ratio(x) for x in (1.0834, 0.1, 0.0999, 0.000575, float("nan"))] == ["1.08", "0.10", "0.1", "0.00057", "—"]
 
 
 def test_time_fn_returns_a_median_in_ms(monkeypatch):
-    import pipeline_src.bench as bench
+    import pipeline_src.cost.bench as bench
 
     now = [0.0]  # a clock each call advances by its own duration: no sleeping, so a busy machine cannot move it
     monkeypatch.setattr(bench.time, "perf_counter", lambda: now[0])

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pipeline_src.config import ConfigError, run_config, validate
-from pipeline_src.train import train
+from pipeline_src.training.loop import train
 
 CPU = torch.device("cpu")
 
@@ -37,7 +37,7 @@ def test_a_token_budget_stops_at_the_step_that_reaches_it_and_draws_its_anytime_
     # the anytime points validate on the fixed subset: the last one is the model's state at the end
     assert s["budget"]["anytime"][-1]["valid_nll"] == pytest.approx(s["last_valid_nll"], abs=1e-12)
     # summarize's anytime.csv rows: one per point, keyed by the run
-    from pipeline_src.summarize import anytime_rows
+    from pipeline_src.reporting.summarize import anytime_rows
     rows = anytime_rows({**s, "dataset": "tiny", "method": "softmax"})
     assert [(r["point"], r["tokens"], r["valid_nll"]) for r in rows] == \
         [(p["point"], p["tokens"], p["valid_nll"]) for p in s["budget"]["anytime"]]

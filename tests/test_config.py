@@ -276,7 +276,7 @@ def test_a_bad_second_crossing_is_refused_naming_the_key(default_params, extra, 
 def test_head_options_as_data_are_the_registry_s_and_a_damaged_cache_is_rebuilt():
     """Configs are validated from a cache of every head's options schema (no torch import): it must be exactly
     what the registry gives, and a cache file that is not JSON is rebuilt rather than trusted."""
-    from pipeline_src import head_options
+    from pipeline_src.heads import options as head_options
     from pipeline_src.heads import options_schema, registry
 
     want = {name: options_schema(cls) for name, cls in registry().items()}
@@ -293,7 +293,8 @@ def test_head_options_as_data_are_the_registry_s_and_a_damaged_cache_is_rebuilt(
 def test_light_steps_and_config_validation_do_not_import_torch(tmp_path):
     """check-config, summarize's and figures' modules and the Snakefile's helpers run without torch (a second
     of every light job and every Snakemake start); training and evaluation import it when they run."""
-    code = ("import sys; from pipeline_src import cli, summarize, figures, records, provenance, runspec, publish;"
+    code = ("import sys; from pipeline_src import cli; from pipeline_src.reporting import summarize, figures, publish;"
+            "from pipeline_src.records import stash, hashes; from pipeline_src.config import runspec;"
             "from pipeline_src.config import load; load('params.yaml'); load('config/large-vocab.yaml');"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout

@@ -5,10 +5,10 @@ from dataclasses import replace
 
 import pytest
 
-from pipeline_src import corpora
+from pipeline_src.data import corpora
 from pipeline_src.config import data_config, validate
-from pipeline_src.corpora import CorpusError, copy_local, fetch
-from pipeline_src.prepare import load_split, prepare
+from pipeline_src.data.corpora import CorpusError, copy_local, fetch
+from pipeline_src.data.prepare import load_split, prepare
 
 
 @pytest.fixture

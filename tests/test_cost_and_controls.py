@@ -5,7 +5,7 @@ from torch.utils.flop_counter import FlopCounterMode, register_flop_formula
 
 from pipeline_src.heads import HeadContext, build_head
 from pipeline_src.heads.softmax import matched_width, mos_forward_macs
-from pipeline_src.linalg import numerical_rank
+from pipeline_src.data.linalg import numerical_rank
 
 V, D, N = 300, 12, 64
 

@@ -7,7 +7,7 @@ from torch import nn
 
 from pipeline_src.config import ConfigError, ModelConfig, run_config, validate
 from pipeline_src.encoders.awd import AWDLSTMEncoder, LockedDropout, WeightDropLSTM, embedding_dropout
-from pipeline_src.model import LanguageModel
+from pipeline_src.training.model import LanguageModel
 
 AWD = ModelConfig(emb_dim=6, hidden_dim=10, layers=3, dropout=0.4, tie_weights=True, encoder="awd-lstm",
                   dropout_input=0.65, dropout_hidden=0.3, dropout_embedding=0.1, weight_drop=0.5, ar=2.0, tar=1.0)
@@ -159,7 +159,7 @@ def _direct(model, window):
 def test_transformer_streaming_scores_each_token_once_with_its_stated_context():
     """Stride T, window W: a segment of t <= T tokens starting at s sees the W - t tokens before it (all of
     them near the start), so token s + j is scored once, from at least W - T + j tokens before it."""
-    from pipeline_src.evaluate import stream_log_probs
+    from pipeline_src.evaluation.evaluate import stream_log_probs
 
     model = _lm()
     data = torch.randint(11, (40, 1))
@@ -175,7 +175,7 @@ def test_transformer_streaming_scores_each_token_once_with_its_stated_context():
 
 
 def test_transformer_two_strides_agree_when_every_token_sees_its_whole_past():
-    from pipeline_src.evaluate import stream_log_probs
+    from pipeline_src.evaluation.evaluate import stream_log_probs
 
     model = _lm(dataclasses.replace(TF, context=32))
     data = torch.randint(11, (25, 3))  # 25 tokens: with W = 32 and T <= 8 each token sees all before it
@@ -224,7 +224,7 @@ def test_transformer_trains_through_the_loop_with_any_head(tiny_data, tmp_path, 
     perplexity: NCE's third epoch ended at 13.7 on an AVX-512 CPU and at 16.9 with AVX2 kernels, uniform 31.)"""
     import json
 
-    from pipeline_src.train import train
+    from pipeline_src.training.loop import train
 
     p, raw, prep = tiny_data
     p = dict(p, methods={**p["methods"], method: spec})

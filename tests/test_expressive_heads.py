@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from pipeline_src.heads import HeadContext, build_head
-from pipeline_src.linalg import numerical_rank
+from pipeline_src.data.linalg import numerical_rank
 
 V, D, N = 13, 5, 9
 
@@ -244,8 +244,8 @@ def test_rank_of_log_probs_softmax_moc_bounded_mos_not():
 
 def test_param_groups_give_plif_its_own_learning_rate():
     from pipeline_src.config import ModelConfig
-    from pipeline_src.model import LanguageModel
-    from pipeline_src.optim import build_optimizer
+    from pipeline_src.training.model import LanguageModel
+    from pipeline_src.training.optim import build_optimizer
     from pipeline_src.config import TrainConfig
 
     m = LanguageModel(V, ModelConfig(8, 8, 1, 0.0, True), {"type": "plif", "knots": 10, "lr_scale": 0.1})

@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from pipeline_src import figures
+from pipeline_src.reporting import figures
 
 
 def _labels(axis) -> list[str]:
@@ -34,7 +34,7 @@ def test_pareto_axes_have_readable_tick_labels():
 
 
 def test_every_method_has_its_own_colour_and_marker():
-    from pipeline_src.report_style import method_styles
+    from pipeline_src.reporting.style import method_styles
 
     mixed = method_styles({"softmax": "softmax", "moc": "moc", "mos": "mos", "nce": "nce", "neglm": "neglm"})
     assert len({(s["color"], s["marker"]) for s in mixed.values()}) == 5
@@ -50,7 +50,7 @@ def test_every_head_type_has_a_family():
     adaptive softmax's oranges (the large-vocabulary sweep's hierarchical and differentiated softmax)."""
     import pipeline_src.heads  # noqa: F401  (registers every head)
     from pipeline_src.heads.base import registry
-    from pipeline_src.report_style import FAMILY_OF, method_styles
+    from pipeline_src.reporting.style import FAMILY_OF, method_styles
 
     assert len(registry()) >= 18 and sorted(set(registry()) - set(FAMILY_OF)) == []
     sweep = {m: m for m in ("softmax", "sampled-softmax", "nce", "neglm", "neglm-b", "adaptive-softmax",
@@ -90,8 +90,8 @@ def test_the_sweep_figure_plots_each_method_s_gap_to_the_truth_across_sizes_and_
     import matplotlib
 
     matplotlib.use("agg")
-    from pipeline_src.figures import by_vocab
-    from pipeline_src.sweep import by_size
+    from pipeline_src.reporting.figures import by_vocab
+    from pipeline_src.reporting.sweep import by_size
 
     true = {"z10k": 5.0, "z1m": 6.0}
     ppl = {("z10k", "softmax"): 400.0, ("z10k", "nce"): 500.0, ("z1m", "softmax"): 3000.0, ("z1m", "nce"): 1500.0}

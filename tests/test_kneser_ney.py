@@ -1,9 +1,9 @@
-"""Interpolated Kneser-Ney (pipeline_src/kneser_ney.py) against NLTK's implementation, its distributions
+"""Interpolated Kneser-Ney (pipeline_src/evaluation/kneser_ney.py) against NLTK's implementation, its distributions
 summing to one, and Penn Treebank's published KN5 and KN3 perplexities reproduced."""
 import numpy as np
 import pytest
 
-from pipeline_src.kneser_ney import KneserNey, modified_discounts
+from pipeline_src.evaluation.kneser_ney import KneserNey, modified_discounts
 
 
 def _zipf_stream(rng, vocab: int, n: int) -> np.ndarray:
@@ -81,7 +81,7 @@ def test_bad_orders_and_discounts_are_refused():
 
 
 def _ptb(mirror):
-    from pipeline_src.prepare import word_tokens
+    from pipeline_src.data.prepare import word_tokens
 
     lines = {s: [word_tokens(line) for line in (mirror / "ptb" / f"ptb.{s}.txt").open()] for s in ("train", "valid", "test")}
     vocab = sorted({w for line in lines["train"] for w in line})
@@ -107,7 +107,7 @@ def test_data_whose_discount_estimates_leave_their_range_still_gives_every_word_
     counts = np.array([1] * 2 + [2] * 2 + [3] * 20 + [4])
     assert 2 - 3 * (2 / 6) * 20 / 2 < 0  # the raw D2 of these counts
     assert modified_discounts(counts) == pytest.approx((2 / 6,) * 3)  # Ney's n1 / (n1 + 2 n2) for all three
-    from pipeline_src.synthetic import sample_stream, true_log_probs
+    from pipeline_src.data.synthetic import sample_stream, true_log_probs
 
     for seed in (0, 1):  # the tests' tiny language (30 words, support 5): D3+ -0.18 and -11.7 for these two
         rng = np.random.default_rng(seed)

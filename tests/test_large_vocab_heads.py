@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pipeline_src.errors import ConfigError
+from pipeline_src.io.errors import ConfigError
 from pipeline_src.heads import HeadContext, build_head
 from pipeline_src.heads.base import EVAL_COLS, linear_score_and_log_z
 from pipeline_src.heads.hierarchical import frequency_classes

@@ -10,8 +10,8 @@ import yaml
 
 from conftest import ROOT, write_params
 from pipeline_src.cli import main
-from pipeline_src.corpora import REGISTRY
-from pipeline_src.prepare import EOS, UNK, _id_dtype, build_word_vocab
+from pipeline_src.data.corpora import REGISTRY
+from pipeline_src.data.prepare import EOS, UNK, _id_dtype, build_word_vocab
 
 WORDS = [f"w{i}" for i in range(40)]
 

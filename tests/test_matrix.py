@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from pipeline_src.config import validate
-from pipeline_src.matrix import fit, run, target
+from pipeline_src.evaluation.matrix import fit, run, target
 
 
 def test_target_rows_are_sparse_distributions_shared_across_methods():

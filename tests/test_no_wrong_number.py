@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from conftest import tiny_params, write_params
-from pipeline_src import paths
+from pipeline_src.io import paths
 from pipeline_src.cli import main
 
 
@@ -116,7 +116,7 @@ def test_an_infinite_test_nll_is_written_read_and_judged_as_infinite(unseen, cap
     assert (s.nll == math.inf).all() and (s.ppl == math.inf).all() and (s.zero_prob_tokens > 0).all()
     head = pd.read_csv(paths.headline_path(p)).set_index("method")
     assert head.loc["neglm", "verdict"] == "worse" and head.loc["neglm", "ppl"] == math.inf
-    from pipeline_src.publish import headline_markdown
+    from pipeline_src.reporting.publish import headline_markdown
 
     table = headline_markdown(pd.read_csv(paths.headline_path(p)))
     row = next(line for line in table.splitlines() if line.startswith("| neglm "))
@@ -138,7 +138,7 @@ def _kept_runs(default_params, tmp_path, epochs: int, results: str = "results"):
 
 
 def test_stash_with_nothing_to_stash_leaves_committed_records_alone(default_params, tmp_path, capsys):
-    from pipeline_src.records import MANIFEST, stash
+    from pipeline_src.records.stash import MANIFEST, stash
 
     from pipeline_src.config import validate
 
@@ -155,7 +155,7 @@ def test_stash_with_nothing_to_stash_leaves_committed_records_alone(default_para
 
 def test_restore_leaves_other_runs_of_the_same_names_whole(default_params, tmp_path):
     from pipeline_src.config import validate
-    from pipeline_src.records import restore, stash
+    from pipeline_src.records.stash import restore, stash
 
     p1, cfg1 = _kept_runs(default_params, tmp_path, epochs=1, results="stashed-from")
     out = tmp_path / "benchmarks" / "x"
@@ -190,7 +190,7 @@ def test_a_refused_summarize_writes_nothing_and_an_edited_table_is_refused(unsee
 # 8. Partial is said -----------------------------------------------------------------------------------------
 
 def test_a_partial_summary_is_said_with_its_missing_runs_and_seeds_are_counted_per_method():
-    from pipeline_src.findings import partial_notice, seeds_line
+    from pipeline_src.reporting.findings import partial_notice, seeds_line
 
     rows = [{"dataset": "zipf-1m", "method": m, "seed": s, "split": "test"} for m, seeds in
             (("softmax", (1, 2, 3)), ("nce", (1, 2)), ("hs", (1, 2, 3))) for s in seeds]
@@ -233,11 +233,11 @@ def test_a_hand_edited_metrics_file_is_refused_and_so_are_history_and_matrix_fit
 def test_report_and_publish_refuse_a_bench_made_under_other_settings(default_params, tmp_path, capsys):
     import torch
 
-    from pipeline_src.bench import run_bench
+    from pipeline_src.cost.bench import run_bench
     from pipeline_src.config import validate
-    from pipeline_src.summarize import check_bench
-    from pipeline_src.digests import DigestError
-    from pipeline_src.provenance import StaleError
+    from pipeline_src.reporting.summarize import check_bench
+    from pipeline_src.io.digests import DigestError
+    from pipeline_src.io.errors import StaleError
 
     p = validate(tiny_params(default_params, tmp_path))
     run_bench(p, torch.device("cpu"))
@@ -255,8 +255,8 @@ def test_report_and_publish_refuse_a_bench_made_under_other_settings(default_par
 def test_committed_records_without_digests_get_them_on_restore_and_a_second_restore_keeps_them(default_params,
                                                                                              tmp_path):
     from pipeline_src.config import validate
-    from pipeline_src.digests import SEAL, sealed
-    from pipeline_src.records import MANIFEST, _sha256, restore, stash
+    from pipeline_src.io.digests import SEAL, sealed
+    from pipeline_src.records.stash import MANIFEST, _sha256, restore, stash
 
     p, cfg = _kept_runs(default_params, tmp_path, epochs=1, results="stashed-from")
     out = tmp_path / "benchmarks" / "x"
@@ -280,10 +280,10 @@ def test_committed_records_without_digests_get_them_on_restore_and_a_second_rest
 def test_publish_over_a_publication_of_another_params_file_needs_replace(default_params, tmp_path, monkeypatch):
     import torch
 
-    import pipeline_src.publish as pub
-    from pipeline_src.bench import run_bench
+    import pipeline_src.reporting.publish as pub
+    from pipeline_src.cost.bench import run_bench
     from pipeline_src.config import validate
-    from pipeline_src.errors import OutputError
+    from pipeline_src.io.errors import OutputError
 
     monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
     monkeypatch.setattr(pub, "update_docs", lambda: [])
@@ -322,8 +322,8 @@ def test_a_refused_checkpoint_is_named_as_the_file_it_is(tiny_data, tmp_path):
     import torch
 
     from pipeline_src.config import run_config
-    from pipeline_src.errors import ResumeError
-    from pipeline_src.train import train
+    from pipeline_src.io.errors import ResumeError
+    from pipeline_src.training.loop import train
     from pipeline_src.training import checkpoints
 
     p, _, prep = tiny_data
@@ -344,7 +344,7 @@ def test_a_full_disk_is_one_line_and_leaves_no_lock_that_refuses_the_rerun(tmp_p
 
     import torch
 
-    from pipeline_src import atomic
+    from pipeline_src.io import atomic
     from pipeline_src.training import checkpoints
 
     def full(*a, **k):
@@ -581,10 +581,10 @@ def test_restate_keeps_the_publication_s_summary_record_true(tmp_path, monkeypat
     headline.csv no longer matched."""
     import shutil
 
-    import pipeline_src.publish as pub
+    import pipeline_src.reporting.publish as pub
     from conftest import ROOT
     from pipeline_src.config import load
-    from pipeline_src.digests import sha256_of
+    from pipeline_src.io.digests import sha256_of
 
     monkeypatch.setattr(pub, "BENCHMARKS", tmp_path)
     monkeypatch.setattr(pub, "update_docs", lambda: [])
@@ -608,8 +608,8 @@ def test_nested_data_and_results_folders_and_a_stash_into_another_benchmark_are_
     p["results_dir"] = str(tmp_path / "data" / "prepared" / "tiny")
     cfg = write_params(p, tmp_path / "nested.yaml")
     assert "lie one inside the other" in _refused(capsys, "check-config", "--config", str(cfg))
-    from pipeline_src.errors import OutputError
-    from pipeline_src.publish import check_stash
+    from pipeline_src.io.errors import OutputError
+    from pipeline_src.reporting.publish import check_stash
 
     (tmp_path / "pub").mkdir()
     (tmp_path / "pub" / "provenance.json").write_text(json.dumps({"params_file": "params.yaml"}))
@@ -636,7 +636,7 @@ def test_stash_and_restore_leave_out_an_edited_record(default_params, tmp_path):
     """The second probe: stash copied a metrics.json whose seal was broken and counted it current; a stash whose
     manifest was updated after an edit restored it."""
     from pipeline_src.config import validate
-    from pipeline_src.records import MANIFEST, _sha256, restore, stash
+    from pipeline_src.records.stash import MANIFEST, _sha256, restore, stash
 
     p, cfg = _kept_runs(default_params, tmp_path, epochs=1, results="stashed-from")
     metrics = paths.metrics_path(p, "tiny", "softmax", 1)

@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from pipeline_src.prepare import build_word_vocab, load_split, load_vocab, noise_probs, prepare
+from pipeline_src.data.prepare import build_word_vocab, load_split, load_vocab, noise_probs, prepare
 
 CFG = {"dataset": "t", "corpus": {"type": "local"}, "tokenizer": {"type": "word"},
        "noise": {"alphas": [0.0, 0.75, 1.0]}, "seed": 0}

@@ -10,7 +10,7 @@ from conftest import ROOT, write_params
 from machine_tolerance import SAME_MACHINE_NATS, Machine, check_rerun, published_on, this_machine, tolerance
 from pipeline_src.cli import main
 from pipeline_src.config import load, run_pairs, validate
-from pipeline_src.publish import BLOCK, doc_files, render_table, stale_tables
+from pipeline_src.reporting.publish import BLOCK, doc_files, render_table, stale_tables
 
 DEFAULT = ROOT / "benchmarks" / "default"
 
@@ -99,8 +99,8 @@ def test_a_rerun_on_another_machine_is_held_to_the_measured_spread_and_on_the_sa
 
 def test_a_bench_alone_is_published_with_its_command_and_refused_when_its_config_changed(tmp_path, monkeypatch,
                                                                                        default_params):
-    import pipeline_src.publish as pub
-    from pipeline_src.bench import run_bench
+    import pipeline_src.reporting.publish as pub
+    from pipeline_src.cost.bench import run_bench
     from pipeline_src.config import ConfigError, validate
 
     p = validate(copy.deepcopy(default_params))
@@ -145,7 +145,7 @@ def test_published_verdicts_are_what_the_statistics_give_their_runs_now(name):
     """Every published headline and contrasts table equals what the current statistics compute from the
     publication's own per-run rows under its recorded params: a change to the intervals or the verdicts
     fails here until `python -m pipeline_src restate` has regenerated them."""
-    from pipeline_src.summarize import verdict_tables
+    from pipeline_src.reporting.summarize import verdict_tables
 
     out = ROOT / "benchmarks" / name
     prov = json.loads((out / "provenance.json").read_text())
@@ -159,7 +159,7 @@ def test_published_verdicts_are_what_the_statistics_give_their_runs_now(name):
 def test_restate_refuses_params_that_changed_beyond_statistics(tmp_path, monkeypatch):
     import shutil
 
-    import pipeline_src.publish as pub
+    import pipeline_src.reporting.publish as pub
     from pipeline_src.config import ConfigError
 
     monkeypatch.setattr(pub, "BENCHMARKS", tmp_path)

@@ -1,4 +1,4 @@
-"""A long run carried across sessions (pipeline_src/records.py): its stashed records, restored in a fresh clone,
+"""A long run carried across sessions (pipeline_src/records/stash.py): its stashed records, restored in a fresh clone,
 leave Snakemake only what is missing; a damaged stash or a changed config restores nothing it should not."""
 import json
 import re

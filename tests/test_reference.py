@@ -1,4 +1,4 @@
-"""The Kneser-Ney reference step (pipeline_src/reference.py): the row it writes, its place in the summary and
+"""The Kneser-Ney reference step (pipeline_src/evaluation/reference.py): the row it writes, its place in the summary and
 the headline tables, and a stale row refused."""
 import json
 
@@ -27,8 +27,8 @@ def test_the_row_keeps_the_order_best_on_valid_and_scores_against_the_truth(kn_r
     valid = {int(k): v["valid_nll"] for k, v in rec["orders"].items()}
     assert rec["order"] == min(valid, key=valid.get) and set(valid) == {1, 2, 3}
     assert valid[1] > valid[2]  # context helps on a trigram language: the unigram level is worst
-    from pipeline_src import paths
-    from pipeline_src.prepare import load_split
+    from pipeline_src.io import paths
+    from pipeline_src.data.prepare import load_split
 
     test = rec["splits"]["test"]
     assert test["tokens"] == len(load_split(paths.prepared_dir(params, "tiny"), "test"))  # every token scored
@@ -42,8 +42,8 @@ def test_the_row_keeps_the_order_best_on_valid_and_scores_against_the_truth(kn_r
 
 
 def test_a_row_made_under_other_orders_is_refused_naming_the_key(kn_run, tmp_path):
-    from pipeline_src.provenance import StaleError
-    from pipeline_src.summarize import reference_rows
+    from pipeline_src.io.errors import StaleError
+    from pipeline_src.reporting.summarize import reference_rows
 
     params, cfg, _ = kn_run
     rows = reference_rows(params, False, [])
@@ -58,7 +58,7 @@ def test_a_row_made_under_other_orders_is_refused_naming_the_key(kn_run, tmp_pat
 
 
 def test_the_headline_table_places_the_reference_by_perplexity_without_seeds_or_verdict():
-    from pipeline_src.publish import headline_markdown
+    from pipeline_src.reporting.publish import headline_markdown
 
     head = pd.DataFrame({"dataset": ["d", "d"], "method": ["softmax", "mos"], "seeds": [3, 3],
                          "nll": [np.log(120.0), np.log(100.0)], "ppl": [120.0, 100.0], "ppl_low": [118, 97],
@@ -76,7 +76,7 @@ def test_the_headline_table_places_the_reference_by_perplexity_without_seeds_or_
 
 
 def test_the_report_sentence_names_who_beats_the_reference_and_by_how_much():
-    from pipeline_src.findings import reference_findings
+    from pipeline_src.reporting.findings import reference_findings
 
     head = pd.DataFrame({"dataset": ["d"] * 3, "method": ["mos", "softmax", "nce"], "ppl": [100.0, 120.0, 150.0],
                          "nll": np.log([100.0, 120.0, 150.0]), "nll_high": np.log([104.0, 125.0, 160.0])})

@@ -153,10 +153,10 @@ def test_a_diverged_final_run_is_a_clear_error_and_leaves_no_checkpoint(capsys, 
 
 
 def test_truncated_checkpoint_is_set_aside_and_training_resumes_from_the_previous_one(capsys, proj, tmp_path):
-    from pipeline_src import paths
+    from pipeline_src.io import paths
     from pipeline_src.config import validate
-    from pipeline_src.train import train
-    from pipeline_src.runspec import final_config
+    from pipeline_src.training.loop import train
+    from pipeline_src.config.runspec import final_config
 
     p, cfg = proj
     _prepared(capsys, cfg)
@@ -245,7 +245,7 @@ def test_local_path_that_is_a_directory_and_duplicate_yaml_keys(capsys, default_
 
 
 def test_mirror_missing_one_split_names_it(capsys, default_params, tmp_path):
-    from pipeline_src.corpora import CorpusError, fetch
+    from pipeline_src.data.corpora import CorpusError, fetch
 
     mirror = tmp_path / "mirror" / "ptb"
     mirror.mkdir(parents=True)
@@ -272,7 +272,7 @@ def test_a_partial_summary_lists_the_missing_runs_and_a_full_one_refuses(capsys,
     import pandas as pd
 
     assert list(pd.read_csv(tmp_path / "results" / "headline.csv").method) == ["softmax"]
-    import pipeline_src.publish as pub
+    import pipeline_src.reporting.publish as pub
     from pipeline_src.config import load
 
     pub_dir = tmp_path / "benchmarks"

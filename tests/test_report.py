@@ -166,7 +166,7 @@ def test_browser_check_catches_an_overflowing_page_and_a_missing_figure(tmp_path
 
 
 def _broken_notebook(tmp_path: Path, code: str) -> Path:
-    from pipeline_src.report import NOTEBOOK
+    from pipeline_src.reporting.report import NOTEBOOK
 
     nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
     nb["cells"].append({"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
@@ -182,7 +182,7 @@ def test_a_deliberately_broken_notebook_fails_the_checks(reports, tmp_path):
     """The real notebook plus one bad cell: a table running off the page and a figure that does not load
     are caught in the browser; a cell that raises leaves no report.html behind at all."""
     from pipeline_src.config import load
-    from pipeline_src.report import render
+    from pipeline_src.reporting.report import render
 
     assert CHROMIUM
     shutil.copytree(reports["project"] / "results", tmp_path / "results")

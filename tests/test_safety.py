@@ -8,9 +8,9 @@ import sys
 import pytest
 
 from conftest import ROOT, tiny_params, write_params
-from pipeline_src import atomic
+from pipeline_src.io import atomic
 from pipeline_src.cli import main
-from pipeline_src.errors import OutputError
+from pipeline_src.io.errors import OutputError
 
 
 def _cli(capsys, *argv):
@@ -104,7 +104,7 @@ def test_config_that_is_a_directory_says_reading(capsys, tmp_path):
 
 @pytest.mark.parametrize("name", ["", ".", "..", "a/b", "../../etc", "x y", "/tmp/abs"])
 def test_publish_takes_a_plain_name_only(name, monkeypatch, proj, tmp_path):
-    from pipeline_src import publish as pub
+    from pipeline_src.reporting import publish as pub
 
     monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
     with pytest.raises(OutputError, match="give a plain name"):
@@ -116,7 +116,7 @@ def _bench_results(p):
     """A bench-only results_dir, the smallest thing publish accepts."""
     from pathlib import Path
 
-    from pipeline_src.atomic import write_json
+    from pipeline_src.io.atomic import write_json
 
     results = Path(p["results_dir"])
     results.mkdir(parents=True, exist_ok=True)
@@ -126,7 +126,7 @@ def _bench_results(p):
 
 
 def test_publish_replacing_an_earlier_one_says_so_and_removes_only_its_stale_files(monkeypatch, proj, tmp_path):
-    from pipeline_src import publish as pub
+    from pipeline_src.reporting import publish as pub
 
     p, cfg = proj
     monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
@@ -146,7 +146,7 @@ def test_publish_replacing_an_earlier_one_says_so_and_removes_only_its_stale_fil
 
 
 def test_publish_refuses_a_folder_it_did_not_make_and_its_own_input(monkeypatch, proj, tmp_path):
-    from pipeline_src import publish as pub
+    from pipeline_src.reporting import publish as pub
 
     p, cfg = proj
     monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
@@ -165,7 +165,7 @@ def test_publish_refuses_a_folder_it_did_not_make_and_its_own_input(monkeypatch,
 def test_publish_goes_beside_a_stash_and_leaves_it(monkeypatch, proj, tmp_path):
     """A long experiment stashes its records (records.py) to benchmarks/N/records before it has tables: the
     folder holding only records/ is no one else's, so publish writes beside it and leaves it as it is."""
-    from pipeline_src import publish as pub
+    from pipeline_src.reporting import publish as pub
 
     p, cfg = proj
     monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
@@ -179,18 +179,18 @@ def test_publish_goes_beside_a_stash_and_leaves_it(monkeypatch, proj, tmp_path):
 
 
 def test_publish_says_when_the_tree_has_uncommitted_changes(monkeypatch, proj, tmp_path):
-    from pipeline_src import publish as pub
+    from pipeline_src.reporting import publish as pub
 
     p, cfg = proj
     monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
     monkeypatch.setattr(pub, "update_docs", lambda: [])
-    monkeypatch.setattr(pub, "_git", lambda *a: " M pipeline_src/train.py" if a[0] == "status" else "abc")
+    monkeypatch.setattr(pub, "_git", lambda *a: " M pipeline_src/training/loop.py" if a[0] == "status" else "abc")
     _bench_results(p)
     said = []
     out = pub.publish(p, cfg, "d", say=said.append)
     assert len(said) == 1 and said[0].startswith("warning: publishing from a tree with uncommitted changes")
-    assert "pipeline_src/train.py" in said[0]
-    assert json.loads((out / "provenance.json").read_text())["dirty_files"] == ["pipeline_src/train.py"]
+    assert "pipeline_src/training/loop.py" in said[0]
+    assert json.loads((out / "provenance.json").read_text())["dirty_files"] == ["pipeline_src/training/loop.py"]
 
 
 def test_json_written_is_strict_nan_becomes_null_and_infinity_a_string_read_back_as_infinity(tmp_path):
@@ -198,7 +198,7 @@ def test_json_written_is_strict_nan_becomes_null_and_infinity_a_string_read_back
 
     import numpy as np
 
-    from pipeline_src.artifacts import read_json
+    from pipeline_src.io.artifacts import read_json
 
     atomic.write_json(tmp_path / "x.json", {"a": math.nan, "b": [math.inf, 1.5], "c": np.float64(-np.inf),
                                             "d": {"e": np.float32(2.0)}, "f": "Infinity-ish"})

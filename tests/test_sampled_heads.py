@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from pipeline_src.heads import HeadContext, build_head
-from pipeline_src.sampling import Negatives, log_uniform_probs, unigram_probs
+from pipeline_src.heads.sampling import Negatives, log_uniform_probs, unigram_probs
 
 V, D, N, K = 12, 4, 6, 5
 COUNTS = torch.tensor([40, 30, 20, 10, 9, 8, 7, 6, 5, 4, 2, 1])

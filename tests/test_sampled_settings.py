@@ -8,7 +8,7 @@ import torch
 
 from pipeline_src.heads import HeadContext, build_head
 from pipeline_src.heads.adaptive import tail_div_value
-from pipeline_src.sampling import Negatives, unigram_probs
+from pipeline_src.heads.sampling import Negatives, unigram_probs
 from test_sampled_heads import COUNTS, D, K, N, V, data, logsig, make, s_of
 
 
@@ -90,7 +90,7 @@ def test_adaptive_softmax_keeps_its_tails_at_least_min_tail_dim_wide(d, clusters
 
 
 def test_the_collapse_line_is_the_add_one_unigram_model_on_the_same_tokens():
-    from pipeline_src.prepare import unigram_nll
+    from pipeline_src.data.prepare import unigram_nll
     from pipeline_src.training.guard import collapse
 
     counts = np.array([5, 3, 0, 2])
@@ -108,7 +108,7 @@ def test_the_collapse_line_is_the_add_one_unigram_model_on_the_same_tokens():
 
 def test_the_report_flags_collapsed_runs_and_words_a_head_cannot_score():
     import pandas as pd
-    from pipeline_src.findings import collapse_findings, collapse_table, zero_probability_findings
+    from pipeline_src.reporting.findings import collapse_findings, collapse_table, zero_probability_findings
 
     rows = [{"dataset": "synth", "method": m, "seed": s, "split": sp, "collapsed": c, "zero_prob_words": z,
              "ppl": ppl, "unigram_valid_ppl": 480.0}
@@ -170,10 +170,10 @@ def default_language(tmp_path_factory):
 
     import yaml
     from conftest import ROOT
-    from pipeline_src import paths
+    from pipeline_src.io import paths
     from pipeline_src.config import data_config, validate
-    from pipeline_src.prepare import prepare
-    from pipeline_src.synthetic import generate
+    from pipeline_src.data.prepare import prepare
+    from pipeline_src.data.synthetic import generate
 
     tmp = tmp_path_factory.mktemp("default-language")
     p = validate(copy.deepcopy(yaml.safe_load((ROOT / "params.yaml").read_text())))
@@ -191,7 +191,7 @@ def test_with_a_log_k_offset_neg_and_neglm_train_past_the_unigram_model_and_with
     better than the add-one unigram model after its first epoch; with no offset (as published) it is not, and
     is flagged collapsed."""
     from pipeline_src.config import run_config
-    from pipeline_src.train import train
+    from pipeline_src.training.loop import train
 
     p, prep = default_language
     got = {}

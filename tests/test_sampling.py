@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline_src.sampling import AliasSampler, Sampler, log_uniform_probs, unigram_probs
+from pipeline_src.heads.sampling import AliasSampler, Sampler, log_uniform_probs, unigram_probs
 
 
 def chi_square_ok(counts: np.ndarray, probs: np.ndarray, n: int) -> bool:

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from pipeline_src.config import TrainConfig, run_config, validate
-from pipeline_src.averaging import ParameterAverage
-from pipeline_src.schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
-from pipeline_src.train import train
+from pipeline_src.training.averaging import ParameterAverage
+from pipeline_src.training.schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
+from pipeline_src.training.loop import train
 
 CPU = torch.device("cpu")
 BASE = TrainConfig(epochs=39, batch_size=20, bptt=20, optimizer="sgd", lr=20.0, clip=0.25, lr_decay=1.2,
@@ -118,7 +118,7 @@ def test_the_schedule_drives_the_training_loop_and_last_is_kept(data, tmp_path):
 
 def _first_step_state(p, prep, tmp_path, carry: bool) -> list[torch.Tensor]:
     """The LSTM state the first step of epoch 2 starts from, seen through a hook on the encoder."""
-    import pipeline_src.model as M
+    import pipeline_src.training.model as M
 
     cfg = run_config(p, "tiny", "softmax")
     cfg["training"].update(epochs=2, carry_state=carry)
@@ -210,7 +210,7 @@ def test_nt_asgd_averages_from_the_trigger_and_keeps_the_mean(data, tmp_path, mo
 
 
 def test_variable_bptt_lengths_follow_merity_et_al():
-    from pipeline_src.batching import variable_lengths
+    from pipeline_src.data.batching import variable_lengths
 
     lengths = variable_lengths(1_000_000, 70, seed=3, epoch=0)
     assert sum(lengths) == 1_000_000 - 1 and min(lengths) >= 5  # covers the data, never below 5 steps
@@ -230,7 +230,7 @@ def test_variable_bptt_lengths_follow_merity_et_al():
 
 
 def test_variable_bptt_scales_each_steps_lr_by_its_length(data, tmp_path, monkeypatch):
-    from pipeline_src.optim import MultiOptimizer
+    from pipeline_src.training.optim import MultiOptimizer
 
     p, prep = data
     cfg = run_config(p, "tiny", "softmax")
@@ -242,7 +242,7 @@ def test_variable_bptt_scales_each_steps_lr_by_its_length(data, tmp_path, monkey
         step(self)
 
     lengths = []
-    import pipeline_src.model as M
+    import pipeline_src.training.model as M
     loss = M.LanguageModel.loss
 
     def spy_loss(self, inputs, targets, state):

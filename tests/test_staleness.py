@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from conftest import tiny_params, write_params
-from pipeline_src import paths
+from pipeline_src.io import paths
 from pipeline_src.cli import main
 from pipeline_src.config import config_hash, load, run_config, train_hash
-from pipeline_src.provenance import SUMMARY_SENTINEL, record_hashes
-from pipeline_src.train import train
+from pipeline_src.records.hashes import SUMMARY_SENTINEL, record_hashes
+from pipeline_src.training.loop import train
 
 CPU = torch.device("cpu")
 RUN = ("--dataset", "tiny", "--method", "softmax", "--seed", "0")

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from pipeline_src.stats import contrasts, expected_best, headline, holm, mean_ci, paired_test_pvalue
+from pipeline_src.reporting.stats import contrasts, expected_best, headline, holm, mean_ci, paired_test_pvalue
 
 
 def test_t_interval_is_the_textbook_one():
@@ -144,7 +144,7 @@ def test_expected_best_matches_brute_force_over_all_draws():
 
 
 def test_the_report_says_whether_a_sampled_row_is_the_objective_or_a_setting():
-    from pipeline_src.findings import sampled_findings
+    from pipeline_src.reporting.findings import sampled_findings
 
     summary = pd.DataFrame({"method": ["nce", "nce-zero", "neglm-b", "neglm-b-nce", "mos", "moc"],
                             "type": ["nce", "nce", "neglm-b", "neglm-b", "mos", "moc"]})

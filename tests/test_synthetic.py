@@ -2,8 +2,8 @@ import json
 
 import numpy as np
 
-from pipeline_src.linalg import numerical_rank
-from pipeline_src.synthetic import generate, sample_stream, stream_log_probs, symbols, true_log_probs
+from pipeline_src.data.linalg import numerical_rank
+from pipeline_src.data.synthetic import generate, sample_stream, stream_log_probs, symbols, true_log_probs
 
 SPEC = {"vocab_size": 40, "order": 2, "dirichlet_beta": 0.3, "support": 6, "smoothing": 0.01,
         "train_tokens": 3000, "valid_tokens": 500, "test_tokens": 800}

@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline_src import paths
-from pipeline_src.batching import batchify, scored_positions, segments
+from pipeline_src.io import paths
+from pipeline_src.data.batching import batchify, scored_positions, segments
 from pipeline_src.config import run_config
-from pipeline_src.corpora import SPLITS
-from pipeline_src.evaluate import evaluate, stream_log_probs
-from pipeline_src.prepare import load_split
-from pipeline_src.train import ResumeError, build_model, train
+from pipeline_src.data.corpora import SPLITS
+from pipeline_src.evaluation.evaluate import evaluate, stream_log_probs
+from pipeline_src.data.prepare import load_split
+from pipeline_src.training.loop import ResumeError, build_model, train
 
 CPU = torch.device("cpu")
 
@@ -122,7 +122,7 @@ def test_synthetic_evaluation_reports_the_true_cross_entropy(data):
 
 
 def test_rank_diagnostic_softmax_bounded_mos_not(data):
-    from pipeline_src.evaluate import rank_diagnostic
+    from pipeline_src.evaluation.evaluate import rank_diagnostic
 
     p, raw, prep = data
     ids = load_split(prep, "valid")
@@ -140,7 +140,7 @@ def test_rank_diagnostic_softmax_bounded_mos_not(data):
 
 def test_residual_beyond_a_rank_is_the_best_approximations_error():
     """Eckart-Young, against a matrix built with known singular values and a truncated SVD."""
-    from pipeline_src.linalg import residual_beyond, singular_values
+    from pipeline_src.data.linalg import residual_beyond, singular_values
 
     g = np.random.default_rng(0)
     u, _ = np.linalg.qr(g.normal(size=(40, 12)))
@@ -160,7 +160,7 @@ def test_untied_projection_narrows_the_head_input_and_its_rank(data):
     """model.proj_dim (untied): the head sees a proj_dim-wide context, so a softmax's log-probability
     matrix has rank at most proj_dim + 2 while a mixture's is not bounded by it."""
     from pipeline_src.config import ConfigError, validate
-    from pipeline_src.evaluate import rank_diagnostic
+    from pipeline_src.evaluation.evaluate import rank_diagnostic
 
     p, raw, prep = data
     ids = load_split(prep, "valid")
@@ -209,7 +209,7 @@ def test_self_normalisation_diagnostics_for_sampled_heads(data):
 
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 def test_sampled_head_trains_with_a_sparse_step(data, tmp_path, optimizer):
-    from pipeline_src.optim import build_optimizer
+    from pipeline_src.training.optim import build_optimizer
     from pipeline_src.config import TrainConfig
 
     p, raw, prep = data
@@ -245,7 +245,7 @@ def test_sampled_head_trains_with_a_sparse_step(data, tmp_path, optimizer):
 
 def test_weight_decay_with_sparse_gradients_is_a_config_error(data):
     from pipeline_src.config import ConfigError, TrainConfig
-    from pipeline_src.optim import build_optimizer
+    from pipeline_src.training.optim import build_optimizer
 
     p, raw, prep = data
     cfg = run_config(dict(p, methods={"nce": {"type": "nce", "negatives": 5}}), "tiny", "nce")
@@ -255,7 +255,7 @@ def test_weight_decay_with_sparse_gradients_is_a_config_error(data):
 
 
 def test_rank_diagnostic_leaves_out_zero_probability_words(data):
-    from pipeline_src.evaluate import rank_diagnostic
+    from pipeline_src.evaluation.evaluate import rank_diagnostic
 
     p, raw, prep = data
     spec = {"type": "neglm", "negatives": 5}
@@ -283,7 +283,7 @@ def test_bf16_training_learns_like_fp32(data, tmp_path):
 def test_the_gpu_update_path_is_the_fused_one_and_the_same_update(monkeypatch):
     """On CUDA the dense optimizer is built fused; its update equals the default one (checked on the CPU,
     where PyTorch has fused SGD and Adam too)."""
-    import pipeline_src.optim as O
+    import pipeline_src.training.optim as O
     from pipeline_src.config import TrainConfig
 
     class Tiny(torch.nn.Module):

@@ -8,13 +8,13 @@ import pytest
 import torch
 
 from conftest import tiny_params
-from pipeline_src import paths
+from pipeline_src.io import paths
 from pipeline_src.config import ConfigError, data_config, validate
-from pipeline_src.prepare import prepare
-from pipeline_src.synthetic import generate
-from pipeline_src.train import train
-from pipeline_src.runspec import final_config, selection_key, trial_config, trials
-from pipeline_src.tuning import points, select
+from pipeline_src.data.prepare import prepare
+from pipeline_src.data.synthetic import generate
+from pipeline_src.training.loop import train
+from pipeline_src.config.runspec import final_config, selection_key, trial_config, trials
+from pipeline_src.config.tuning import points, select
 
 CPU = torch.device("cpu")
 
@@ -101,13 +101,13 @@ def test_trials_select_the_best_and_a_diverged_trial_is_a_result(default_params,
 
 
 def test_a_run_is_resolved_once_into_a_frozen_spec(default_params, tmp_path):
-    """pipeline_src/runspec.py: the params and a run's coordinates become one spec; its config is a copy, its
+    """pipeline_src/config/runspec.py: the params and a run's coordinates become one spec; its config is a copy, its
     hash the canonical config's, and a trial's spec carries the trial's seed, budget and directory."""
     import dataclasses
 
-    from pipeline_src import paths
+    from pipeline_src.io import paths
     from pipeline_src.config import run_config, run_hash
-    from pipeline_src.runspec import resolve_run
+    from pipeline_src.config.runspec import resolve_run
 
     plain = validate(tiny_params(default_params, tmp_path))
     spec = resolve_run(plain, "tiny", "softmax", seed=0)
@@ -130,7 +130,7 @@ def test_a_run_is_resolved_once_into_a_frozen_spec(default_params, tmp_path):
 
 
 def test_a_partial_summary_of_a_tuned_sweep_lists_the_selections_not_made_yet(default_params, tmp_path):
-    from pipeline_src.summarize import tuning_tables
+    from pipeline_src.reporting.summarize import tuning_tables
 
     p = tuned(default_params, tmp_path, trials=2)
     p["run"]["methods"] = ["softmax", "adaptive-softmax"]

@@ -1,14 +1,14 @@
-"""The Zipfian language (pipeline_src/zipfian.py): its truth against brute force and against its own samples,
+"""The Zipfian language (pipeline_src/data/zipfian.py): its truth against brute force and against its own samples,
 its Zipf law fitted back, determinism, the rank of its log-probability matrix, and the prepared data aligned
-with the per-token truth; the frequency bands (pipeline_src/bands.py)."""
+with the per-token truth; the frequency bands (pipeline_src/data/bands.py)."""
 import json
 
 import numpy as np
 import pytest
 
-from pipeline_src.bands import band_nll, frequency_bands
-from pipeline_src.linalg import numerical_rank
-from pipeline_src.zipfian import DEFAULTS, ZipfLanguage, fit_zipf_exponent, generate
+from pipeline_src.data.bands import band_nll, frequency_bands
+from pipeline_src.data.linalg import numerical_rank
+from pipeline_src.data.zipfian import DEFAULTS, ZipfLanguage, fit_zipf_exponent, generate
 
 SMALL = {**DEFAULTS, "vocab_size": 12, "classes": 4, "class_concentration": 0.5, "mean_sentence_length": 4}
 

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.func import functional_call
 
-from ..settings import ModelConfig
+from ..config.settings import ModelConfig
 
 
 class LockedDropout(nn.Module):

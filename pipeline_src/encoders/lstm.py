@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from ..settings import ModelConfig
+from ..config.settings import ModelConfig
 
 State = tuple[Tensor, Tensor]  # (h, c), each (layers, B, hidden)
 

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..settings import ModelConfig
+from ..config.settings import ModelConfig
 
 
 class Block(nn.Module):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from ..errors import ConfigError
+from ..io.errors import ConfigError
 from .base import HeadContext, OutputLayer, chunked_rows, register
 
 

@@ -14,6 +14,7 @@ import math
 import dataclasses
 import typing
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import torch
@@ -114,7 +115,7 @@ class OutputLayer(nn.Module):
         """Parameters that want their own learning rate, as (params, multiplier of the base lr)."""
         return []
 
-    # why the argmax of this head's distribution is not the argmax of affine logits (pipeline_src/argmax.py)
+    # why the argmax of this head's distribution is not the argmax of affine logits (pipeline_src/evaluation/argmax.py)
     affine_why: ClassVar[str] = "its log-probabilities are not an increasing function of affine logits"
 
     def affine_logits(self) -> tuple[Tensor, Tensor, int] | None:
@@ -232,14 +233,26 @@ def register(name: str):
     return deco
 
 
+def _discover() -> None:
+    """Import every module of this folder once: each head registers itself (a head is one file)."""
+    import importlib
+    import pkgutil
+
+    package = __name__.rpartition(".")[0]
+    for m in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        importlib.import_module(f"{package}.{m.name}")
+
+
 def registry() -> dict[str, type[OutputLayer]]:
+    """Every head, by its config name."""
+    _discover()
     return dict(_REGISTRY)
 
 
 def build_head(spec: dict, ctx: HeadContext) -> OutputLayer:
     """Build a head from a validated method spec such as ``{"type": "softmax", "chunk_size": 512}``."""
     spec = dict(spec)
-    cls = _REGISTRY[spec.pop("type")]
+    cls = registry()[spec.pop("type")]
     return cls(ctx, cls.Options(**spec))
 
 

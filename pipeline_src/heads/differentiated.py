@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import ConfigError
+from ..io.errors import ConfigError
 from torch.autograd.function import once_differentiable
 
 from .adaptive import default_cutoffs

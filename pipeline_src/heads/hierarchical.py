@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import ConfigError
+from ..io.errors import ConfigError
 from .base import HeadContext, OutputLayer, chunked_rows, output_embedding, register
 
 

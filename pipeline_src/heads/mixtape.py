@@ -17,7 +17,7 @@ each, so a step costs about (1 + K share) softmaxes against MoS's K. Defaults: K
 paper's K; its d2 is "much smaller than d", the share 10% follows Mesh TensorFlow's Mixtape, the public
 implementation read for this layer). Differences: an output bias per word (the project's softmax has one).
 The logits are not affine in one context (the gates depend on the word), so the argmax test is not
-defined for it (pipeline_src/argmax.py).
+defined for it (pipeline_src/evaluation/argmax.py).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .base import (HeadContext, OutputLayer, auto_chunk, chunked_mean_nll, chunked_rows, output_embedding, register,
-                   target_log_softmax)
+    target_log_softmax)
 from .mixture import init_range_field
 
 

@@ -21,8 +21,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .base import (HeadContext, OutputLayer, Scratch, apply_in_fp32, auto_chunk, chunked_rows, linear_target_log_prob,
-                   output_embedding, register)
+from .base import (HeadContext, OutputLayer, Scratch, apply_in_fp32, auto_chunk, chunked_rows,
+    linear_target_log_prob, output_embedding, register)
 from .softmax import linear_cross_entropy
 
 

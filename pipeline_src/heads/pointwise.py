@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from .base import (HeadContext, OutputLayer, apply_in_fp32, auto_chunk, chunked_mean_nll, chunked_rows,
-                   output_embedding, register)
+    output_embedding, register)
 from .mixture import MixtureCrossEntropy, mixture_chunk, init_range_field, sig_logits
 
 SOFTPLUS_INV_1 = math.log(math.e - 1.0)  # softplus(x) = 1

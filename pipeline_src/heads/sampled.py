@@ -27,8 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import ConfigError
-from ..sampling import Negatives, Sampler, log_uniform_probs, unigram_probs
+from ..io.errors import ConfigError
+from .sampling import Negatives, Sampler, log_uniform_probs, unigram_probs
 from .base import HeadContext, OutputLayer, chunked_rows, linear_score_and_log_z, output_embedding, register
 from .mixture import init_range_field
 

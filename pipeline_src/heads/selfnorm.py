@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .base import (HeadContext, OutputLayer, Scratch, chunked_mean_nll, chunked_rows, linear_score_and_log_z,
-                   output_embedding, register)
+    output_embedding, register)
 from .softmax import linear_cross_entropy
 
 

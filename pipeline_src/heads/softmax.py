@@ -16,7 +16,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from .base import (HeadContext, OutputLayer, Scratch, apply_in_fp32, chunked_rows, linear_target_log_prob,
-                   output_embedding, register)
+    output_embedding, register)
 
 
 def softmax_(logits: Tensor) -> Tensor:

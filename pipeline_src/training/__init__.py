@@ -1,4 +1,4 @@
-"""The training loop in small named parts; ``pipeline_src/train.py`` holds the loop itself and its API.
+"""The training loop in small named parts; ``pipeline_src/training/loop.py`` holds the loop itself and its API.
 
   state.py        RunState: the run's mutable state (position, learning rate, history, totals), checkpointed
   step.py         build_model and train_step: one optimizer step (the bench times this very function)

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import torch
 
-from ..atomic import atomic_path
-from ..errors import ResumeError, Stopped  # noqa: F401  (raised here, named by the loop)
+from ..io.atomic import atomic_path
+from ..config import config_hash, train_hash
+from ..io.errors import ResumeError, StaleError, Stopped, UnreadableError  # noqa: F401  (raised here, named by the loop)
 
 CHECKPOINT = "checkpoint.pt"
 PREVIOUS = "checkpoint.prev.pt"  # the generation before checkpoint.pt
@@ -45,8 +46,6 @@ def remove(out_dir: Path) -> None:
 def load_newest(out_dir: Path, device: torch.device) -> dict | None:
     """The newest readable checkpoint: ``checkpoint.pt``, else the previous generation, else None
     (start afresh). An unreadable file is set aside as ``<name>.corrupt`` and the choice is said."""
-    from ..provenance import UnreadableError, load_torch
-
     for p in (out_dir / CHECKPOINT, out_dir / PREVIOUS):
         if not p.exists():
             continue
@@ -62,3 +61,27 @@ def load_newest(out_dir: Path, device: torch.device) -> dict | None:
     if any((out_dir / f"{n}.corrupt").exists() for n in (CHECKPOINT, PREVIOUS)):
         print(f"warning: no readable checkpoint left in {out_dir}: training starts afresh", file=sys.stderr)
     return None
+
+
+def check_model(path: Path, ckpt: dict, cfg: dict, rebuild: str) -> None:
+    """Refuse a model file that another training config made; evaluation settings may differ
+    (:func:`~pipeline_src.config.train_hash`): a changed evaluation re-evaluates, it does not retrain."""
+    if train_hash(ckpt.get("config") or {}) != train_hash(cfg):
+        raise StaleError(f"{path} was trained under another config (hash {ckpt['config_hash']}; this config: "
+                         f"{config_hash(cfg)}): rerun `{rebuild}` (or `snakemake`)")
+
+
+def load_torch(path: Path, map_location, what_to_do: str) -> dict:
+    """``torch.load`` with one clear line instead of the stream reader's traceback."""
+    import torch
+
+    if not path.exists():
+        raise UnreadableError(f"{path} is missing: {what_to_do}")
+    try:
+        obj = torch.load(path, map_location=map_location, weights_only=False)
+    except Exception as e:  # torch raises RuntimeError, EOFError, pickle errors ... for a damaged file
+        raise UnreadableError(f"cannot read {path} ({type(e).__name__}: {str(e).splitlines()[0][:120]}): "
+                              f"the file is truncated or corrupt; {what_to_do}") from None
+    if not isinstance(obj, dict) or "config_hash" not in obj:
+        raise UnreadableError(f"{path} is not a file this pipeline wrote: {what_to_do}")
+    return obj

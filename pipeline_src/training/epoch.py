@@ -16,17 +16,17 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..atomic import write_json, write_text
-from ..averaging import ParameterAverage
-from ..batching import batchify, num_segments, segments, variable_lengths, variable_segments
+from ..io.atomic import write_json, write_text
+from .averaging import ParameterAverage
+from ..data.batching import batchify, num_segments, segments, variable_lengths, variable_segments
 from ..config import TrainConfig, run_hash, train_hash
-from ..digests import seal
-from ..streaming import stream_log_probs
-from ..optim import build_optimizer
-from ..prepare import load_split, unigram_nll
-from ..runtime import (environment, load_average, peak_memory_mb, reset_peak_memory, rng_state, seed_everything,
-                       set_rng_state)
-from ..schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
+from ..io.digests import seal
+from ..data.streaming import stream_log_probs
+from .optim import build_optimizer
+from ..data.prepare import load_split, unigram_nll
+from ..io.runtime import (environment, load_average, peak_memory_mb, reset_peak_memory, rng_state, seed_everything,
+    set_rng_state)
+from .schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
 from . import checkpoints
 from .checkpoints import Stopped
 from .budget import Budget, anytime_point, step_clock
@@ -142,7 +142,7 @@ def _resume(run: Run) -> bool:
 
 def _start_finetuning(run: Run, init: Path) -> None:
     """From the trained weights, averaging from the first step; they are the best so far (epoch 0)."""
-    from ..provenance import load_torch
+    from .checkpoints import load_torch
 
     run.model.load_state_dict(load_torch(init, run.device, "rerun its training")["model"])
     run.average.start(run.model)

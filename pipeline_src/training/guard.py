@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from ..errors import Diverged
+from ..io.errors import Diverged
 from .state import RunState
 
 CHECK_EVERY = 25  # steps between reads of the summed training loss (the non-finite check)

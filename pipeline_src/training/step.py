@@ -7,10 +7,10 @@ import numpy as np
 import torch
 from torch.profiler import record_function
 
-from ..artifacts import read_json
+from ..io.artifacts import read_json
 from ..config import ModelConfig, TrainConfig
-from ..model import LanguageModel
-from ..optim import clip_grad_norm
+from .model import LanguageModel
+from .optim import clip_grad_norm
 
 
 def build_model(run_cfg: dict, prepared: Path) -> LanguageModel:
@@ -23,7 +23,7 @@ def train_step(model: LanguageModel, optimizer, x: torch.Tensor, y: torch.Tensor
                tc: TrainConfig) -> tuple[torch.Tensor, tuple]:
     """One optimizer step on the segment x -> y (T, B), at the learning rates set in ``optimizer``:
     the loss (a detached fp32 scalar, left on the device) and the state to carry. The bench times this
-    very function (pipeline_src/stepbench.py); the ``record_function`` labels name its parts there and
+    very function (pipeline_src/cost/stepbench.py); the ``record_function`` labels name its parts there and
     cost nothing without a profiler."""
     hidden = tuple(h.detach() for h in hidden)
     with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=tc.precision == "bf16"):

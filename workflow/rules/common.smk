@@ -4,15 +4,15 @@ from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
 
-from pipeline_src import paths
+from pipeline_src.io import paths
 from pipeline_src.config import (ConfigError, config_hash, data_config, load, run_config, run_datasets, run_pairs,
                                  run_seeds, train_hash)
-from pipeline_src.provenance import SUMMARY_SENTINEL, dvc_record, record_hashes
+from pipeline_src.records.hashes import SUMMARY_SENTINEL, dvc_record, record_hashes
 
 
 # One params file for Snakemake, DVC and the CLI. Choose another with `--config params=FILE`;
 # `--configfile` would merge files behind the CLI's back, so it is refused: to lay a few keys over a
-# params file, write them in a small file that says `extends: base.yaml` (pipeline_src/config.py).
+# params file, write them in a small file that says `extends: base.yaml` (pipeline_src/config/rules.py).
 if set(config) - {"params"}:
     raise WorkflowError(
         "pass the params file as `--config params=FILE` (not --configfile or other --config keys; to override "
@@ -127,7 +127,7 @@ def get_train_priority(wildcards):
 
 
 def get_trial_hash(wildcards):
-    from pipeline_src.runspec import resolve_run
+    from pipeline_src.config.runspec import resolve_run
 
     return resolve_run(P, wildcards.dataset, wildcards.method, trial=int(wildcards.trial)).train_hash
 
@@ -189,7 +189,7 @@ def get_reference_hash_file(wildcards):
 
 
 def get_figures(wildcards=None):
-    from pipeline_src.figures import FIGURES, figures_dir
+    from pipeline_src.reporting.figures import FIGURES, figures_dir
 
     return [str(figures_dir(P, d) / f"{f}.svg") for d in DATASETS for f in FIGURES]
 

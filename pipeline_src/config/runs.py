@@ -1,0 +1,91 @@
+"""The sections a run is made of: a dataset's model, training and data settings (the top level's, with the
+dataset's own keys over them), the crossings of datasets, methods and seeds, and one run's whole config."""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import os
+from pathlib import Path
+
+from ..io.errors import ConfigError
+from .identity import canonical
+from .settings import ModelConfig, TrainConfig
+
+MIRROR_ENV = "LMBENCH_MIRROR"
+
+
+def _merged(params: dict, dataset: str, section: str) -> dict:
+    merged = copy.deepcopy(params[section])
+    merged.update(params["datasets"][dataset].get(section, {}))
+    return merged
+
+
+def model_config(params: dict, dataset: str) -> ModelConfig:
+    return ModelConfig(**_merged(params, dataset, "model"))
+
+
+def train_config(params: dict, dataset: str) -> TrainConfig:
+    return TrainConfig(**_merged(params, dataset, "training"))
+
+
+def data_config(params: dict, dataset: str) -> dict:
+    """Everything that determines a dataset's prepared artifacts (the top-level ``seed`` makes the data)."""
+    ds = params["datasets"][dataset]
+    return {"dataset": dataset, "corpus": ds["corpus"], "tokenizer": ds["tokenizer"],
+            "noise": params["noise"], "seed": params["seed"]}
+
+
+def run_seeds(params: dict) -> list[int]:
+    """The run seeds every (dataset, method) fans out over (``run.seeds``)."""
+    return list(params["run"]["seeds"])
+
+
+def run_datasets(params: dict) -> list[str]:
+    """Every dataset a params file trains on: ``run.datasets``, then ``run.extra.datasets``."""
+    return [*params["run"]["datasets"], *params["run"]["extra"]["datasets"]]
+
+
+def dataset_methods(params: dict, dataset: str) -> list[str]:
+    """The methods that run on ``dataset``: ``run.extra.methods`` for a dataset of the second crossing (a
+    large vocabulary that runs the sampling family alone, say), else ``run.methods``."""
+    extra = params["run"]["extra"]
+    return list(extra["methods"] if dataset in extra["datasets"] else params["run"]["methods"])
+
+
+def run_pairs(params: dict) -> list[tuple[str, str]]:
+    """Every (dataset, method) of both crossings, in order; each runs once per seed of ``run.seeds``."""
+    return [(d, m) for d in run_datasets(params) for m in dataset_methods(params, d)]
+
+
+def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
+               overrides: dict | None = None) -> dict:
+    """Everything that determines one trained run; stored in its checkpoint and metrics.
+
+    ``seed`` is the run seed (initialisation, dropout, negative sampling; default: the first of
+    ``run.seeds``); the data seed stays in ``data.seed``. ``overrides`` = ``{"training": {...},
+    "method": {...}, "tuning": {...}}`` replaces keys of those sections (a tuning trial's point, or
+    the settings a tuning selected) and records where they came from under ``tuning``.
+    """
+    if dataset not in params["datasets"]:
+        raise ConfigError(f"unknown dataset {dataset!r}; defined: {sorted(params['datasets'])}")
+    if method not in params["methods"]:
+        raise ConfigError(f"unknown method {method!r}; defined: {sorted(params['methods'])}")
+    overrides = overrides or {}
+    training = {**dataclasses.asdict(train_config(params, dataset)), **overrides.get("training", {})}
+    cfg = {
+        "data": data_config(params, dataset),
+        "method_name": method,
+        "method": {**params["methods"][method], **overrides.get("method", {})},
+        "model": dataclasses.asdict(model_config(params, dataset)),
+        "training": dataclasses.asdict(TrainConfig(**training)),
+        "evaluation": _merged(params, dataset, "evaluation"),
+        "seed": run_seeds(params)[0] if seed is None else int(seed),
+    }
+    if overrides.get("tuning"):
+        cfg["tuning"] = overrides["tuning"]
+    return canonical(cfg)
+
+
+def mirror_dir(params: dict) -> Path | None:
+    m = os.environ.get(MIRROR_ENV) or params.get("mirror")
+    return Path(m) if m else None

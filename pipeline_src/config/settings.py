@@ -1,0 +1,72 @@
+"""A run's settings as typed values: the model and training dataclasses with their defaults, and what it
+means for two config values to be equal. Imports nothing else of the project, so encoders and heads can
+read their settings without importing the config loader (which imports them)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+
+def _only(encoder: str, default):
+    """A model field that only one encoder reads (set to anything but its default under another: an error)."""
+    return dataclasses.field(default=default, metadata={"encoder": encoder})
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    emb_dim: int
+    hidden_dim: int
+    layers: int
+    dropout: float
+    tie_weights: bool
+    proj_dim: int | None = None  # untied: a linear projection of the encoder's output to this width (the head's d)
+    encoder: str = "lstm"  # pipeline_src/encoders/: lstm (the PyTorch example's) or awd-lstm
+    # awd-lstm only (Merity et al. 2018; `dropout` is then the output's locked dropout):
+    last_dim: int | None = _only("awd-lstm", None)  # size of the last LSTM layer (default: emb_dim when tied, else hidden_dim)
+    dropout_input: float = _only("awd-lstm", 0.0)  # locked dropout on the embedding output (their dropouti)
+    dropout_hidden: float = _only("awd-lstm", 0.0)  # locked dropout between LSTM layers (dropouth)
+    dropout_embedding: float = _only("awd-lstm", 0.0)  # whole-word embedding dropout (dropoute)
+    weight_drop: float = _only("awd-lstm", 0.0)  # DropConnect on hidden-to-hidden weights (wdrop)
+    ar: float = _only("awd-lstm", 0.0)  # activation regularisation alpha
+    tar: float = _only("awd-lstm", 0.0)  # temporal activation regularisation beta
+    # transformer only (`layers`, `emb_dim`, `dropout` as above; `hidden_dim` unused):
+    context: int | None = _only("transformer", None)  # the attention window in tokens (evaluation: a sliding window, stride bptt)
+    heads: int | None = _only("transformer", None)  # attention heads (divide emb_dim)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int
+    batch_size: int
+    bptt: int
+    optimizer: str
+    lr: float
+    clip: float | None
+    lr_decay: float
+    eval_batch_size: int
+    weight_decay: float = 0.0
+    max_steps_per_epoch: int | None = None
+    checkpoint_every_steps: int | None = None
+    precision: str = "fp32"  # "bf16": autocast the training forward pass (meant for GPUs; runs on CPU too)
+    schedule: str = "plateau"  # pipeline_src/training/schedules.py: "plateau" | "fixed-then-geometric"
+    decay_start: int = 1  # fixed-then-geometric: the first epoch trained at a reduced rate
+    carry_state: bool = False  # keep the LSTM state across epoch boundaries (never reset it)
+    keep: str = "best"  # model.pt holds the best-validation weights ("best") or the last epoch's ("last")
+    nonmono: int = 5  # nt-asgd: the checks the trigger looks back past
+    asgd_start_epoch: int | None = None  # nt-asgd: average from the end of this epoch on, whatever validation does
+    variable_bptt: bool = False  # AWD-LSTM's random segment lengths around bptt, lr scaled by length / bptt
+    bptt_max_delta: int | None = None  # variable_bptt: lengths capped at bptt + this (MoS code: 40; WT2: 20)
+    finetune_epochs: int = 0  # then a finetuning stage of up to this many epochs (train.finetune_config)
+    finetune_lr: float | None = None  # its learning rate (None = lr; MoS's PTB command finetunes at 25 after 20)
+    budget_seconds: float | None = None  # stop after this much training-step time (training/budget.py)
+    budget_tokens: int | None = None  # or after the step that reaches this many training tokens
+    budget_clock: str = "wall"  # a step's seconds: "wall" (perf_counter) or "cpu" (this process's CPU time)
+    anytime_points: int = 10  # with a budget: validations at equal fractions of it (the anytime curve)
+    valid_tokens: int | None = None  # validate in training on this prefix of the valid split (None: all of it)
+
+
+def same_value(a, b) -> bool:
+    """Equal as a config value: 0 and 0.0 are, False and 0 are not."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return a == b

@@ -1,0 +1,165 @@
+"""An equal tuning budget per method: quasi-random trials drawn up front, the best by validation nll.
+
+Every method gets ``tuning.trials`` trials of ``tuning.epochs`` epochs at run seed ``tuning.seed``.
+A trial's point has one dimension all methods share, the learning rate (log-uniform over
+``tuning.lr[<optimizer>]``), and at most a few of the method's own options (``tuning.space.<method>``).
+The points are scrambled Sobol points (``scipy.stats.qmc.Sobol``): the learning rates come from one
+1-d sequence seeded by ``tuning.seed``, so every method sees the same learning rates in the same
+order; a method's own dimensions come from a second sequence seeded by (``tuning.seed``, the method's
+name), so adding a method or a dimension never moves another method's points. The DAG is static:
+trial i of every method is its own job, and a trial that diverges is a result (``status: diverged``),
+skipped by the selection. The selected settings then run over every seed in ``run.seeds``.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+import zlib
+
+import numpy as np
+
+from ..io.artifacts import read_json
+from ..io import paths
+from ..io.atomic import write_json
+from ..io.digests import check_seal, seal
+from ..io.errors import ConfigError
+from .identity import train_hash
+from .runs import train_config
+
+
+def settings(params: dict) -> dict:
+    t = params.get("tuning") or {}
+    if not t.get("enabled"):
+        raise ConfigError("tuning.enabled is false in this params file: there are no trials to run or select")
+    return t
+
+
+def space(params: dict, dataset: str, method: str) -> list[dict]:
+    """The method's search space: ``[{section, key, low, high, log, integer} | {section, key, choices}]``,
+    the shared learning rate first."""
+    t = settings(params)
+    opt = train_config(params, dataset).optimizer
+    if opt not in t["lr"]:
+        raise ConfigError(f"key 'tuning.lr.{opt}': no learning-rate range for the optimizer {opt!r} of dataset "
+                          f"{dataset!r}; given for: {sorted(t['lr'])}")
+    lo, hi = t["lr"][opt]
+    if not lo < hi:
+        raise ConfigError(f"key 'tuning.lr.{opt}': low {lo} must be below high {hi}")
+    dims = [{"section": "training", "key": "lr", "low": lo, "high": hi, "log": True, "integer": False}]
+    for key, d in ((t.get("space") or {}).get(method) or {}).items():
+        dim = {"section": "method", "key": key, **d}
+        if "choices" not in d:
+            dim.setdefault("log", False)
+            dim.setdefault("integer", False)
+            if not d["low"] < d["high"] or (dim["log"] and d["low"] <= 0):
+                raise ConfigError(f"key 'tuning.space.{method}.{key}': need low < high (and low > 0 when log)")
+        dims.append(dim)
+    return dims
+
+
+def _sobol(dim: int, n: int, seed) -> np.ndarray:
+    from scipy.stats import qmc
+
+    with warnings.catch_warnings():  # a non-power-of-2 n loses Sobol's balance properties, not its validity
+        warnings.filterwarnings("ignore", message=".*balance properties.*")
+        return qmc.Sobol(d=dim, scramble=True, seed=np.random.default_rng(seed)).random(n)
+
+
+def _value(dim: dict, u: float):
+    if "choices" in dim:
+        c = dim["choices"]
+        return c[min(int(u * len(c)), len(c) - 1)]
+    lo, hi = dim["low"], dim["high"]
+    x = math.exp(math.log(lo) + u * (math.log(hi) - math.log(lo))) if dim["log"] else lo + u * (hi - lo)
+    if dim["integer"]:
+        return int(min(max(round(x), math.ceil(lo)), math.floor(hi)))
+    return float(x)
+
+
+def points(params: dict, dataset: str, method: str) -> list[dict]:
+    """The ``tuning.trials`` points of a method, each ``{"training": {"lr": ...}, "method": {...}}``."""
+    t = settings(params)
+    dims = space(params, dataset, method)
+    n = t["trials"]
+    unit = [_sobol(1, n, [t["seed"], 0])]  # the shared learning-rate column: the same for every method
+    if len(dims) > 1:
+        unit.append(_sobol(len(dims) - 1, n, [t["seed"], 1, zlib.crc32(method.encode())]))
+    u = np.concatenate(unit, axis=1)  # (trials, dims)
+    out = []
+    for row in u:
+        pt: dict = {"training": {}, "method": {}}
+        for dim, x in zip(dims, row):
+            pt[dim["section"]][dim["key"]] = _value(dim, float(x))
+        out.append(pt)
+    return out
+
+
+def trial_point(params: dict, dataset: str, method: str, trial: int) -> tuple[int, dict]:
+    """A trial's run seed and what it sets over the params file: its point and the trial budget (epochs),
+    recorded under ``tuning`` (:func:`runspec.resolve_run` makes the config)."""
+    t = settings(params)
+    if not 0 <= trial < t["trials"]:
+        raise ConfigError(f"trial {trial} is out of range: tuning.trials = {t['trials']} (0 .. {t['trials'] - 1})")
+    pt = points(params, dataset, method)[trial]
+    return t["seed"], {"training": {**pt["training"], "epochs": t["epochs"]}, "method": pt["method"],
+                       "tuning": {"trial": trial, "point": pt}}
+
+
+def selected_settings(params: dict, dataset: str, method: str, key: str) -> dict:
+    """What the selection chose for a final run (its trial's point), refused when the trials it chose among
+    were another config's (``key``: :func:`runspec.selection_key`)."""
+    path = paths.selected_path(params, dataset, method)
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: run the trials and `python -m pipeline_src select "
+                                f"--dataset {dataset} --method {method}` first (or `snakemake`)")
+    sel = read_json(path, "settings", "trial", "valid_nll")
+    if sel.get("selection_key") != key:
+        raise ConfigError(f"{path} was selected under another tuning setup (key {sel.get('selection_key')}, now "
+                          f"{key}); rerun `python -m pipeline_src select --dataset {dataset} --method {method}`")
+    # an edited selection is named here, where the final runs' settings come from (one from before digests passes)
+    check_seal(path, sel, f"`python -m pipeline_src select --dataset {dataset} --method {method}`", required=False)
+    return {**sel["settings"], "tuning": {"selected_trial": sel["trial"], "valid_nll": sel["valid_nll"]}}
+
+
+def trial_rows(trials: list) -> list[dict]:
+    """One row per trial (``trials``: the method's resolved trial specs): its point, status, validation nll
+    and cost; a trial another config made is an error."""
+    rows = []
+    for spec in trials:
+        path = spec.out_dir / "train.json"
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src train --dataset {spec.dataset} "
+                                    f"--method {spec.method} --trial {spec.trial}` first")
+        s = read_json(path, "config", "config_hash", "status", "best_valid_nll")
+        check_seal(path, s, f"trial {spec.trial} (`python -m pipeline_src train --dataset {spec.dataset} --method "
+                            f"{spec.method} --trial {spec.trial}`)", required=False)
+        if train_hash(s["config"]) != spec.train_hash:  # evaluation settings do not make a trial
+            raise ConfigError(f"{path} was made by another config (hash {s['config_hash']}, now "
+                              f"{spec.hash}); rerun trial {spec.trial}")
+        pt = spec.config["tuning"]["point"]
+        nll = math.inf if s["best_valid_nll"] is None else s["best_valid_nll"]  # null: diverged (JSON has no inf)
+        rows.append({"dataset": spec.dataset, "method": spec.method, "trial": spec.trial, "status": s["status"],
+                     "valid_nll": nll, "valid_ppl": math.exp(nll) if math.isfinite(nll) else math.inf,
+                     "lr": pt["training"]["lr"], **{f"opt_{k}": v for k, v in pt["method"].items()},
+                     "train_time_s": s.get("train_time_s"), "wall_time_s": s.get("wall_time_s"),
+                     "tokens_per_s_train": s.get("tokens_per_s_train"),
+                     "diverged_reason": (s.get("diverged") or {}).get("reason")})
+    return rows
+
+
+def select(params: dict, dataset: str, method: str, trials: list, key: str) -> dict:
+    """Pick the trial with the lowest validation nll among those that did not diverge; write selected.json
+    (``trials``: the resolved trial specs; ``key``: their selection key, :func:`runspec.selection_key`)."""
+    rows = trial_rows(trials)
+    ok = [r for r in rows if r["status"] == "ok" and math.isfinite(r["valid_nll"])]
+    if not ok:
+        raise ConfigError(f"{dataset}/{method}: all {len(rows)} tuning trials diverged; widen or lower "
+                          f"tuning.lr ranges")
+    best = min(ok, key=lambda r: (r["valid_nll"], r["trial"]))
+    pt = trials[best["trial"]].config["tuning"]["point"]
+    sel = {"dataset": dataset, "method": method, "trial": best["trial"], "valid_nll": best["valid_nll"],
+           "settings": pt, "space": space(params, dataset, method), "trials": rows, "selection_key": key,
+           "summary": (f"trial {best['trial']} of {len(rows)} ({len(rows) - len(ok)} diverged): "
+                       f"valid ppl {best['valid_ppl']:.2f} at {pt}")}
+    write_json(paths.selected_path(params, dataset, method), seal(sel))
+    return sel

@@ -1,0 +1,300 @@
+"""The params file checked: the JSON schema (each head's options spliced in), then every rule the schema cannot
+state: names that must be defined, tuning ranges, optimiser and schedule settings, each corpus type's and each
+encoder's own rules. :func:`load` reads a params file and validates it: Snakemake (``workflow/rules/common.smk``)
+and every CLI step call it, so a wrong key or value fails before any job starts, naming the key and the file.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from ..io.errors import ConfigError
+from .loading import _read, chain, resolve
+from .runs import _merged, model_config, run_datasets, train_config
+from .settings import ModelConfig, TrainConfig, same_value
+
+SCHEMA_PATH = Path(__file__).parent / "schema" / "params.schema.yaml"
+DEFAULT_PARAMS = "params.yaml"
+STATISTICS_DEFAULTS = {"reference": "softmax", "confidence": 0.95, "interval": "t", "resamples": 9999,
+                       "contrasts": []}
+MAX_TABLE = 50_000_000  # entries of the dense truth table (contexts x M) a synthetic language may have
+
+
+# An integer is an int as written: JSON schema takes 2.0 for an integer, and 2.0 epochs or a seed of 1.0 then
+# failed deep inside (slice indices, numpy's SeedSequence) and hashed apart from 2 and 1.
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda checker, x: isinstance(x, int) and not isinstance(x, bool)))
+
+
+def schema() -> dict:
+    """The params schema, with each registered head's options schema spliced in."""
+    from ..heads.options import head_options
+
+    s = yaml.safe_load(SCHEMA_PATH.read_text())
+    heads = head_options()
+    method = s["$defs"]["method"]
+    method["properties"] = {"type": {"enum": sorted(heads)}}
+    method["allOf"] = [{"if": {"properties": {"type": {"const": name}}}, "then": options}
+                       for name, options in sorted(heads.items())]
+    return s
+
+
+def _format_error(err: jsonschema.ValidationError, source: str) -> str:
+    where = ".".join(str(p) for p in err.absolute_path) or "<top level>"
+    msg = err.message
+    if err.validator == "additionalProperties":
+        allowed = sorted((err.schema.get("properties") or {}).keys())
+        msg += f"; allowed keys here: {allowed}"
+    elif err.validator == "required":
+        pass
+    elif err.validator == "enum":
+        msg = f"{err.instance!r} is not allowed; allowed values: {err.validator_value}"
+    elif err.validator == "type" and err.validator_value == "integer" and isinstance(err.instance, float) \
+            and err.instance.is_integer():
+        msg = f"{err.instance!r} is not an integer; write it as {int(err.instance)}"
+    elif err.validator in ("pattern", "minLength") and "description" in err.schema:
+        msg += f" ({err.schema['description']})"
+    elif err.validator == "const":
+        msg = f"{err.instance!r} is not allowed; allowed value: {err.validator_value!r}"
+    return f"{source}: key '{where}': {msg}"
+
+
+def validate(params: dict, source: str = DEFAULT_PARAMS, origin=None) -> dict:
+    """Validate ``params`` and check cross-references; return it with defaults filled in. ``origin(keys)``:
+    the file of an ``extends:`` chain that wrote a key path (a schema error names it)."""
+    _check_finite(params, lambda keys: origin(keys) if origin else source)
+    validator = _Validator(schema())
+    errors = sorted(validator.iter_errors(params), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    if errors:
+        # The deepest errors are the most specific (a bad method option, not "allOf failed").
+        leaves = [e for e in errors if not e.context] or errors
+        raise ConfigError("invalid config:\n  " + "\n  ".join(
+            _format_error(e, origin(list(e.absolute_path)) if origin else source) for e in leaves))
+    params["run"].setdefault("seeds", [0])
+    params["run"].setdefault("extra", {"datasets": [], "methods": []})
+    params.setdefault("statistics", {})
+    for k, v in STATISTICS_DEFAULTS.items():
+        params["statistics"].setdefault(k, v)
+    params.setdefault("tuning", {"enabled": False})
+    params.setdefault("keep_models", True)
+    _check_names(params, source)
+    if params["tuning"]["enabled"]:
+        _check_tuning(params, source)
+    for name in params["datasets"]:
+        _check_dataset(params, name, source)
+    return params
+
+
+def _check_finite(node, source_of, keys: tuple = ()) -> None:
+    """No NaN or infinity anywhere in a params file (YAML writes them ``.nan`` and ``.inf``): JSON schema's
+    bounds let both through (``nan >= 0`` is false, but so is ``nan < 0``), and a NaN compares false with
+    everything downstream (a confidence of NaN made every difference a verdict)."""
+    if isinstance(node, float) and not math.isfinite(node):
+        where = ".".join(map(str, keys)) or "<top level>"
+        raise ConfigError(f"{source_of(list(keys))}: key '{where}': {node!r} is not a finite number")
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _check_finite(v, source_of, (*keys, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _check_finite(v, source_of, (*keys, i))
+
+
+def _undefined(source: str, key: str, name, section: str, params: dict) -> ConfigError:
+    return ConfigError(f"{source}: key '{key}': {name!r} is not defined under '{section}'; "
+                       f"defined: {sorted(params[section])}")
+
+
+def _check_names(params: dict, source: str) -> None:
+    """Every name a section refers to is defined where it should be."""
+    step = params["bench"].get("step") or {}
+    extra = params["run"]["extra"]
+    for key, section, names in (("run.datasets", "datasets", params["run"]["datasets"]),
+                                ("run.methods", "methods", params["run"]["methods"]),
+                                ("run.extra.datasets", "datasets", extra["datasets"]),
+                                ("run.extra.methods", "methods", extra["methods"]),
+                                ("bench.methods", "methods", params["bench"]["methods"]),
+                                ("matrix.methods", "methods", params["matrix"]["methods"]),
+                                ("bench.step.methods", "methods", step.get("methods", [])),
+                                ("bench.step.dataset", "datasets", [step["dataset"]] if step else []),
+                                ("paper.ppl", "methods", list((params.get("paper") or {}).get("ppl", {})))):
+        for name in names:
+            if name not in params[section]:
+                e = _undefined(source, key, name, section, params)
+                if key.startswith("run.extra"):  # most likely inherited through extends: from the default run
+                    e = ConfigError(f"{e}; a file that extends params.yaml and sets its own run inherits the "
+                                    f"default run's second crossing unless it says `run: {{extra: {{datasets: [], "
+                                    f"methods: []}}}}`")
+                raise e
+    both = sorted(set(params["run"]["datasets"]) & set(extra["datasets"]))
+    if both:
+        raise ConfigError(f"{source}: key 'run.extra.datasets': {both} also in run.datasets; a dataset belongs to "
+                          f"one crossing (its methods are run.methods or run.extra.methods)")
+    if bool(extra["datasets"]) != bool(extra["methods"]):
+        raise ConfigError(f"{source}: key 'run.extra': give both datasets and methods (or neither); got {extra}")
+    ref = params["statistics"]["reference"]
+    for key, run in (("run.methods", params["run"]["methods"]), ("run.extra.methods", extra["methods"])):
+        if len(run) > 1 and ref not in run:
+            raise ConfigError(f"{source}: key 'statistics.reference': {ref!r} is not one of the methods run "
+                              f"({key}: {run}): every comparison would say 'no paired reference'")
+    for i, (method, control) in enumerate(params["statistics"]["contrasts"]):
+        for name in (method, control):
+            if name not in params["methods"]:
+                raise _undefined(source, f"statistics.contrasts.{i}", name, "methods", params)
+        if method == control:
+            raise ConfigError(f"{source}: key 'statistics.contrasts.{i}': {method!r} against itself")
+
+
+def _check_tuning(params: dict, source: str) -> None:
+    """The trial budget, a learning-rate range for every optimizer a tuned dataset uses, and every point of a
+    method's space (its range's ends, each of its choices) a value the method's options accept."""
+    from ..heads.options import head_options
+
+    tuning = params["tuning"]
+    for key in ("trials", "seed", "epochs", "lr"):
+        if key not in tuning:
+            raise ConfigError(f"{source}: key 'tuning.{key}' is required when tuning.enabled is true")
+    for ds in run_datasets(params):
+        opt = train_config(params, ds).optimizer
+        if opt not in tuning["lr"]:
+            raise ConfigError(f"{source}: key 'tuning.lr.{opt}': no learning-rate range for the optimizer {opt!r} "
+                              f"of dataset {ds!r}; given for: {sorted(tuning['lr'])}")
+        lo, hi = tuning["lr"][opt]
+        if not 0 < lo < hi:
+            raise ConfigError(f"{source}: key 'tuning.lr.{opt}': need 0 < low < high, got [{lo}, {hi}]")
+    for name, space in (tuning.get("space") or {}).items():
+        if name not in params["methods"]:
+            raise _undefined(source, f"tuning.space.{name}", name, "methods", params)
+        method = params["methods"][name]
+        options = head_options()[method["type"]]
+        fields = set(options["properties"]) - {"type"}
+        check = _Validator(options)
+        for opt, dim in space.items():
+            if opt not in fields:
+                raise ConfigError(f"{source}: key 'tuning.space.{name}.{opt}': not an option of "
+                                  f"{method['type']!r}; options: {sorted(fields)}")
+            for what, value in _space_values(dim):
+                bad = next(check.iter_errors({**method, opt: value}), None)
+                if bad is not None:
+                    raise ConfigError(f"{source}: key 'tuning.space.{name}.{opt}.{what}': {value!r} is not a "
+                                      f"value of option {opt!r} of {method['type']!r} ({bad.message})")
+            if "choices" not in dim and not (dim["low"] < dim["high"] and (dim["low"] > 0 or not dim.get("log"))):
+                raise ConfigError(f"{source}: key 'tuning.space.{name}.{opt}': need low < high (and low > 0 "
+                                  f"when log)")
+
+
+def _space_values(dim: dict) -> list[tuple[str, Any]]:
+    if "choices" in dim:
+        return [(f"choices.{i}", c) for i, c in enumerate(dim["choices"])]
+    ends = [("low", dim["low"]), ("high", dim["high"])]
+    return [(k, int(v) if dim.get("integer") else v) for k, v in ends]
+
+
+def _check_training(params: dict, name: str, source: str) -> None:
+    """A training key written for a schedule or stage that this dataset does not use is an error, not a
+    setting silently ignored (``lr_decay`` is required by the schema, so it is never reported)."""
+    written = _merged(params, name, "training")
+    tc = TrainConfig(**written)
+    averaging = tc.schedule == "nt-asgd" or bool(tc.finetune_epochs)  # finetuning is nt-asgd
+    unused = {"decay_start": (tc.schedule != "fixed-then-geometric", "schedule fixed-then-geometric"),
+              "nonmono": (not averaging, "schedule nt-asgd or finetuning"),
+              "asgd_start_epoch": (not averaging, "schedule nt-asgd or finetuning"),
+              "bptt_max_delta": (not tc.variable_bptt, "variable_bptt: true"),
+              "finetune_lr": (not tc.finetune_epochs, "finetune_epochs > 0"),
+              "anytime_points": (tc.budget_seconds is None and tc.budget_tokens is None,
+                                 "budget_seconds or budget_tokens")}
+    if tc.budget_seconds is not None and tc.budget_tokens is not None:
+        raise ConfigError(f"{source}: key 'training.budget_tokens' (dataset {name}): set beside budget_seconds; a run "
+                          f"has one budget (a time budget's replay is budget_tokens alone)")
+    for key, (ignored, needs) in unused.items():
+        if ignored and written.get(key) is not None:
+            raise ConfigError(f"{source}: key 'training.{key}' (dataset {name}): set to {written[key]!r}, but it "
+                              f"only acts with {needs} (training.schedule is {tc.schedule!r}); remove it")
+
+
+def _check_dataset(params: dict, name: str, source: str) -> None:
+    """A dataset's training keys, then the rules its corpus type (``_check_synthetic``) and its encoder
+    (``check_model``) state for themselves."""
+    _check_training(params, name, source)
+    c = params["datasets"][name]["corpus"]
+    problem = _check_synthetic(c) if c["type"] == "synthetic" else None
+    if problem:
+        raise ConfigError(f"{source}: key 'datasets.{name}.{problem[0]}': {problem[1]}")
+    problem = check_model(model_config(params, name), train_config(params, name).bptt)
+    if problem:
+        raise ConfigError(f"{source}: key '{problem[0]}' (dataset {name}): {problem[1]}")
+
+
+def load(path: str | os.PathLike = DEFAULT_PARAMS) -> dict:
+    """The params file ``path`` laid out (``extends:``) and validated; a schema error names the file of the
+    chain that wrote the offending key."""
+    raws = [(f, _read(f)) for f in chain(path)]
+
+    def origin(keys) -> str:
+        for f, raw in raws:  # the file itself first: the last word on a key is its own
+            node = raw
+            for k in keys:
+                if not (isinstance(node, dict) and k in node):
+                    break
+                node = node[k]
+            else:
+                return str(f)
+        return str(path)
+
+    return validate(resolve(path), str(path), origin if len(raws) > 1 else None)
+
+
+def _check_synthetic(corpus: dict) -> tuple[str, str] | None:
+    """The corpus's own rules, as (key, why): its dense truth table must fit, and a context's support is some
+    of the vocabulary (a larger one was silently clipped to vocab_size)."""
+    entries = corpus["vocab_size"] ** corpus["order"]
+    if entries > MAX_TABLE:
+        return "corpus", f"vocab_size**order = {entries:,} table entries; at most {MAX_TABLE:,} are supported"
+    if corpus.get("support") is not None and corpus["support"] > corpus["vocab_size"]:
+        return "corpus.support", (f"{corpus['support']} is more than vocab_size {corpus['vocab_size']} (each "
+                                  f"context's next-word support is a subset of the vocabulary)")
+    return None
+
+
+def _check_awd_lstm(cfg: ModelConfig, bptt: int) -> tuple[str, str] | None:
+    if cfg.proj_dim is not None:
+        return "model.proj_dim", "not an awd-lstm option; size its last layer with model.last_dim"
+    return None
+
+
+def _check_transformer(cfg: ModelConfig, bptt: int) -> tuple[str, str] | None:
+    if not cfg.context or not cfg.heads or cfg.emb_dim % cfg.heads:
+        return "model.context' / 'model.heads", (f"the transformer needs both, with heads dividing emb_dim "
+                                                f"({cfg.emb_dim})")
+    if bptt > cfg.context:
+        return "training.bptt", f"{bptt} tokens per segment do not fit the transformer's context of {cfg.context}"
+    return None
+
+
+ENCODER_CHECKS = {"awd-lstm": _check_awd_lstm, "transformer": _check_transformer}  # the first setting that cannot work
+
+
+def check_model(cfg: ModelConfig, bptt: int) -> tuple[str, str] | None:
+    """The model section's cross-field rules, as (key, why) for the first broken one: an option that belongs
+    to another encoder (declared on its field), the chosen encoder's own rules (``ENCODER_CHECKS``), and the
+    tied head's width."""
+    for f in dataclasses.fields(ModelConfig):
+        owner = f.metadata.get("encoder")
+        if owner and owner != cfg.encoder and not same_value(getattr(cfg, f.name), f.default):
+            return f"model.{f.name}", f"a{'n' * (owner[0] in 'aeiou')} {owner} option, but model.encoder is {cfg.encoder!r}"
+    check = ENCODER_CHECKS.get(cfg.encoder)
+    problem = check(cfg, bptt) if check else None
+    if problem:
+        return problem
+    if cfg.tie_weights and cfg.proj_dim not in (None, cfg.emb_dim):
+        return "model.proj_dim", (f"{cfg.proj_dim} with tie_weights true; a tied head's input is emb_dim "
+                                  f"({cfg.emb_dim}): drop proj_dim or untie")
+    return None

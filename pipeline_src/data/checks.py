@@ -1,0 +1,90 @@
+"""Every step checks that its inputs were made by the config it runs with, and says how to rebuild.
+
+- ``data/raw/<ds>/fetched.json``: the hash of the corpus config (and data seed) that fetched it;
+  for a ``local`` corpus, ``source.json`` also holds the sha256 of the user's files, re-hashed here.
+- ``data/prepared/<ds>/meta.json``: the hash of the data config (corpus, tokenizer, noise, seed).
+- ``model.pt`` / ``train.json``: the hash of the whole run config.
+A mismatch is a ``StaleError``: one line naming the artifact, both hashes and the command that rebuilds.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import config_hash, data_config
+from ..io import paths
+from ..io.artifacts import read_json
+from ..io.errors import StaleError
+
+FETCHED = "fetched.json"
+
+
+def fetch_config(params: dict, dataset: str) -> dict:
+    """What determines a dataset's raw files: its corpus and the data seed."""
+    return {"corpus": params["datasets"][dataset]["corpus"], "seed": params["seed"]}
+
+
+def record_fetch(params: dict, dataset: str) -> None:
+    from ..io.atomic import write_json
+
+    cfg = fetch_config(params, dataset)
+    write_json(paths.raw_dir(params, dataset) / FETCHED, {**cfg, "config_hash": config_hash(cfg)})
+
+
+def _rebuild(step: str, dataset: str) -> str:
+    return f"`python -m pipeline_src {step} --dataset {dataset}` (or `snakemake`)"
+
+
+def _record_hash(record: Path, missing: str) -> str:
+    """The config hash a step wrote into ``record``; ``missing`` says what to do when there is none."""
+    if not record.exists():
+        raise StaleError(missing)
+    return read_json(record, "config_hash")["config_hash"]
+
+
+def _same_config(artifact: Path, got: str, cfg, made: str, rebuild: str) -> None:
+    """Refuse ``artifact`` when the hash it records is not ``cfg``'s, naming both and the rebuild."""
+    want = config_hash(cfg)
+    if got != want:
+        raise StaleError(f"{artifact} was {made} under another config (hash {got}; this config: {want}): "
+                         f"rerun {rebuild}")
+
+
+def check_raw(params: dict, dataset: str) -> Path:
+    raw = paths.raw_dir(params, dataset)
+    got = _record_hash(raw / FETCHED, f"{raw} has no {FETCHED} (not fetched, or by an older version): "
+                                      f"run {_rebuild('fetch', dataset)}")
+    _same_config(raw, got, fetch_config(params, dataset), "fetched", _rebuild("fetch", dataset))
+    src = raw / "source.json"
+    source = read_json(src) if src.exists() else {}
+    if source.get("corpus") == "local":
+        from ..data.corpora import file_digest
+
+        for split, f in source["files"].items():
+            origin = Path(f["from"])
+            if not origin.is_file():
+                raise StaleError(f"{raw}: its {split} file {origin} no longer exists: fix corpus.{split} or rerun "
+                                 f"{_rebuild('fetch', dataset)}")
+            if file_digest(origin, "sha256") != f["sha256"]:
+                raise StaleError(f"{origin} changed since it was fetched into {raw}: rerun {_rebuild('fetch', dataset)}")
+            copy = raw / f"{split}.txt"
+            if copy.is_file() and file_digest(copy, "sha256") != f["sha256"]:
+                raise StaleError(f"{copy} is not the copy fetch made of {origin} (its sha256 differs: edited): rerun "
+                                 f"{_rebuild('fetch', dataset)}")
+    return raw
+
+
+def check_prepared(params: dict, dataset: str) -> Path:
+    """The prepared data exists, was made by this data config, from raw files that are still current."""
+    check_raw(params, dataset)
+    prepared = paths.prepared_dir(params, dataset)
+    got = _record_hash(prepared / "meta.json", f"{prepared / 'meta.json'} is missing: run "
+                                                f"{_rebuild('prepare', dataset)} first")
+    _same_config(prepared, got, data_config(params, dataset), "prepared", _rebuild("prepare", dataset))
+    from ..io.digests import check_file
+
+    for name, digest in (read_json(prepared / "meta.json").get("files") or {}).items():  # none before digests
+        path = prepared / name
+        if not path.is_file():
+            raise StaleError(f"{path} is missing: rerun {_rebuild('prepare', dataset)}")
+        check_file(path, digest, prepared / "meta.json", _rebuild("prepare", dataset))
+    return prepared

@@ -1,0 +1,79 @@
+"""Evaluating one final run (``python -m pipeline_src evaluate``): its model, or its finetuned model and the
+trained one beside it, and under ``keep: last`` its best-validation epoch's, scored exactly and written to
+metrics.json with the run's training record and the data it was scored on."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..io import paths
+from ..io.artifacts import read_json
+from ..io.digests import check_seal, sha256_of
+from ..io.errors import ConfigError
+
+
+def evaluate_run(params: dict, dataset: str, method: str, seed: int, device: torch.device) -> dict:
+    """Score the run, write its metrics.json; returns the splits' scores (and rank, argmax diagnostics)."""
+    from ..config import run_hash
+    from .evaluate import evaluate, write_metrics
+    from ..training.checkpoints import check_model, load_torch
+    from ..data.checks import check_prepared
+    from ..io.runtime import peak_memory_mb, reset_peak_memory
+    from ..config.runspec import final_config
+    from ..training.loop import build_model, finetune_config
+
+    prepared = check_prepared(params, dataset)
+    run = paths.run_dir(params, dataset, method, seed)
+    retrain = f"python -m pipeline_src train --dataset {dataset} --method {method} --seed {seed}"
+    final = cfg = final_config(params, dataset, method, seed)
+    no_rank = {**final["evaluation"], "rank_contexts": 0}  # the other models of a run: scored, rank not repeated
+    trained = None
+    if cfg["training"].get("finetune_epochs"):  # the finetuned weights are the run's; the trained ones beside
+        trained = load_torch(run / "model.pt", device, f"delete it and rerun `{retrain}`")
+        check_model(run / "model.pt", trained, cfg, retrain)
+        run, cfg = paths.finetune_dir(params, dataset, method, seed), finetune_config(cfg)
+        retrain = retrain.replace(" train ", " finetune ")
+    ckpt = load_torch(run / "model.pt", device, f"delete it and rerun `{retrain}`")
+    check_model(run / "model.pt", ckpt, cfg, retrain)
+    model = build_model(ckpt["config"], prepared).to(device)
+    model.load_state_dict(ckpt["model"])
+    reset_peak_memory(device)
+    raw = paths.raw_dir(params, dataset)
+    splits = evaluate(model, {**ckpt["config"], "evaluation": final["evaluation"]}, prepared, raw, device)
+    summary = train_record(run / "train.json", ckpt["config"], retrain)
+    summary["kept_epoch"] = ckpt.get("epoch")
+    if trained is not None:  # the run is the trained one (config, hash, cost); its scores are the finetuned model's
+        finetuned = dict(summary)  # its config says how it ran (lr, epochs)
+        summary = train_record(paths.run_dir(params, dataset, method, seed) / "train.json",
+                                trained["config"], retrain.replace(" finetune ", " train "))
+        summary.update(kept_epoch=trained.get("epoch"), finetune=finetuned)
+        model.load_state_dict(trained["model"])  # and the trained model scored the same way (papers give both)
+        summary["before_finetune"] = evaluate(model, {**trained["config"], "evaluation": no_rank}, prepared, raw,
+                                              device, argmax=False)
+    if (run / "model-best.pt").exists() and ckpt["config"]["training"].get("keep") == "last":
+        best = load_torch(run / "model-best.pt", device, f"delete the run directory and rerun `{retrain}`")
+        check_model(run / "model-best.pt", best, ckpt["config"], retrain)
+        model.load_state_dict(best["model"])  # the best-validation epoch's weights, scored the same way
+        summary["best_valid_model"] = {"epoch": best["epoch"], **evaluate(
+            model, {**ckpt["config"], "evaluation": no_rank}, prepared, raw, device, argmax=False)}
+    # the result is this config's: its evaluation settings (which need no retraining) are the current ones
+    summary.update(config=final, config_hash=run_hash(final))
+    summary["prepared_meta_sha256"] = sha256_of(prepared / "meta.json")  # the data it was scored on
+    write_metrics(paths.metrics_path(params, dataset, method, seed), summary, splits, dataset,
+                  method, peak_memory_mb(device))
+    return splits
+
+
+def train_record(path: Path, model_config: dict, retrain: str) -> dict:
+    """A run's train.json (its cost, its epochs) as training wrote it, and the one of the model beside it: its
+    cost and epochs become the run's reported numbers, so an edited one, or one copied from another run, is
+    refused."""
+    from ..config import train_hash
+
+    record = read_json(path, "config_hash", "config")
+    check_seal(path, record, f"`{retrain}`", required=False)  # one from before digests: remaking it is retraining
+    if train_hash(record["config"]) != train_hash(model_config):
+        raise ConfigError(f"{path} is not the record of the model beside it (another run's training config): "
+                          f"rerun `{retrain}`")
+    return record

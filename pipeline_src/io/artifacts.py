@@ -1,0 +1,67 @@
+"""Reading the pipeline's own artifacts (JSON records, CSV tables) with one clear line when one is damaged.
+
+A truncated, hand-edited or half-copied file gives an :class:`~pipeline_src.io.errors.ArtifactError` naming
+the file and what is wrong (invalid JSON at a line, a missing key or column, an empty table), never a
+traceback from inside the parser. A missing file stays a ``FileNotFoundError`` (the callers say which step
+makes it). Checkpoints are read by :func:`pipeline_src.training.checkpoints.load_torch`.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .atomic import INFINITY
+from .errors import ArtifactError
+
+REBUILD = "delete it and rerun the step that makes it (or `snakemake`)"
+
+
+def read_json(path: str | Path, *keys: str) -> Any:
+    """The JSON in ``path``; with ``keys``, a mapping that must hold each of them."""
+    path = Path(path)
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ArtifactError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
+                            f"{REBUILD}") from None
+    except UnicodeDecodeError:
+        raise ArtifactError(f"{path}: not UTF-8 text; {REBUILD}") from None
+    obj = _infinities(obj)
+    if keys:
+        if not isinstance(obj, dict):
+            raise ArtifactError(f"{path}: expected a JSON object, found {type(obj).__name__}; {REBUILD}")
+        missing = [k for k in keys if k not in obj]
+        if missing:
+            raise ArtifactError(f"{path}: key {missing[0]!r} is missing; {REBUILD}")
+    return obj
+
+
+def _infinities(obj: Any) -> Any:
+    """The strings ``"Infinity"`` and ``"-Infinity"`` as the floats :func:`~pipeline_src.io.atomic.write_json`
+    wrote them from."""
+    if isinstance(obj, str):
+        return INFINITY.get(obj, obj)
+    if isinstance(obj, dict):
+        return {k: _infinities(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_infinities(v) for v in obj]
+    return obj
+
+
+def read_csv(path: str | Path, *columns: str):
+    """The table in ``path`` as a DataFrame; with ``columns``, each of them must be there."""
+    import pandas as pd
+
+    path = Path(path)
+    try:
+        df = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise ArtifactError(f"{path}: empty file, no header; {REBUILD}") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise ArtifactError(f"{path}: not a readable CSV table ({str(e).splitlines()[0][:120]}); "
+                            f"{REBUILD}") from None
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ArtifactError(f"{path}: column {missing[0]!r} is missing; {REBUILD}")
+    return df

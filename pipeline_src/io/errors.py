@@ -1,0 +1,46 @@
+"""The project's errors and stops, in a module of their own (every other module may raise them; this one imports
+nothing of the project, so no import circle runs through it). The CLI turns each into one line and exit 2."""
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """A params file that does not match the schema or refers to something undefined."""
+
+
+class OutputError(ConfigError):
+    """An output path that would remove or overwrite something that is not the step's own output: an
+    existing directory where a file goes (or the reverse), the working directory, a command's own input."""
+
+
+class ArtifactError(ConfigError):
+    """An artifact the pipeline reads (JSON, CSV, YAML, checkpoint) that is missing a part, truncated or
+    hand-broken: the message names the file and what is wrong."""
+
+
+class StaleError(ConfigError):
+    """An input artifact was made by another config, or its source changed since."""
+
+
+class UnreadableError(ConfigError):
+    """A torch file that cannot be loaded (truncated, corrupt, not a checkpoint)."""
+
+
+class ResumeError(RuntimeError):
+    """A checkpoint that cannot resume this run (another config's, or unreadable)."""
+
+
+class Stopped(RuntimeError):
+    """Training stopped by a signal after writing its checkpoint; rerun to resume (exit 128 + the signal)."""
+
+    def __init__(self, signum: int, where: str, ckpt) -> None:
+        super().__init__(f"stopped by signal {signum} at {where}; checkpoint saved to {ckpt}; rerun to resume")
+        self.signum = signum
+
+
+class Diverged(RuntimeError):
+    """The run's loss became non-finite or its validation perplexity worse than uniform (exit 3)."""
+
+    def __init__(self, info: dict) -> None:
+        super().__init__(f"diverged at epoch {info['epoch']}, steps {info['steps']} (lr {info['lr']:.4g}): "
+                         f"{info['reason']}; lower training.lr or set training.clip")
+        self.info = info

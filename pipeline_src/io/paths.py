@@ -1,0 +1,168 @@
+"""Where every artifact lives. Snakemake rules, DVC stages and the CLI all use these names."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def raw_dir(params: dict, dataset: str) -> Path:
+    return Path(params["data_dir"]) / "raw" / dataset
+
+
+def prepared_dir(params: dict, dataset: str) -> Path:
+    return Path(params["data_dir"]) / "prepared" / dataset
+
+
+def run_dir(params: dict, dataset: str, method: str, seed: int) -> Path:
+    """One final run: a (dataset, method) at one run seed."""
+    return Path(params["results_dir"]) / "runs" / dataset / method / f"seed{seed}"
+
+
+def finetune_dir(params: dict, dataset: str, method: str, seed: int) -> Path:
+    """The finetuning stage of a final run (training.finetune_epochs)."""
+    return run_dir(params, dataset, method, seed) / "finetune"
+
+
+def metrics_path(params: dict, dataset: str, method: str, seed: int) -> Path:
+    return run_dir(params, dataset, method, seed) / "metrics.json"
+
+
+def tuning_dir(params: dict, dataset: str, method: str) -> Path:
+    return Path(params["results_dir"]) / "tuning" / dataset / method
+
+
+def trial_dir(params: dict, dataset: str, method: str, trial: int) -> Path:
+    return tuning_dir(params, dataset, method) / f"trial{trial}"
+
+
+def selected_path(params: dict, dataset: str, method: str) -> Path:
+    """The settings a tuning selected for (dataset, method), read by its final runs."""
+    return tuning_dir(params, dataset, method) / "selected.json"
+
+
+def tuning_summary_path(params: dict) -> Path:
+    return Path(params["results_dir"]) / "tuning.csv"
+
+
+def headline_path(params: dict) -> Path:
+    """Per dataset and method: means and intervals over seeds, deltas against the reference."""
+    return Path(params["results_dir"]) / "headline.csv"
+
+
+def contrasts_path(params: dict) -> Path:
+    """Per dataset, each method of ``statistics.contrasts`` against its own control."""
+    return Path(params["results_dir"]) / "contrasts.csv"
+
+
+def summary_path(params: dict) -> Path:
+    return Path(params["results_dir"]) / "summary.csv"
+
+
+def history_path(params: dict) -> Path:
+    return Path(params["results_dir"]) / "history.csv"
+
+
+def anytime_path(params: dict) -> Path:
+    """Every budgeted run's anytime curve (valid ppl against training seconds and tokens)."""
+    return Path(params["results_dir"]) / "anytime.csv"
+
+
+def report_path(params: dict) -> Path:
+    return Path(params["results_dir"]) / "report.html"
+
+
+def bench_path(params: dict) -> Path:
+    return Path(params["results_dir"]) / "bench.csv"
+
+
+def step_bench_path(params: dict) -> Path:
+    """Whole training steps against their floor and the peer (pipeline_src/cost/stepbench.py)."""
+    return Path(params["results_dir"]) / "step-bench.csv"
+
+
+def matrix_fit_path(params: dict, vocab: int, dim: int, seed: int) -> Path:
+    return Path(params["results_dir"]) / "matrix" / f"M{vocab}-d{dim}-seed{seed}.json"
+
+
+def matrix_summary_path(params: dict) -> Path:
+    return Path(params["results_dir"]) / "matrix.csv"
+
+
+def hashes_dir(params: dict) -> Path:
+    """Small files holding the config hash of each step's inputs (``provenance.record_hashes``): inputs of the
+    Snakemake rules and the DVC stages, rewritten only when a hash changes."""
+    return Path(params["results_dir"]) / "hashes"
+
+
+def run_hash_path(params: dict, dataset: str, method: str, seed: int, step: str) -> Path:
+    """``step``: ``train`` (what makes the model) or ``evaluate`` (that and how it is scored)."""
+    return hashes_dir(params) / dataset / method / f"seed{seed}.{step}"
+
+
+def reference_path(params: dict, dataset: str, name: str) -> Path:
+    """A count-based reference row (``references``: Kneser-Ney), one per dataset: no seeds."""
+    return Path(params["results_dir"]) / "references" / dataset / f"{name}.json"
+
+
+def references_summary_path(params: dict) -> Path:
+    return Path(params["results_dir"]) / "references.csv"
+
+
+def reference_hash_path(params: dict, dataset: str, name: str) -> Path:
+    return hashes_dir(params) / dataset / f"{name}.reference"
+
+
+def data_hash_path(params: dict, dataset: str) -> Path:
+    """What fetches and prepares a dataset (its data config)."""
+    return hashes_dir(params) / f"{dataset}.data"
+
+
+def trial_hash_path(params: dict, dataset: str, method: str, trial: int) -> Path:
+    return hashes_dir(params) / dataset / method / f"trial{trial}.train"
+
+
+def statistics_hash_path(params: dict) -> Path:
+    """How the summary turns seeds into verdicts (``statistics``)."""
+    return hashes_dir(params) / "statistics"
+
+
+REPOSITORY = Path(__file__).resolve().parents[2]  # pipeline_src/io/paths.py -> the checkout
+OWN_FOLDERS = ("data", "results")  # the repository's folders the pipeline writes into (ignored by git)
+CODE_FOLDERS = ("benchmarks", "config", "docs", "envs", "pipeline_src", "profiles", "slurm", "tests", "workflow")
+
+
+def _tracked_folders() -> set[str]:
+    """The repository's top-level folders that hold committed files (git's list where there is one)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "ls-files"], cwd=REPOSITORY, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return set(CODE_FOLDERS)
+    if out.returncode != 0:
+        return set(CODE_FOLDERS)
+    return {line.split("/", 1)[0] for line in out.stdout.splitlines() if "/" in line} - set(OWN_FOLDERS)
+
+
+def check_outside_repository(params: dict, source: str) -> None:
+    """Refuse a data_dir or results_dir that is the repository itself or lies in one of its committed folders
+    (code, docs, configs, publications): a step's outputs (summary.csv, report.html, runs/) would be written
+    beside, or over, committed files. ``publish`` is the one command that writes into benchmarks/. Nor may the
+    two folders nest: a step that replaces its own folder (prepare) would delete the other's files."""
+    from .errors import ConfigError
+
+    for key in ("data_dir", "results_dir"):
+        where = Path(params[key]).resolve()
+        if where == REPOSITORY:
+            what = "the repository itself"
+        elif REPOSITORY in where.parents and where.relative_to(REPOSITORY).parts[0] in _tracked_folders():
+            what = f"inside the repository's {where.relative_to(REPOSITORY).parts[0]}/"
+        else:
+            continue
+        raise ConfigError(f"{source}: key '{key}': {params[key]!r} is {what}, whose files are committed: outputs "
+                          f"would be written beside or over them; use {OWN_FOLDERS[0]}/, {OWN_FOLDERS[1]}/, "
+                          f"results-NAME/ or a folder outside the repository")
+    data, results = Path(params["data_dir"]).resolve(), Path(params["results_dir"]).resolve()
+    if data == results or data in results.parents or results in data.parents:
+        raise ConfigError(f"{source}: key 'results_dir': {params['results_dir']!r} and data_dir "
+                          f"{params['data_dir']!r} lie one inside the other: a step that replaces its own folder "
+                          f"(prepare, fetch) would delete the other's files; give them separate folders")

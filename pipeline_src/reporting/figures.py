@@ -1,0 +1,269 @@
+"""The headline figures of one dataset, drawn from the result tables only: the forest plot of paired
+differences against the reference, quality against cost (time and memory, with the Pareto front) and the
+validation learning curves. The report notebook shows them inline; the `figures` step writes the same
+figures as SVG files, which Snakemake's own report (`snakemake --report`) carries with captions."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..io.artifacts import read_csv
+from ..io import paths
+from ..io.atomic import atomic_path
+from .style import method_styles, pareto_front
+
+FIGURES = ("forest", "pareto", "curves")  # one SVG each per dataset, in results/figures/<dataset>/
+
+
+def _plt():
+    import matplotlib.pyplot as plt  # the notebook's inline backend, or agg (set by write)
+
+    return plt
+
+
+def styles(summary: pd.DataFrame) -> dict[str, dict]:
+    """One colour and marker per method of the run, the same in every figure."""
+    return method_styles(dict(zip(summary.method, summary.type)))
+
+
+def forest(head: pd.DataFrame, dataset: str, level: int, style: dict):
+    """Mean paired test-nll difference against the reference with its interval, one line per method.
+    ``None`` when the reference is not in the run (nothing is paired)."""
+    plt = _plt()
+    reference = head.reference.iloc[0]
+    h = head[(head.dataset == dataset) & (head.method != reference)].dropna(subset=["delta_nll"])
+    h = h.sort_values("delta_nll", ascending=False)
+    if h.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(h) + 1.2))
+    finite = h[np.isfinite(h.delta_nll)]
+    lo = min([0.0, *finite.delta_nll, *finite.delta_low.dropna()])
+    hi = max([0.0, *finite.delta_nll, *finite.delta_high[np.isfinite(finite.delta_high)]])
+    edge = hi + 0.15 * ((hi - lo) or 1.0)  # where an infinite difference is drawn
+    for i, r in enumerate(h.itertuples()):
+        st = style[r.method]
+        if not math.isfinite(r.delta_nll):  # a word scored probability 0: drawn at the edge, said in words
+            ax.plot(edge, i, marker=">", color=st["color"], ms=8, mec="k", mew=0.5)
+            ax.annotate("+∞ (a test word scored probability 0)", (edge, i), xytext=(-6, 0),
+                        textcoords="offset points", ha="right", va="center", fontsize=8)
+            continue
+        if not math.isnan(r.delta_low) and math.isfinite(r.delta_high):
+            ax.plot([r.delta_low, r.delta_high], [i, i], color=st["color"], lw=2)
+        ax.plot(r.delta_nll, i, marker=st["marker"], color=st["color"], ms=8, mec="k", mew=0.5)
+    ax.axvline(0, color="k", lw=1)
+    ax.set_yticks(range(len(h)))
+    ax.set_yticklabels(h.method)
+    ax.set_xlabel(f"test nll − {reference} test nll (nats/token), {level}% interval over seeds")
+    ax.set_title(dataset)
+    fig.tight_layout()
+    return fig
+
+
+def no_forest(head: pd.DataFrame, dataset: str) -> str:
+    """Why a dataset has no forest plot (``forest`` gave ``None``), in one line."""
+    reference = head.reference.iloc[0]
+    if reference not in set(head[head.dataset == dataset].method):
+        return f"{dataset}: no paired reference ({reference} is not in this run)"
+    return f"{dataset}: no method has a paired difference against {reference} (no other method, or no shared seeds)"
+
+
+def pareto(head: pd.DataFrame, dataset: str, style: dict):
+    """Mean test perplexity against training time and against peak memory; the Pareto front joined. Under a
+    time budget every run trains for the same time: the first panel then shows what a training token cost."""
+    plt = _plt()
+    h = head[head.dataset == dataset]
+    time = ("train_time_s", "training time per run (s)")
+    if "tokens_reached" in h and len(h) and h.tokens_reached.notna().all():
+        h = h.assign(s_per_mtok=h.train_time_s / h.tokens_reached * 1e6)
+        time = ("s_per_mtok", "training seconds per million tokens (the budget's clock)")
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, col, label in ((axes[0], *time),
+                           (axes[1], "peak_mem_mb", "peak memory (MB): the process's RSS on a CPU, tensors on a GPU")):
+        for r in h.itertuples():
+            st = style[r.method]
+            ax.plot(getattr(r, col), r.ppl, marker=st["marker"], color=st["color"], ms=9, mec="k", mew=0.5, ls="",
+                    label=r.method)
+        f = h[pareto_front(h[col], h.ppl)].sort_values(col)
+        ax.plot(f[col], f.ppl, "k--", lw=1, label="Pareto front")
+        _readable_axis(ax.xaxis, ax.set_xscale, h[col])
+        _readable_axis(ax.yaxis, ax.set_yscale, h.ppl)
+        ax.set_xlabel(label)
+        ax.set_ylabel("test perplexity")
+    axes[0].set_title(dataset)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _readable_axis(axis, set_scale, values: pd.Series) -> None:
+    """A log axis with labelled ticks at 1, 2 and 5 times powers of ten, in plain numbers (not 3.4 x 10^2);
+    a linear one when the values span less than a factor of 4 (a log axis would show one tick, or none)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+    v = values.dropna()
+    v = v[v > 0]
+    if len(v) and v.max() / v.min() < 4:
+        set_scale("linear")
+        axis.set_major_locator(MaxNLocator(5))
+    else:
+        set_scale("log")
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        axis.set_minor_formatter(NullFormatter())
+    axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+
+
+def _ppl_bands(ax, frame: pd.DataFrame, by: str, x: str, style: dict) -> None:
+    """Per method, the mean over seeds of ``valid_ppl`` (and of ``x``) at each ``by``, with a band from the
+    lowest to the highest seed."""
+    for m, g in frame.groupby("method", sort=False):
+        st = style[m]
+        agg = g.groupby(by).agg(x=(x, "mean"), mean=("valid_ppl", "mean"), low=("valid_ppl", "min"),
+                                high=("valid_ppl", "max"))
+        ax.plot(agg.x, agg["mean"], color=st["color"], marker=st["marker"], ms=3, label=m)
+        ax.fill_between(agg.x, agg.low, agg.high, color=st["color"], alpha=0.2, lw=0)
+
+
+def _valid_ppl_figure(frame: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: dict, by: str, x: str,
+                      xlabel: str, ylabel: str, truth_label: str):
+    """Validation perplexity curves of one dataset with the synthetic language's true valid perplexity as a
+    dashed line (``curves`` per epoch, ``anytime`` per budget point)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(9, 4.2))
+    own = frame[frame.dataset == dataset]
+    _ppl_bands(ax, own, by, x, style)
+    truth = summary[(summary.dataset == dataset) & (summary.split == "valid")]
+    truth = truth.true_nll.dropna() if "true_nll" in truth else pd.Series(dtype=float)
+    shown = own.valid_ppl
+    if len(truth):
+        ax.axhline(math.exp(float(truth.iloc[0])), color="k", ls="--", label=truth_label)
+        shown = pd.concat([shown, pd.Series([math.exp(float(truth.iloc[0]))])])
+    _readable_axis(ax.yaxis, ax.set_yscale, shown)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(dataset)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def curves(history: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: dict):
+    """Validation perplexity per epoch: mean over seeds, band from the lowest to the highest seed; the
+    true perplexity of a synthetic language as a dashed line."""
+    return _valid_ppl_figure(history, summary, dataset, style, "epoch", "epoch", "epoch", "valid perplexity",
+                             "truth")
+
+
+def budgeted(summary: pd.DataFrame, dataset: str) -> bool:
+    """The dataset's runs trained under a time or token budget: their curve is the anytime one (a budget of
+    seconds can end inside the first epoch, where a per-epoch curve has one point)."""
+    own = summary[summary.dataset == dataset]
+    return "budget_seconds" in own and bool(own.budget_seconds.notna().any() or own.tokens_reached.notna().any())
+
+
+def anytime(points: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: dict):
+    """Validation perplexity against training seconds under a budget (the anytime curve): at each point, the
+    mean over seeds of the seconds and of the perplexity, the band from the lowest to the highest seed; the
+    truth of a synthetic language's whole valid split as a dashed line."""
+    return _valid_ppl_figure(points, summary, dataset, style, "point", "train_seconds",
+                             "training seconds (the budget's clock)", "valid perplexity (the fixed subset)",
+                             "truth (whole valid split)")
+
+
+def by_vocab(table: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame | None, style: dict):
+    """A sweep over vocabulary sizes at a glance (``sweep.by_size``'s table): each method's test result at each
+    |V| with its interval over seeds, joined across sizes, and the count-based reference where references.csv
+    has it. On languages whose truth is known the y axis is the gap to it (test nll − true nll, nats/token:
+    comparable across sizes, 0 is the truth); else the test perplexity. Methods are spread a little along x
+    so their intervals do not hide one another; a method without a perplexity at a size has no point there."""
+    import numpy as np
+
+    plt = _plt()
+    test = summary[summary.split == "test"]
+    truth = test.groupby("vocab").true_nll.first() if "true_nll" in test else pd.Series(dtype=float)
+    gap = len(truth) > 0 and bool(truth.notna().all())
+    y_of = (lambda vocab, ppl: np.log(ppl) - truth.reindex(vocab).to_numpy()) if gap else (lambda vocab, ppl: ppl)
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    methods = list(dict.fromkeys(table.method))
+    for i, m in enumerate(methods):
+        g = table[(table.method == m) & table.ppl.notna()].sort_values("vocab")
+        x = g.vocab.to_numpy() * 10 ** (0.012 * (i - (len(methods) - 1) / 2))
+        y = np.asarray(y_of(g.vocab, g.ppl.to_numpy()), dtype=float)
+        lo = np.asarray(y_of(g.vocab, g.ppl_low.fillna(g.ppl).to_numpy()), dtype=float)
+        hi = np.asarray(y_of(g.vocab, g.ppl_high.fillna(g.ppl).to_numpy()), dtype=float)
+        st = style[m]
+        ax.errorbar(x, y, yerr=[y - lo, hi - y], color=st["color"], marker=st["marker"], ms=6, mec="k", mew=0.5,
+                    capsize=2, lw=1.2, label=m)
+    kn = refs[(refs.split == "test") & refs.vocab.notna()].sort_values("vocab") \
+        if refs is not None and not refs.empty and "vocab" in refs else pd.DataFrame()
+    if len(kn):
+        ky = kn.gap_nll if gap else kn.ppl
+        ax.plot(kn.vocab, ky, "k--", marker="x", label=f"{kn.method.iloc[0]}-{kn.order.iloc[0]} (count-based)")
+    if gap:
+        ax.axhline(0.0, color="0.4", lw=1, ls=":", label="truth")
+        ax.set_ylabel("test nll − true nll (nats/token)")
+    else:
+        _readable_axis(ax.yaxis, ax.set_yscale, table.ppl)
+        ax.set_ylabel("test perplexity")
+    sizes = sorted(table.vocab.unique())
+    ax.set_xscale("log")
+    ax.set_xticks(sizes, [f"{v:,}" for v in sizes])
+    ax.minorticks_off()
+    ax.set_xlabel("vocabulary size |V|")
+    ax.set_title("each method across vocabulary sizes, at the same budget per run")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _placeholder(text: str):
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 1.2))
+    ax.axis("off")
+    ax.text(0.5, 0.5, text, ha="center", va="center")
+    return fig
+
+
+def figures_dir(params: dict, dataset: str) -> Path:
+    return Path(params["results_dir"]) / "figures" / dataset
+
+
+def write(params: dict, dataset: str) -> list[Path]:
+    """Draw the dataset's figures from summary.csv, headline.csv and history.csv; write each SVG atomically."""
+    import matplotlib
+
+    matplotlib.use("agg")
+    plt = _plt()
+    from .summarize import check_summary_current
+
+    summary = read_csv(paths.summary_path(params), "dataset", "method", "seed", "config_hash")
+    check_summary_current(params, summary)
+    head = read_csv(paths.headline_path(params))
+    history = read_csv(paths.history_path(params))
+    if dataset not in set(head.dataset):
+        from ..config import run_datasets
+
+        hint = "rerun summarize" if dataset in run_datasets(params) else "it is not one of this config's run datasets"
+        raise FileNotFoundError(f"{paths.headline_path(params)}: no row for dataset {dataset!r}; "
+                                f"has {sorted(set(head.dataset))} ({hint})")
+    style = styles(summary)
+    level = int(round(params["statistics"]["confidence"] * 100))
+    made = {
+        "forest": forest(head, dataset, level, style)
+        or _placeholder(no_forest(head, dataset)),
+        "pareto": pareto(head, dataset, style),
+        "curves": anytime(read_csv(paths.anytime_path(params)), summary, dataset, style)
+        if budgeted(summary, dataset) else curves(history, summary, dataset, style),
+    }
+    out = []
+    for name in FIGURES:
+        path = figures_dir(params, dataset) / f"{name}.svg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path, suffix=".svg") as tmp:
+            made[name].savefig(tmp, format="svg", bbox_inches="tight", metadata={"Date": None})
+        plt.close(made[name])
+        out.append(path)
+    return out

@@ -1,0 +1,270 @@
+"""Published results: the files behind every number in the README and docs, committed with their provenance.
+
+``python -m pipeline_src publish --name NAME`` copies a finished run's result tables from ``results_dir``
+into ``benchmarks/NAME/`` (a folder of its own: ``results/`` belongs to DVC and Snakemake) with
+``provenance.json``: the git commit and whether the tree was clean, the params file and its full
+content, the config hash of every run, the machine. It refuses results that another config made.
+Then it rewrites every result table in the README and ``docs/`` that names one of these files:
+
+    <!-- results-table: benchmarks/default/headline.csv -->
+    ...generated markdown...
+    <!-- end results-table -->
+
+``tests/test_published.py`` fails when such a table no longer matches its file, and when the default
+run's file no longer matches what the current code produces.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from ..io.artifacts import read_json, read_csv
+from ..io import paths
+from ..io.paths import REPOSITORY
+from ..io.atomic import write_json, write_text
+from ..config import first_difference, run_datasets, run_seeds
+from ..io.errors import ConfigError, OutputError
+from .tables import (_missing, bench_markdown, contrasts_markdown, headline_markdown, markdown_table,
+    provenance_markdown, references_markdown, render_table, selected_markdown, step_bench_markdown,
+    step_breakdown_markdown, sweep_markdown)
+
+ROOT = REPOSITORY
+BENCHMARKS = ROOT / "benchmarks"
+TABLES = ("summary.csv", "summary.json", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv", "matrix.csv", "bench.csv", "bench.json", "tuning.csv",
+          "tuning_curves.csv", "step-bench.csv", "step-bench.json", "step-breakdown.csv")
+SUMMARY_TABLES = ("summary.csv", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv",
+                  "matrix.csv", "tuning.csv", "tuning_curves.csv")  # summarize's own: summary.json lists them
+BLOCK = re.compile(r"(<!-- results-table: (?P<path>\S+?) -->\n)(?P<body>.*?)(<!-- end results-table -->)", re.S)
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.rstrip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def _dirty_files() -> list[str]:
+    """Tracked files with uncommitted changes (what provenance.json records beside the commit)."""
+    return [line[3:] for line in _git("status", "--porcelain", "--untracked-files=no").splitlines()]
+
+
+NAME = re.compile(r"[A-Za-z0-9._-]+")
+
+
+def check_stash(out: Path, params_file: str, replace: bool) -> None:
+    """Refuse stashing into a publication or a stash of another params file unless ``replace``: its records sit
+    under that benchmark's name."""
+    made_from = None
+    for record in (out / "records" / "records.json", out / "provenance.json"):
+        if record.is_file():
+            made_from = read_json(record).get("params_file")
+            break
+    if made_from is not None and not replace and Path(made_from).resolve() != Path(params_file).resolve():
+        raise OutputError(f"{out} holds the records or publication of {made_from}, not {params_file}: add --replace "
+                          f"to stash there anyway, or choose another --name")
+
+
+def check_name(name: str, command: str = "publish") -> Path:
+    """``benchmarks/NAME`` for a plain name (letters, digits, ``-``, ``_``, ``.``; not ``.`` or ``..``)."""
+    if not NAME.fullmatch(name) or name in (".", ".."):
+        raise OutputError(f"{command} --name {name!r}: give a plain name (letters, digits, '-', '_', '.'; no '/', "
+                          f"not empty, not '.' or '..'); it becomes benchmarks/NAME")
+    return BENCHMARKS / name
+
+
+def publish(params: dict, params_file: Path, name: str, wall_time_s: float | None = None,
+            say=print, replace: bool = False) -> Path:
+    """Copy ``results_dir``'s tables to ``benchmarks/NAME``; ``say`` reports a replaced publication (and the
+    earlier files it removes) and a tree with uncommitted changes. A publication made from another params file
+    is replaced only with ``replace`` (its tables sit under prose written for that benchmark)."""
+    from ..io.runtime import cpu_model  # (imports torch)
+    from .summarize import check_bench, check_summary_current
+
+    out = check_name(name)
+    results = Path(params["results_dir"])
+    _check_target(out, results, name, params_file, replace)
+    kind, summary, command = _what_to_publish(params, params_file, results)
+    if kind == "runs":  # every run from this params file (and, when tuned, its selection)
+        check_summary_current(params, summary)
+    if kind != "step":
+        check_bench(params, str(params_file))  # a bench.csv is copied whenever there is one
+    dirty = _dirty_files()  # before this publication's own files change under benchmarks/
+    copied = _copy_tables(params, results, out, kind, say)
+    if dirty:
+        say(f"warning: publishing from a tree with uncommitted changes ({len(dirty)} files: "
+            f"{', '.join(dirty[:5])}{' ...' if len(dirty) > 5 else ''}); provenance.json records the commit "
+            f"and these files, but the numbers may not come from that commit's code")
+    info = paths.summary_path(params).with_suffix(".json")
+    write_json(out / "provenance.json", {
+        "name": name, "commit": _git("rev-parse", "HEAD"), "dirty_files": dirty,
+        "params_file": str(params_file), "params": params, "published": datetime.now(timezone.utc).isoformat(
+            timespec="seconds"), "files": copied, "seeds": run_seeds(params), "cpu_model": cpu_model(),
+        "run_config_hashes": sorted(summary.config_hash.unique().tolist()),
+        "command": command, "wall_time_s": wall_time_s,
+        "runs": read_json(info) if kind == "runs" and info.exists() else None})
+    update_docs()
+    return out
+
+
+def _check_target(out: Path, results: Path, name: str, params_file: Path, replace: bool) -> None:
+    """Refuse a publication folder that holds the results it reads, is a file, or is another params file's
+    publication (without ``replace``)."""
+    if out.resolve() == results.resolve() or out.resolve() in results.resolve().parents:
+        raise OutputError(f"publish --name {name}: {out} holds results_dir {results} (the command's input); "
+                          f"publish to another name")
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"{out} is a file: refusing to replace it with a publication")
+    made_from = read_json(out / "provenance.json").get("params_file") if (out / "provenance.json").is_file() else None
+    if made_from is not None and not replace and Path(made_from).resolve() != Path(params_file).resolve():
+        raise OutputError(f"{out} was published from {made_from}, not {params_file}: its tables sit under that "
+                          f"benchmark's prose in the README and docs; add --replace to publish over it, or choose "
+                          f"another --name")
+
+
+NO_RUNS = {"dataset": [], "method": [], "seed": [], "config_hash": []}
+
+
+def _what_to_publish(params: dict, params_file: Path, results: Path) -> tuple[str, pd.DataFrame, str]:
+    """What ``results_dir`` holds to publish: ``runs`` (a summary), or alone a ``bench``, a ``step`` bench or
+    count-based ``refs``; its per-run rows (none but for runs) and the command that made it."""
+    summary = paths.summary_path(params)
+    if not summary.exists() and paths.bench_path(params).exists():  # `bench` alone: a timing table
+        bench_meta = read_json(paths.bench_path(params).with_suffix(".json"), "bench", "quick", "threads")
+        if bench_meta["bench"] != params["bench"] or bench_meta["quick"]:
+            raise ConfigError(f"{paths.bench_path(params)} was made by another bench config (or --quick): rerun "
+                              f"`python -m pipeline_src bench --config {params_file}` before publishing")
+        return "bench", pd.DataFrame(NO_RUNS), (f"python -m pipeline_src bench --config {params_file} "
+                                                f"--threads {bench_meta['threads']}")
+    if not summary.exists() and paths.step_bench_path(params).exists():  # `bench-step` alone: whole steps
+        meta = read_json(paths.step_bench_path(params).with_suffix(".json"), "step")
+        if meta["step"] != params["bench"].get("step"):
+            raise ConfigError(f"{paths.step_bench_path(params)} was made by another bench.step: rerun "
+                              f"`python -m pipeline_src bench-step --config {params_file}` before publishing")
+        return "step", pd.DataFrame(NO_RUNS), f"python -m pipeline_src bench-step --config {params_file}"
+    if not summary.exists() and (results / "references").is_dir():  # `reference` alone: every dataset's, current
+        from .summarize import _write, reference_rows
+
+        _write(paths.references_summary_path(params), reference_rows(params, False, []))
+        return "refs", pd.DataFrame(NO_RUNS), " && ".join(
+            f"python -m pipeline_src reference --config {params_file} --dataset {d} --name {r}"
+            for d in run_datasets(params) for r in params.get("references", {}))
+    if not summary.exists():
+        raise ConfigError(f"{results} has no summary.csv, bench.csv, step-bench.csv or references: nothing to publish")
+    info = summary.with_suffix(".json")
+    partial = info.exists() and read_json(info, "partial")["partial"]  # then published after the finished runs
+    return "runs", read_csv(summary, "dataset", "method", "seed", "config_hash"), (
+        f"python -m pipeline_src summarize --partial --config {params_file}" if partial
+        else f"snakemake --cores all --config params={params_file}")
+
+
+def _copy_tables(params: dict, results: Path, out: Path, kind: str, say) -> list[str]:
+    """Copy the tables ``results_dir`` holds (of a summary, only those its summary.json lists) to ``out``,
+    removing what an earlier publication there copied and this one does not; the files copied."""
+    earlier = _earlier_files(out)
+    out.mkdir(parents=True, exist_ok=True)
+    info = paths.summary_path(params).with_suffix(".json")
+    made = set(read_json(info).get("tables") or []) if info.is_file() and kind not in ("bench", "step") else None
+    copied = []
+    for t in TABLES:
+        if made is not None and t in SUMMARY_TABLES and t not in made:
+            continue  # not this summary's (an earlier one's, made under other settings)
+        if (results / t).exists():
+            shutil.copyfile(results / t, out / t)
+            copied.append(t)
+    stale = sorted(set(earlier or []) - set(copied))
+    for t in stale:  # only what the earlier publication itself copied; anything else in the folder stays
+        (out / t).unlink(missing_ok=True)
+    if earlier is not None:
+        say(f"replacing the earlier publication {out}" + (f"; removed its files this run does not make: "
+                                                            f"{', '.join(stale)}" if stale else ""))
+    return copied
+
+
+def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
+    """Recompute a publication's verdicts (headline.csv, contrasts.csv) from its committed per-run rows
+    (summary.csv) under ``params``' ``statistics``, and regenerate the docs' tables: no run is retrained,
+    so ``params`` may differ from the published params in ``statistics`` alone. provenance.json then holds
+    ``params`` and, under ``restated``, the commit and statistics that recomputed the tables."""
+    import copy
+
+    from ..config import validate
+    from .summarize import verdict_tables
+
+    out = check_name(name)
+    prov_path = out / "provenance.json"
+    if not prov_path.is_file():
+        raise ConfigError(f"{out} is not a publication (no provenance.json): nothing to restate")
+    prov = read_json(prov_path, "params", "files")
+    if "summary.csv" not in prov["files"]:
+        raise ConfigError(f"{out} has no summary.csv (a bench or step-bench publication): no verdicts to restate")
+    published = validate(copy.deepcopy(prov["params"]), str(prov_path))
+    key = first_difference({k: v for k, v in published.items() if k != "statistics"},
+                            {k: v for k, v in params.items() if k != "statistics"})
+    if key is not None:
+        raise ConfigError(f"{params_file} differs from the params {out} was published with at key '{key}': "
+                          f"restate changes statistics only; rerun the pipeline and publish instead")
+    head, con = verdict_tables(read_csv(out / "summary.csv", "dataset", "method", "seed", "split", "nll"), params)
+    tables = {"headline.csv": head, "contrasts.csv": con}
+    for file, frame in tables.items():
+        write_text(out / file, frame.to_csv(index=False))
+    if (out / "summary.json").is_file():  # the publication's summary record says what its tables now are
+        from ..io.digests import sha256_of
+
+        info = read_json(out / "summary.json")
+        info["statistics"] = params["statistics"]
+        if "tables" in info:
+            info["tables"].update({f: sha256_of(out / f) for f in tables})
+        write_json(out / "summary.json", info)
+    dirty = _dirty_files()
+    if dirty:
+        say(f"warning: restating from a tree with uncommitted changes ({', '.join(dirty[:5])})")
+    prov.update(params=params, files=prov["files"] + [f for f in tables if f not in prov["files"]])
+    prov["restated"] = {"commit": _git("rev-parse", "HEAD"), "dirty_files": dirty, "params_file": str(params_file),
+                        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "tables": list(tables),
+                        "statistics": params["statistics"]}
+    write_json(prov_path, prov)
+    update_docs()
+    return out
+
+
+def _earlier_files(out: Path) -> list[str] | None:
+    """The tables an earlier publication at ``out`` copied (its provenance.json), None if there is none."""
+    prov = out / "provenance.json"
+    if not prov.is_file():
+        if out.is_dir() and any(f.name != "records" for f in out.iterdir()):  # records/: `stash` (records.py)
+            raise OutputError(f"{out} exists and is not a publication (no provenance.json): refusing to write "
+                              f"into it; choose another --name")
+        return None
+    return [t for t in read_json(prov, "files")["files"] if t in TABLES]
+
+
+def doc_files() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def stale_tables(docs: list[Path] | None = None) -> list[str]:
+    """Every results-table block of ``docs`` (default: the README and docs/) whose text differs from what
+    its file gives now."""
+    bad = []
+    for doc in doc_files() if docs is None else docs:
+        for m in BLOCK.finditer(doc.read_text(encoding="utf-8")):
+            if m.group("body") != render_table(m.group("path")):
+                bad.append(f"{doc.name}: the table from {m.group('path')}")
+    return bad
+
+
+def update_docs() -> list[Path]:
+    changed = []
+    for doc in doc_files():
+        text = doc.read_text(encoding="utf-8")
+        new = BLOCK.sub(lambda m: m.group(1) + render_table(m.group("path")) + m.group(4), text)
+        if new != text:
+            write_text(doc, new)
+            changed.append(doc)
+    return changed

@@ -1,0 +1,377 @@
+"""Aggregate per-run metrics (``summary.csv``), learning curves (``history.csv``), matrix fits
+(``matrix.csv``), the verdicts over seeds (``headline.csv``), each method of ``statistics.contrasts``
+against its own control (``contrasts.csv``, header only when none is declared), the count-based reference
+rows of every dataset (``references.csv``: Kneser-Ney, no seeds) and, with tuning, every trial
+(``tuning.csv``) and the expected best validation perplexity against the number of trials
+(``tuning_curves.csv``)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from ..io.artifacts import read_json, read_csv
+from ..io import paths
+from ..io.atomic import atomic_path, write_json
+from ..data.bands import BANDS
+from ..config import canonical, dataset_methods, first_difference, run_datasets, run_hash, run_pairs, run_seeds
+from ..io.digests import SEAL, check_file, check_seal, sha256_of
+from ..io.errors import StaleError
+from .stats import contrasts, expected_best, headline
+from ..config.runspec import final_config
+
+SUMMARY_COLUMNS = ["dataset", "vocab", "method", "type", "seed", "split", "nll", "ppl", "true_nll", "gap_nll", "log_z_mean",
+                   "log_z_std", "unnormalised_ppl", "tokens",
+                   "tokens_per_s_train", "tokens_per_s_eval", "train_time_s", "wall_time_s", "peak_mem_mb", "params",
+                   "head_flops_per_token_train", "head_flops_per_token_eval", "epochs", "best_epoch", "lr",
+                   "logprob_rank", "rank_contexts", "head_dim", "device", "threads", "cpu_model", "load_avg",
+                   "torch", "cpu_capability", "kept_epoch", "best_model_nll", "collapsed", "collapse_budget_ended",
+                   "unigram_valid_ppl", "kept_valid_ppl", "zero_prob_words", "zero_prob_tokens",
+                   "unargmaxable", "argmax_words", "argmax_lp_s_per_word", "argmax_reached_share",
+                   "budget_seconds", "tokens_reached",
+                   *[f"{band}_{what}" for band in BANDS for what in ("ppl", "gap_nll", "tokens")], "config_hash"]
+
+
+def summary_rows(metrics: dict) -> list[dict]:
+    rows = []
+    rank = metrics.get("rank") or {}
+    env = metrics.get("environment") or {}
+    best = metrics.get("best_valid_model") or {}  # keep: last: the best-validation epoch's scores too
+    budget = metrics.get("budget") or {}
+    for split, m in metrics["splits"].items():
+        rows.append({"dataset": metrics["dataset"], "method": metrics["method"],
+                     "type": metrics["config"]["method"]["type"], "seed": metrics["seed"],
+                     "split": split, "nll": m["nll"], "ppl": m["ppl"], "true_nll": m.get("true_nll"),
+                     "gap_nll": m.get("gap_nll"), "log_z_mean": m.get("log_z_mean"), "log_z_std": m.get("log_z_std"),
+                     "unnormalised_ppl": m.get("unnormalised_ppl"),
+                     "tokens": m["tokens"], "tokens_per_s_train": metrics["tokens_per_s_train"],
+                     "tokens_per_s_eval": m["tokens_per_s_eval"], "train_time_s": metrics.get("train_time_s"),
+                     "wall_time_s": metrics["wall_time_s"], "peak_mem_mb": metrics["peak_mem_mb"],
+                     "params": metrics["params"],
+                     "head_flops_per_token_train": metrics.get("head_flops_per_token_train"),
+                     "head_flops_per_token_eval": metrics.get("head_flops_per_token_eval"),
+                     "epochs": metrics["epochs"], "best_epoch": metrics["best_epoch"],
+                     "lr": metrics["config"]["training"]["lr"],
+                     "logprob_rank": rank.get("rank"), "rank_contexts": rank.get("contexts"),
+                     "head_dim": rank.get("head_dim"), "device": metrics["device"],
+                     "threads": env.get("threads", metrics.get("threads")), "cpu_model": env.get("cpu_model"),
+                     "load_avg": env.get("load_avg_start"), "torch": env.get("torch", metrics.get("torch")),
+                     "cpu_capability": env.get("cpu_capability"),
+                     "kept_epoch": metrics.get("kept_epoch"), "best_model_nll": (best.get(split) or {}).get("nll"),
+                     "collapsed": bool(metrics.get("collapsed")),
+                     "collapse_budget_ended": (metrics.get("collapsed") or {}).get("budget_ended"),
+                     "unigram_valid_ppl": metrics.get("unigram_valid_ppl"), "kept_valid_ppl": _kept_valid_ppl(metrics),
+                     "zero_prob_words": rank.get("zero_probability_words"),
+                     "zero_prob_tokens": m.get("zero_prob_tokens"), **argmax_columns(metrics),
+                     "budget_seconds": budget.get("seconds"), "tokens_reached": (budget.get("reached") or {}).get("tokens"),
+                     **band_columns(m),
+                     "config_hash": run_hash(metrics["config"])})
+    return rows
+
+
+def _kept_valid_ppl(metrics: dict) -> float | None:
+    """The evaluated model's validation perplexity as training measured it: on the validation tokens the
+    unigram line was measured on (``training.valid_tokens``; ``ppl`` on the valid split is on all of them)."""
+    nll = metrics.get("best_valid_nll" if metrics.get("kept") == "best" else "last_valid_nll")
+    return None if nll is None or not math.isfinite(nll) else math.exp(nll)
+
+
+ANYTIME_COLUMNS = ["dataset", "method", "seed", "point", "fraction", "train_seconds", "tokens", "steps", "valid_nll",
+                   "valid_ppl", "validation_s"]
+
+
+def anytime_rows(metrics: dict) -> list[dict]:
+    """A budgeted run's anytime curve (training/budget.py), one row per point; none without a budget."""
+    points = (metrics.get("budget") or {}).get("anytime") or []
+    key = {"dataset": metrics["dataset"], "method": metrics["method"], "seed": metrics["seed"]}
+    return [{**key, **{k: p.get(k) for k in ANYTIME_COLUMNS[3:]}} for p in points]
+
+
+def argmax_columns(metrics: dict) -> dict:
+    """The unargmaxable-word diagnostic (argmax.py) as flat columns: NaN where the run has none, the exact
+    ones NaN where the test is not defined for the head."""
+    a = metrics.get("argmax") or {}
+    e = a.get("exact") or {}
+    return {"unargmaxable": e.get("unargmaxable"), "argmax_words": e.get("words"),
+            "argmax_lp_s_per_word": e.get("lp_s_per_word") if e.get("lp_solved") else None,
+            "argmax_reached_share": a.get("reached_share")}
+
+
+def band_columns(split_metrics: dict) -> dict:
+    """A split's per-band perplexity, gap to the truth and token count as flat columns (NaN before bands)."""
+    bands = split_metrics.get("bands") or {}
+    return {f"{band}_{what}": (bands.get(band) or {}).get(what) for band in BANDS
+            for what in ("ppl", "gap_nll", "tokens")}
+
+
+def check_current(path, record: dict, cfg: dict) -> None:
+    """Refuse a run's record (metrics.json) that another config made, naming the file and the first key
+    that differs: a summary never presents a number made under other settings as current."""
+    made, want = run_hash(record["config"]), run_hash(cfg)  # a record of an earlier version: by what made it
+    if made != want:
+        key = first_difference(canonical(record["config"]), canonical(cfg)) or "?"
+        raise StaleError(f"{path} was made under another config (key '{key}' differs; hash "
+                         f"{made}, this config: {want}): rerun its run's steps "
+                         f"(`snakemake` does)")
+
+
+REFERENCE_COLUMNS = ["dataset", "method", "kind", "order", "split", "nll", "ppl", "true_nll", "gap_nll", "tokens",
+                     "fit_seconds", "fit_seconds_all_orders", "train_tokens", "vocab",
+                     *[f"{band}_{what}" for band in BANDS for what in ("ppl", "gap_nll", "tokens")], "config_hash"]
+
+
+def reference_rows(params: dict, partial: bool, missing: list) -> pd.DataFrame:
+    """Every dataset's count-based reference rows (``references``), each checked against the current
+    config (its options and the data it read)."""
+    from ..config import config_hash
+    from ..evaluation.reference import reference_config
+
+    rows = []
+    for dataset in run_datasets(params):
+        for name in params.get("references", {}):
+            path = paths.reference_path(params, dataset, name)
+            if not _finished(path, partial, missing, f"references/{dataset}/{name}",
+                             f"reference --dataset {dataset} --name {name}"):
+                continue
+            rec = read_json(path, "config", "config_hash", "splits", "order")
+            check_seal(path, rec, f"`python -m pipeline_src reference --dataset {dataset} --name {name}`")
+            want = reference_config(params, dataset, name)
+            if rec["config_hash"] != config_hash(want):
+                key = first_difference(rec["config"], want) or "?"
+                raise StaleError(f"{path} was made under another config (key '{key}' differs): rerun "
+                                 f"`python -m pipeline_src reference --dataset {dataset} --name {name}` (or `snakemake`)")
+            for split, m in rec["splits"].items():
+                rows.append({"dataset": dataset, "method": rec["method"], "kind": rec["kind"], "order": rec["order"],
+                             "split": split, **{k: m.get(k) for k in ("nll", "ppl", "true_nll", "gap_nll", "tokens")},
+                             **{k: rec[k] for k in ("fit_seconds", "fit_seconds_all_orders", "train_tokens", "vocab")},
+                             **band_columns(m), "config_hash": rec["config_hash"]})
+    return pd.DataFrame(rows, columns=REFERENCE_COLUMNS)
+
+
+def check_summary_current(params: dict, summary: pd.DataFrame | None = None) -> None:
+    """Refuse a summary (summary.csv, its verdicts) that another config made: every run's row must carry the
+    hash its current config gives, and summary.json the current ``statistics`` (figures, report and publish
+    read the summary, never the runs)."""
+    check_tables(params)
+    path = paths.summary_path(params)
+    if summary is None:
+        summary = read_csv(path, "dataset", "method", "seed", "config_hash")
+    for r in summary.drop_duplicates(["dataset", "method", "seed"]).itertuples():
+        want = run_hash(final_config(params, r.dataset, r.method, int(r.seed)))
+        if r.config_hash != want:
+            raise StaleError(f"{path}: run {r.dataset}/{r.method}/seed{r.seed} was made by another config (hash "
+                             f"{r.config_hash}; this config: {want}): rerun the pipeline (`snakemake`)")
+    info = path.with_suffix(".json")
+    runs = {(r.dataset, r.method, int(r.seed)) for r in summary.drop_duplicates(["dataset", "method", "seed"]).itertuples()}
+    want = {(d, m, s) for d, m in run_pairs(params) for s in run_seeds(params)}
+    extra = sorted(runs - want)
+    if extra:
+        d, m, s = extra[0]
+        raise StaleError(f"{path} holds {len(extra)} run(s) this config does not make ({d}/{m}/seed{s} first): "
+                         f"rerun `python -m pipeline_src summarize` (or `snakemake`)")
+    listed = set((read_json(info).get("missing") or []) if info.exists() else [])
+    absent = sorted((d, m, s) for d, m, s in want - runs if f"{d}/{m}/seed{s}" not in listed)
+    if absent:
+        d, m, s = absent[0]
+        raise StaleError(f"{path} lacks {len(absent)} run(s) this config makes ({d}/{m}/seed{s} first) and does not "
+                         f"list them as missing: rerun `snakemake`, or `python -m pipeline_src summarize --partial`")
+    made = read_json(info).get("statistics") if info.exists() else None
+    if made is not None and made != params["statistics"]:
+        key = first_difference(made, params["statistics"])
+        raise StaleError(f"{path}: its verdicts were made under other statistics (key 'statistics.{key}' differs): "
+                         f"rerun `python -m pipeline_src summarize` (or `snakemake`)")
+
+
+def check_matrix_fit(params: dict, path, fit: dict, rerun: str) -> None:
+    """Refuse a matrix fit whose content was edited, or that other ``matrix:`` settings (or other head options
+    of its methods) made."""
+    check_seal(path, fit, rerun)
+    want = {"config": params["matrix"], "methods": {m: params["methods"][m] for m in params["matrix"]["methods"]}}
+    for key in ("config", "methods"):
+        where = first_difference(fit[key], want[key])
+        if where is not None:
+            raise StaleError(f"{path} was made under other matrix settings (key "
+                             f"'{'matrix' if key == 'config' else 'methods'}.{where}' differs): rerun {rerun} (or "
+                             f"`snakemake`)")
+
+
+def _vocab(params: dict, dataset: str) -> int | None:
+    """|V| of a dataset as prepared (its meta.json), for ordering datasets by vocabulary size."""
+    meta = paths.prepared_dir(params, dataset) / "meta.json"
+    return read_json(meta, "vocab_size")["vocab_size"] if meta.exists() else None
+
+
+def _finished(path, partial: bool, missing: list, label: str, command: str, hint: str = "") -> bool:
+    """Whether a step's record exists; if not, ``partial`` lists it as missing, else it is an error naming the
+    command that makes it."""
+    if path.exists():
+        return True
+    if partial:
+        missing.append(label)
+        return False
+    raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src {command}` first{hint}")
+
+
+def _write(path, frame: pd.DataFrame) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)
+
+
+def verdict_tables(summary: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The headline (every method against the reference) and the contrasts (each against its own control)
+    of per-run rows, under the params file's ``statistics``; ``restate`` recomputes published ones."""
+    st = params["statistics"]
+    head = headline(summary, st["reference"], st["confidence"], st["resamples"], paper=params.get("paper"),
+                    interval=st["interval"])
+    con = contrasts(summary, st["contrasts"], st["confidence"], st["resamples"], interval=st["interval"])
+    return head, con
+
+
+def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
+    """``partial``: summarise the runs that have finished and list the others in ``summary.json``
+    (a long experiment publishes its results as they land; the tables then say how many runs they hold)."""
+    rows, curves, anytime, missing, records = [], [], [], [], {}
+    for dataset, method in run_pairs(params):
+        for seed in run_seeds(params):
+            path = paths.metrics_path(params, dataset, method, seed)
+            if not _finished(path, partial, missing, f"{dataset}/{method}/seed{seed}",
+                             f"evaluate --dataset {dataset} --method {method} --seed {seed}",
+                             " (or `summarize --partial` to summarise the finished runs)"):
+                continue
+            metrics = read_json(path, "config_hash", "config")
+            records[Path(path).relative_to(params["results_dir"]).as_posix()] = metrics.get(SEAL)
+            evaluate = f"`python -m pipeline_src evaluate --dataset {dataset} --method {method} --seed {seed}`"
+            check_seal(path, metrics, evaluate)
+            check_current(path, metrics, final_config(params, dataset, method, seed))
+            meta = paths.prepared_dir(params, dataset) / "meta.json"
+            if metrics.get("prepared_meta_sha256") and meta.is_file() \
+                    and sha256_of(meta) != metrics["prepared_meta_sha256"]:
+                raise StaleError(f"{path} was scored on other data than {meta.parent} holds now (prepared again "
+                                 f"since): rerun {evaluate} (or `snakemake`)")
+            rows.extend({**r, "vocab": _vocab(params, dataset)} for r in summary_rows(metrics))
+            anytime.extend(anytime_rows(metrics))
+            hist_path = paths.run_dir(params, dataset, method, seed) / "history.csv"
+            check_file(hist_path, metrics.get("history_sha256"), path, f"its run's train and {evaluate}")
+            hist = read_csv(hist_path)
+            curves.append(hist.assign(dataset=dataset, method=method, seed=seed))
+    matrix_rows = []
+    for vocab in params["matrix"]["vocab_sizes"]:
+        for dim in params["matrix"]["dims"]:
+            for seed in run_seeds(params):
+                path = paths.matrix_fit_path(params, vocab, dim, seed)
+                if not _finished(path, partial, missing, f"matrix/M{vocab}-d{dim}-seed{seed}",
+                                 f"matrix --vocab {vocab} --dim {dim} --seed {seed}"):
+                    continue
+                fit = read_json(path, "rows", "config", "methods")
+                check_matrix_fit(params, path, fit, f"`python -m pipeline_src matrix --vocab {vocab} --dim {dim} "
+                                                    f"--seed {seed}`")
+                matrix_rows.extend(fit["rows"])
+    if not rows:
+        raise FileNotFoundError(f"no finished run under {params['results_dir']}: nothing to summarise")
+    df = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
+    history = pd.concat(curves, ignore_index=True)
+    history = history[["dataset", "method", "seed"] + [c for c in history.columns
+                                                       if c not in ("dataset", "method", "seed")]]
+    head, con = verdict_tables(df, params)
+    # every record read and checked before any table is written: a refusal leaves the earlier tables whole
+    tables = {paths.summary_path(params): df, paths.history_path(params): history,
+              paths.anytime_path(params): pd.DataFrame(anytime, columns=ANYTIME_COLUMNS),
+              paths.matrix_summary_path(params): pd.DataFrame(matrix_rows), paths.headline_path(params): head,
+              paths.contrasts_path(params): con,
+              paths.references_summary_path(params): reference_rows(params, partial, missing)}
+    if (params.get("tuning") or {}).get("enabled"):
+        trials, tcurves = tuning_tables(params, partial, missing)
+        tables[paths.tuning_summary_path(params)] = trials
+        tables[paths.tuning_summary_path(params).with_name("tuning_curves.csv")] = tcurves
+    for path, frame in tables.items():
+        _write(path, frame)
+    for stale in (paths.tuning_summary_path(params), paths.tuning_summary_path(params).with_name("tuning_curves.csv")):
+        if stale not in tables:  # an earlier summary's, under tuning: the report and publish must not show it
+            stale.unlink(missing_ok=True)
+    total = len(run_pairs(params)) * len(run_seeds(params))
+    write_json(paths.summary_path(params).with_suffix(".json"),
+               {"tables": {Path(p).relative_to(params["results_dir"]).as_posix(): sha256_of(p) for p in tables},
+                "partial": bool(missing), "runs": total - sum(not m.startswith(("matrix/", "references/", "tuning/"))
+                                                              for m in missing),
+                "of": total, "missing": missing, "statistics": params["statistics"],
+                "records": records})  # each run's metrics.json by its content digest: check_tables holds them
+    return df
+
+
+def check_tables(params: dict) -> None:
+    """Refuse a results folder whose tables are not the ones its summary.json says ``summarize`` wrote (a table
+    edited by hand, or copied in from another run): one line naming the file. This guards against accidents and
+    mixed folders, not against someone who rewrites summary.json too. A summary without its summary.json, or
+    with one from before the digests, is refused too (summarize remakes it in seconds)."""
+    info = paths.summary_path(params).with_suffix(".json")
+    if not paths.summary_path(params).exists():
+        return  # no summary: its readers say so
+    if not info.exists() or "tables" not in read_json(info):  # removed, or from before the digests: remake it
+        raise StaleError(f"{paths.summary_path(params)} has no record of the tables summarize wrote ({info} "
+                         f"{'is missing' if not info.exists() else 'predates table digests'}): rerun "
+                         f"`python -m pipeline_src summarize` (or delete summary.csv and run `snakemake`)")
+    made = read_json(info)
+    for name, digest in (made.get("records") or {}).items():  # the runs it summarised: still there, unchanged
+        path = Path(params["results_dir"]) / name
+        if not path.is_file():
+            raise StaleError(f"{info} summarises {path}, which is gone: the tables hold a run no record backs; "
+                             f"rerun the run (delete {paths.summary_path(params)} and run `snakemake`)")
+        if digest is not None and read_json(path).get(SEAL) != digest:
+            raise StaleError(f"{path} changed after {info} summarised it: rerun `python -m pipeline_src summarize`"
+                             f" (or `snakemake`)")
+    for name, digest in (made.get("tables") or {}).items():
+        path = Path(params["results_dir"]) / name
+        if not path.is_file():
+            raise StaleError(f"{path} is missing but {info} lists it: rerun `python -m pipeline_src summarize`")
+        if sha256_of(path) != digest:
+            raise StaleError(f"{path} is not the table summarize wrote beside {info} (its sha256 differs: edited, or "
+                             f"from another run): rerun `python -m pipeline_src summarize` (or `snakemake`)")
+
+
+def check_bench(params: dict, params_file: str = "params.yaml") -> None:
+    """Refuse a bench.csv that other ``bench:`` settings (or other head options of its methods) made, or whose
+    content is not what the bench wrote beside bench.json (nothing to check without a bench.csv)."""
+    from ..io.digests import check_file
+
+    path = paths.bench_path(params)
+    if not path.is_file():
+        return
+    meta_path = path.with_suffix(".json")
+    rerun = f"`python -m pipeline_src bench --config {params_file}` (or `snakemake`)"
+    meta = read_json(meta_path, "bench")
+    where = first_difference(meta["bench"], params["bench"])
+    if where is not None:
+        raise StaleError(f"{path} was made under other bench settings (key 'bench.{where}' differs): rerun {rerun}")
+    want = {m: params["methods"][m] for m in params["bench"]["methods"]}
+    if "methods" in meta and first_difference(meta["methods"], want) is not None:
+        raise StaleError(f"{path} was made under other head options (key 'methods."
+                         f"{first_difference(meta['methods'], want)}' differs): rerun {rerun}")
+    check_file(path, meta.get("bench_csv_sha256"), meta_path, rerun)
+
+
+def tuning_tables(params: dict, partial: bool = False,
+                  missing: list | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every trial with its selection, and the expected best validation perplexity after n trials
+    (a diverged trial counts as a draw of the uniform distribution, nll = log |V|: no better than guessing).
+    ``partial``: a selection not made yet is listed in ``missing`` instead."""
+    rows, curves = [], []
+    for dataset in run_datasets(params):
+        if not paths.prepared_dir(params, dataset).exists() and partial:
+            continue
+        vocab = read_json(paths.prepared_dir(params, dataset) / "meta.json", "vocab_size")["vocab_size"]
+        for method in dataset_methods(params, dataset):
+            path = paths.selected_path(params, dataset, method)
+            if not _finished(path, partial, [] if missing is None else missing, f"tuning/{dataset}/{method}",
+                             f"select --dataset {dataset} --method {method}"):
+                continue
+            sel = read_json(path, "trials", "trial")
+            check_seal(path, sel, f"`python -m pipeline_src select --dataset {dataset} --method {method}`")
+            for r in sel["trials"]:
+                rows.append({**r, "selected": r["trial"] == sel["trial"],  # null: a diverged trial (JSON has no inf)
+                             **{k: math.inf for k in ("valid_nll", "valid_ppl") if r.get(k, 0) is None}})
+            nll = [r["valid_nll"] if r["status"] == "ok" else math.log(vocab) for r in sel["trials"]]
+            for n, e in enumerate(expected_best(nll), start=1):
+                curves.append({"dataset": dataset, "method": method, "trials": n, "expected_best_valid_nll": e,
+                               "expected_best_valid_ppl": math.exp(e) if e < 709 else math.inf})
+    return pd.DataFrame(rows), pd.DataFrame(curves)

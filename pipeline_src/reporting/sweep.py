@@ -1,0 +1,147 @@
+"""A sweep over vocabulary sizes read as Chen, Grangier & Auli (2016) read theirs: at each |V|, who wins under
+the budget and by how much; from which size on each method beats the full softmax; where (frequent, middle or
+rare words) each loses to the truth. Reads the headline (per dataset and method, verdicts against
+``statistics.reference``) and the per-run summary; the datasets of one sweep differ in their vocabulary.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..data.bands import BANDS
+from ..io.errors import ConfigError
+
+SIZE_COLUMNS = ["vocab", "dataset", "method", "ppl", "ppl_low", "ppl_high", "delta_nll", "delta_low", "delta_high",
+                "verdict", "rank_at_size", "tokens_reached", *[f"{b}_gap_nll" for b in BANDS],
+                *[f"{b}_ppl" for b in BANDS]]
+VERDICTS = ("better", "no clear difference", "worse")  # anything else (one seed, no paired reference): no verdict
+
+
+def sizes(summary: pd.DataFrame) -> pd.Series:
+    """|V| per dataset (from the test rows), or a one-line error when a size is unknown or two datasets share
+    one: a sweep reads one dataset per vocabulary size."""
+    vocab = summary[summary.split == "test"].groupby("dataset").vocab.first()
+    if vocab.isna().any():
+        raise ConfigError(f"summary.csv has no vocabulary size for {', '.join(vocab[vocab.isna()].index)}: "
+                          "summarize again (it reads each dataset's meta.json)")
+    shared = vocab[vocab.duplicated(keep=False)]
+    if len(shared):
+        groups = "; ".join(f"{', '.join(sorted(g.index))} share |V| = {int(v):,}" for v, g in shared.groupby(shared))
+        raise ConfigError(f"datasets {groups}: a sweep reads one dataset per vocabulary size")
+    return vocab.astype(int)
+
+
+def is_sweep(summary: pd.DataFrame) -> bool:
+    """Two datasets or more, each with its own known |V|: what the per-size reading needs."""
+    try:
+        return "vocab" in summary and len(sizes(summary)) > 1
+    except ConfigError:
+        return False
+
+
+def by_size(head: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per (|V|, method): the headline's test perplexity, interval and verdict against the reference,
+    its rank at that size (1 = lowest perplexity; a run without a perplexity ranks last), the tokens its budget
+    bought, and per frequency band on the test split the mean gap to the truth (nats; NaN without a truth) and
+    the perplexity over seeds (exp of the mean nll: what real text, without a truth, is read by)."""
+    test = summary[summary.split == "test"]
+    bands = test.groupby(["dataset", "method"])[[f"{b}_gap_nll" for b in BANDS if f"{b}_gap_nll" in test]].mean()
+    band_ppl = [f"{b}_ppl" for b in BANDS if f"{b}_ppl" in test]
+    if band_ppl:  # NaN where the band has no test token
+        logs = np.log(test[band_ppl].astype(float)).join(test[["dataset", "method"]])
+        bands = bands.join(np.exp(logs.groupby(["dataset", "method"])[band_ppl].mean()))
+    out = head.copy()
+    out["vocab"] = out.dataset.map(sizes(summary))
+    out = out.join(bands, on=["dataset", "method"])
+    out["rank_at_size"] = out.groupby("vocab").ppl.rank(method="min", na_option="bottom").astype(int)
+    return out.reindex(columns=SIZE_COLUMNS).sort_values(["vocab", "rank_at_size", "method"], ignore_index=True)
+
+
+def winners(table: pd.DataFrame) -> pd.DataFrame:
+    """Per |V|: the method with the lowest test perplexity, the runner-up (None when one method with a
+    perplexity ran at that size), whether their intervals are apart (``clear``: the winner's upper end below the
+    runner-up's lower end) and whether there are intervals to compare at all (``intervals``: not with one
+    seed). A method without a perplexity (every run diverged) neither wins nor comes second; a size where no
+    method has one is left out."""
+    rows = []
+    for vocab, at in table[table.ppl.notna()].groupby("vocab"):
+        at = at.sort_values(["ppl", "method"], kind="stable")
+        first = at.iloc[0]
+        second = at.iloc[1] if len(at) > 1 else None
+        intervals = second is not None and pd.notna(first.ppl_high) and pd.notna(second.ppl_low)
+        rows.append({"vocab": vocab, "winner": first.method, "ppl": first.ppl,
+                     "runner_up": None if second is None else second.method,
+                     "runner_up_ppl": None if second is None else second.ppl,
+                     "tie": second is not None and first.ppl == second.ppl,
+                     "intervals": intervals, "clear": bool(intervals and first.ppl_high < second.ppl_low)})
+    return pd.DataFrame(rows, columns=["vocab", "winner", "ppl", "runner_up", "runner_up_ppl", "tie", "intervals",
+                                       "clear"]).astype({"runner_up": object, "runner_up_ppl": object})
+
+
+def crossovers(table: pd.DataFrame, reference: str) -> pd.DataFrame:
+    """Per method run at two sizes or more: the smallest |V| from which it is better than ``reference`` (a
+    "better" verdict) at that size and at every larger size of the sweep (``from_vocab``; NaN when it never
+    is; a larger size it did not run at, or ran at without a verdict, does not count as better), and the
+    sizes at which it is better, with no clear difference, worse, without a verdict (one seed, no paired
+    reference) or not run. A method run at one size has no crossover to speak of and is left out."""
+    every = sorted(table.vocab.unique())
+    rows = []
+    for method, own in table[table.method != reference].groupby("method"):
+        if own.vocab.nunique() < 2:
+            continue
+        verdict = dict(zip(own.vocab, own.verdict))
+        better = [verdict.get(v) == "better" for v in every]
+        start = next((i for i in range(len(every)) if all(better[i:])), None)
+        rows.append({"method": method, "from_vocab": every[start] if start is not None else float("nan"),
+                     **{v: [int(x) for x in every if verdict.get(x) == v] for v in VERDICTS},
+                     "no verdict": [int(x) for x in every if x in verdict and verdict[x] not in VERDICTS],
+                     "not run": [int(x) for x in every if x not in verdict]})
+    return pd.DataFrame(rows, columns=["method", "from_vocab", *VERDICTS, "no verdict", "not run"])
+
+
+def winner_lines(table: pd.DataFrame, refs: pd.DataFrame | None = None) -> list[str]:
+    """One markdown bullet per |V|: the winner, how it stands against the runner-up, and the count-based
+    reference at that size where ``refs`` (references.csv) has one; the wording publish and the report share.
+    A size where no method has a perplexity says so."""
+    kn = {} if refs is None or refs.empty or "vocab" not in refs else \
+        {int(r.vocab): r for r in refs[refs.split == "test"].itertuples() if pd.notna(r.vocab)}
+    won = {int(w.vocab): _winner_line(w, kn.get(int(w.vocab))) for w in winners(table).itertuples()}
+    return [won.get(int(v), f"- |V| = {int(v):,}: no method has a test perplexity at this size (every run diverged).")
+            for v in sorted(table.vocab.unique())]
+
+
+def crossover_lines(table: pd.DataFrame, reference: str) -> list[str]:
+    """One markdown bullet per method run at two sizes or more: where it overtakes ``reference`` for good, and
+    its verdict at every size."""
+    return [_crossover_line(c) for c in crossovers(table, reference).to_dict("records")]
+
+
+def _winner_line(w, kn) -> str:
+    line = f"- |V| = {w.vocab:,}: **{w.winner}** ({w.ppl:.1f})"
+    if w.runner_up is None or pd.isna(w.runner_up):
+        line += ", the only method run at this size"
+    else:
+        apart = ("the same perplexity as the runner-up" if w.tie else
+                 "its interval clear of the runner-up's" if w.clear else
+                 "intervals overlapping the runner-up's" if w.intervals else "one seed: no intervals to compare")
+        line += f", runner-up {w.runner_up} ({w.runner_up_ppl:.1f}); {apart}"
+    if kn is not None:
+        line += f"; count-based {kn.method}-{kn.order}: {kn.ppl:.1f}"
+    return line + "."
+
+
+def _crossover_line(c: dict) -> str:
+    if pd.notna(c["from_vocab"]):
+        start = f"better from |V| = {int(c['from_vocab']):,} on"
+    else:
+        start = "not better for good" if c["better"] else \
+            "never better" if c["no clear difference"] or c["worse"] else "no verdict at any size"
+    parts = [f"better at {_sizes(c['better'])}", f"no clear difference at {_sizes(c['no clear difference'])}",
+             f"worse at {_sizes(c['worse'])}"]
+    parts += [f"no verdict at {_sizes(c['no verdict'])}"] if c["no verdict"] else []
+    parts += [f"not run at {_sizes(c['not run'])}"] if c["not run"] else []
+    return f"- {c['method']}: {start} ({'; '.join(parts)})."
+
+
+def _sizes(vocabs: list[int]) -> str:
+    return ", ".join(f"{v:,}" for v in vocabs) or "none"

@@ -1,0 +1,299 @@
+"""The Markdown tables of a publication, for the README and docs: each results table of ``benchmarks/NAME``
+rendered for people (``render_table``), numbers formatted as a reader wants them (``∞`` for an infinite
+value, ``—`` where there is none, intervals at the publication's own confidence)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from ..io.artifacts import read_json
+from ..io.errors import ConfigError
+from ..io.paths import REPOSITORY
+from .style import fmt_ratio
+
+ROOT = REPOSITORY
+
+
+def markdown_table(cols: list[str], rows) -> str:
+    """A Markdown table: a header of ``cols`` and one line per row of already formatted cells."""
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+    return "\n".join(lines)
+
+
+def headline_markdown(head: pd.DataFrame, refs: pd.DataFrame | None = None, level: int = 95) -> str:
+    """The headline table of a published run, one block per dataset, for the README and docs; with the
+    count-based reference rows (``references.csv``: Kneser-Ney) in their place by test perplexity."""
+    out = []
+    for ds, h in head.groupby("dataset", sort=False):
+        kn = refs[(refs.dataset == ds) & (refs.split == "test")] if refs is not None and not refs.empty else None
+        if kn is not None and not kn.empty:
+            kn = kn.assign(method=[f"{m}-{o} (count-based)" for m, o in zip(kn.method, kn.order)], row_kind="reference",
+                           train_time_s=kn.fit_seconds)
+            h = pd.concat([h, kn[["method", "nll", "ppl", "gap_nll", "train_time_s", "row_kind"]]], ignore_index=True)
+        h = h.sort_values("nll")
+        ref = h.reference.dropna().iloc[0]
+        seeds = int(h.seeds.max())
+        ci = f"{level}% CI" if seeds > 1 else "one seed: no CI"
+        cols = ["method", f"test ppl [{ci}]", f"Δ nll vs {ref} [{ci}]", "verdict"]
+        uneven = h.seeds.nunique() > 1  # a partial run: methods have different numbers of seeds so far
+        if uneven:
+            cols.insert(1, "seeds")
+        synthetic = h.gap_nll.notna().any()
+        if synthetic:
+            cols.append("gap to truth (nats)")
+        best = "best_model_ppl" in h and h.best_model_ppl.notna().any()  # keep: last
+        if best:
+            cols.append("best-valid epoch's test ppl")
+        paper = "paper_ppl" in h and h.paper_ppl.notna().any()
+        if paper:
+            cols += ["paper", "vs paper"]
+        cols += ["rank", "train s", "head kFLOP/token (train)"]
+        budget = "tokens_reached" in h and h.tokens_reached.notna().any()  # a time budget: what it bought
+        if budget:
+            cols.insert(-1, "tokens in budget")
+        rows = []
+        for r in h.itertuples():
+            if getattr(r, "row_kind", None) == "reference":  # no seeds, no verdict, no head: its fit time
+                cells = [r.method, _num(r.ppl, 1), "—", "reference (no seeds)"] + (["—"] if uneven else []) \
+                    + ([_num(r.gap_nll, 3)] if synthetic else []) + (["—"] if best else []) \
+                    + (["—", "—"] if paper else []) + ["—", f"{r.train_time_s:.2g} (fit)"] + (["—"] if budget else []) + ["—"]
+                rows.append(cells)
+                continue
+            zero = getattr(r, "zero_prob_tokens", None)
+            cells = [r.method, _interval(r.ppl, r.ppl_low, r.ppl_high, 1) + (
+                         f" ({int(zero)} test tokens scored probability 0 over {int(r.seeds)} seeds)"
+                         if zero is not None and zero > 0 else ""),
+                     "—" if r.method == ref else _interval(r.delta_nll, r.delta_low, r.delta_high, 3, signed=True),
+                     r.verdict]
+            if uneven:
+                cells.insert(1, str(int(r.seeds)))
+            if synthetic:
+                cells.append(_num(r.gap_nll, 3))
+            if best:
+                cells.append(_num(r.best_model_ppl, 2))
+            if paper:
+                cells += ["—", "—"] if pd.isna(r.paper_ppl) else [f"{r.paper_ppl:.2f}", f"{100 * r.vs_paper:+.1f}%"]
+            if pd.isna(r.logprob_rank):  # rank_contexts: 0 (no rank diagnostic in this run)
+                rank = "—"
+            else:
+                rank = f"{r.logprob_rank:.0f}" + (f" (≤ {int(r.head_dim) + 2})" if r.logprob_rank <= r.head_dim + 2 else "")
+            cells += [rank, f"{r.train_time_s:.0f}"] + ([_millions(r.tokens_reached)] if budget else []) \
+                + [f"{r.head_flops_per_token_train / 1e3:.1f}"]
+            rows.append(cells)
+        title = f"**{ds}** ({seeds} seeds{' at most' if uneven else ''})\n" if len(head.dataset.unique()) > 1 else ""
+        out.append(title + markdown_table(cols, rows))
+    return "\n\n".join(out) + "\n"
+
+
+def _millions(tokens: float) -> str:
+    return "—" if pd.isna(tokens) else f"{tokens / 1e6:.2f}M"
+
+
+def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame | None = None,
+                   level: int = 95) -> str:
+    """A sweep over vocabulary sizes (``sweep.py``), from a publication's summary.csv and headline.csv: per |V|
+    the methods ranked by test perplexity with the verdict against the reference, the tokens the budget bought
+    and the gap to the truth per frequency band (nats; each band's share of the test tokens in its header), or
+    on real text, without a truth, each band's test perplexity;
+    then the lowest neural test perplexity at each size, beside the count-based reference where
+    references.csv has one, and, over several sizes, where each method overtakes the reference."""
+    from ..data.bands import BANDS
+    from .sweep import by_size, crossover_lines, winner_lines
+
+    if "vocab" not in summary:
+        raise ConfigError("summary.csv has no 'vocab' column (summarized by an earlier version): run `summarize` "
+                          "again before reading it as a sweep")
+    table = by_size(head, summary)
+    if table.empty:
+        return "*No finished run in this publication.*\n"
+    test = summary[summary.split == "test"]
+    ref = head.reference.dropna().iloc[0]
+    out = []
+    for vocab, at in table.groupby("vocab"):
+        ds = test[test.vocab == vocab]
+        total = ds.tokens.iloc[0]
+        share = {b: f" ({ds[f'{b}_tokens'].iloc[0] / total:.0%} of tokens)" if f"{b}_tokens" in ds else "" for b in BANDS}
+        ci = f"{level}% CI" if at.ppl_low.notna().any() else "one seed: no CI"
+        truth = at[[f"{b}_gap_nll" for b in BANDS]].notna().any().any()  # real text: each band's perplexity
+        band, key, digits = ("gap", "gap_nll", 3) if truth else ("ppl", "ppl", 1)
+        cols = ["rank", "method", f"test ppl [{ci}]", f"verdict vs {ref}", "tokens in budget",
+                *[f"{band}: {b}{share[b]}" for b in BANDS]]
+        rows = [[str(r.rank_at_size), r.method, "—" if pd.isna(r.ppl) else _interval(r.ppl, r.ppl_low, r.ppl_high, 1),
+                 "—" if pd.isna(r.verdict) else r.verdict,
+                 _millions(r.tokens_reached), *[_fixed(getattr(r, f"{b}_{key}"), digits) for b in BANDS]]
+                for r in at.itertuples()]
+        out.append(f"**|V| = {vocab:,}** ({ds.dataset.iloc[0]})\n" + markdown_table(cols, rows))
+    text = "\n\n".join(out) + "\n\nLowest test perplexity of a neural output layer at each size:\n\n" + \
+        "\n".join(winner_lines(table, refs)) + "\n"
+    cross = crossover_lines(table, ref)
+    return text + (f"\nAgainst {ref} across sizes:\n\n" + "\n".join(cross) + "\n" if cross else "")
+
+
+def _fixed(x: float, digits: int) -> str:
+    return _num(x, digits)
+
+
+def contrasts_markdown(con: pd.DataFrame, level: int = 95) -> str:
+    """Each declared contrast (a method against its own control), for the README and docs."""
+    if con.empty:
+        return "*No contrast declared (`statistics.contrasts`).*\n"
+    many = con.dataset.nunique() > 1
+    cols = (["dataset"] if many else []) + ["method", "control", "test ppl", "control's", "seeds paired",
+                                            f"Δ nll vs control [{level}% CI]", "verdict"]
+    rows = []
+    for r in con.itertuples():
+        cells = [r.method, r.control, _num(r.ppl, 2), _num(r.control_ppl, 2),
+                 "0" if pd.isna(r.pairs) else f"{r.pairs:.0f}",
+                 "—" if pd.isna(r.delta_nll) else _interval(r.delta_nll, r.delta_low, r.delta_high, 3, signed=True),
+                 r.verdict]
+        rows.append(([r.dataset] if many else []) + cells)
+    return markdown_table(cols, rows) + "\n"
+
+
+def references_markdown(refs: pd.DataFrame) -> str:
+    """The count-based reference rows (Kneser-Ney) per dataset: order chosen on valid, valid and test
+    perplexity, gap to the truth where known, fitting time."""
+    if refs.empty:
+        return "*No reference rows in this run.*\n"
+    rows = []
+    for (ds, method), g in refs.groupby(["dataset", "method"], sort=False):
+        v, t = g[g.split == "valid"].iloc[0], g[g.split == "test"].iloc[0]
+        gap = "" if pd.isna(t.get("gap_nll")) else _num(t.gap_nll, 3)
+        rows.append([ds, f"{method}-{int(t.order)}", _num(v.ppl, 2), _num(t.ppl, 2), gap, f"{int(t.tokens):,}",
+                     f"{int(t.train_tokens):,}", f"{int(t.vocab):,}", f"{t.fit_seconds:.1f}"])
+    return markdown_table(["dataset", "reference", "valid ppl", "test ppl", "gap to truth (nats)", "test tokens",
+                           "train tokens", "vocab", "fit s"], rows) + "\n"
+
+
+def selected_markdown(trials: pd.DataFrame) -> str:
+    """The settings each method's tuning selected, with its trial budget and divergences."""
+    opts = [c for c in trials.columns if c.startswith("opt_")]
+    cols = ["dataset", "method", "selected trial", "lr", *[c[4:] for c in opts], "trial valid ppl",
+            "trials (diverged)"]
+    rows = []
+    for (ds, m), g in trials.groupby(["dataset", "method"], sort=False):
+        r = g[g.selected].iloc[0]
+        cells = [ds, m, str(int(r.trial)), f"{r.lr:.3g}"]
+        cells += ["" if pd.isna(r[c]) else (f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c])) for c in opts]
+        rows.append(cells + [_num(r.valid_ppl, 2), f"{len(g)} ({int((g.status != 'ok').sum())})"])
+    return markdown_table(cols, rows) + "\n"
+
+
+def bench_markdown(bench: pd.DataFrame) -> str:
+    """A bench table: each head's step and exact evaluation against the floor measured in the same run,
+    and its step's peak memory against F.linear + F.cross_entropy's."""
+    adam = "adam_ms" in bench  # benches since the Adam step and the optimizer state were timed
+    cols = ["V", "method", "step (ms)", "+ update (ms)", *(["+ Adam (ms)"] if adam else []), "x floor", "eval x floor",
+            "peak memory (MB)", "x F.cross_entropy's", *(["params / Adam state (MB)"] if adam else [])]
+
+    def row(r) -> list[str]:
+        cells = [f"{r.vocab:,}", r.method, f"{r.train_ms:,.1f}", f"{r.update_ms:,.1f}"]
+        cells += [f"{r.adam_ms:,.1f}"] if adam else []
+        cells += [fmt_ratio(r.train_vs_floor), fmt_ratio(r.eval_vs_floor), f"{r.peak_mem_mb:,.1f}", fmt_ratio(r.mem_vs_reference)]
+        return cells + ([f"{r.param_mb:,.1f} / {r.adam_state_mb:,.1f}"] if adam else [])
+
+    lines = [markdown_table(cols, (row(r) for r in bench.itertuples()))]
+    if "lce_auto_ms" in bench:  # the library peer of the softmax loss, once per V
+        lines += ["", "| V | step (ms): F.linear + F.cross_entropy | F.linear_cross_entropy, auto | "
+                      "chunks of 256, compact | x floor (auto / 256) | peak MB (auto / 256) | loss error (auto / 256) |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in bench.drop_duplicates("vocab").itertuples():
+            lines.append(f"| {r.vocab:,} | {r.reference_ms:,.1f} | {r.lce_auto_ms:,.1f} | {r.lce_chunk256_ms:,.1f} | "
+                         f"{r.lce_auto_ms / r.floor_ms:.2f} / {r.lce_chunk256_ms / r.floor_ms:.2f} | "
+                         f"{r.lce_auto_peak_mem_mb:,.1f} / {r.lce_chunk256_peak_mem_mb:,.1f} | "
+                         f"{r.lce_auto_loss_error:.1e} / {r.lce_chunk256_loss_error:.1e} |")
+    return "\n".join(lines) + "\n"
+
+
+def step_bench_markdown(df: pd.DataFrame) -> str:
+    """Whole training steps: the project's and the peer's against the floor measured in the same run."""
+    cols = ["threads", "method", "step (ms)", "x floor", "x floor + softmax pass", "PyTorch example (ms)",
+            "its x floor", "speed-up", "floor (ms): head products + LSTM", "softmax pass (ms)", "tokens/s"]
+    return markdown_table(cols, ([str(r.threads), r.method, f"{r.step_ms:.1f}", f"{r.step_vs_floor:.2f}",
+                                  f"{r.step_vs_floor_and_softmax:.2f}", f"{r.peer_ms:.1f}", f"{r.peer_vs_floor:.2f}",
+                                  f"{r.speedup_vs_peer:.2f}", f"{r.floor_ms:.1f}: {r.head_gemm_ms:.1f} + {r.lstm_ms:.1f}",
+                                  f"{r.softmax_pass_ms:.1f}", f"{r.tokens_per_s:,.0f}"] for r in df.itertuples())) + "\n"
+
+
+def step_breakdown_markdown(df: pd.DataFrame) -> str:
+    """Where a step's time goes, ms per step by part of the step and kind of op, one column per method."""
+    wide = df.pivot(index="part", columns="method", values="ms_per_step")
+    last = ["step, profiled", "step, not profiled"]
+    order = [p for p in wide.index if p not in last] + last
+    return markdown_table(["part: kind of op", *wide.columns],
+                          ([part, *(f"{v:.1f}" for v in wide.loc[part])] for part in order)) + "\n"
+
+
+def provenance_markdown(prov: dict) -> str:
+    wall = prov.get("wall_time_s")
+    rows = [("command", f"`{prov['command']}`"), ("commit", f"`{prov['commit'][:12]}`"),
+            ("run seeds", ", ".join(map(str, prov["seeds"]))),
+            ("wall time", "not recorded" if wall is None else f"{wall // 60:.0f} min {wall % 60:.0f} s"),
+            *([("runs", f"{prov['runs']['runs']} of {prov['runs']['of']}; not yet run: "
+                        f"{_missing(prov['runs']['missing'])}")] if (prov.get("runs") or {}).get("partial") else []),
+            ("machine", prov["cpu_model"]), ("published", prov["published"])]
+    return "| | |\n|---|---|\n" + "".join(f"| {k} | {v} |\n" for k, v in rows)
+
+
+def _missing(missing: list[str], listed: int = 8) -> str:
+    """What a partial summary has not run yet: each item while they are few, else a count per group (a
+    dataset's runs, ``tuning/<dataset>``'s methods, references, matrix fits)."""
+    if len(missing) <= listed:
+        return ", ".join(missing)
+    groups: dict[str, int] = {}
+    for m in missing:
+        parts = m.split("/")
+        key = "/".join(parts[:2]) if parts[0] in ("tuning", "references") else parts[0]
+        groups[key] = groups.get(key, 0) + 1
+    return ", ".join(f"{k} ({n})" for k, n in groups.items()) + f"; {len(missing)} in all"
+
+
+def _num(x: float, digits: int, signed: bool = False) -> str:
+    """A table's number: ``∞`` for an infinity (a word scored probability 0), ``—`` where there is none."""
+    if x is None or pd.isna(x):
+        return "—"
+    if math.isinf(x):
+        return ("+" if signed and x > 0 else "-" if x < 0 else "") + "∞"
+    return f"{x:{'+' if signed else ''}.{digits}f}"
+
+
+def _interval(m: float, lo: float, hi: float, digits: int, signed: bool = False) -> str:
+    if lo is None or math.isnan(lo) or math.isinf(m):  # an infinite mean has no interval worth printing
+        return _num(m, digits, signed)
+    return f"{_num(m, digits, signed)} [{_num(lo, digits, signed)}, {_num(hi, digits, signed)}]"
+
+
+def render_table(path: str) -> str:
+    """The markdown of a results-table block naming ``path`` (relative to the repository root)."""
+    file = ROOT / path
+    if not file.exists():  # a page may announce a run before it is published
+        return f"*Not published yet: run it, then `python -m pipeline_src publish --name {Path(path).parent.name}`.*\n"
+    prov = file.with_name("provenance.json")  # the intervals' level is the publication's (restate may change it)
+    params = read_json(prov).get("params") or {} if prov.is_file() else {}
+    level = int(round(100 * ((params.get("statistics") or {}).get("confidence") or 0.95)))
+    if file.name == "headline.csv":
+        refs = file.with_name("references.csv")
+        return headline_markdown(pd.read_csv(file), pd.read_csv(refs) if refs.exists() and refs.stat().st_size > 1
+                                 else None, level)
+    if file.name == "contrasts.csv":
+        return contrasts_markdown(pd.read_csv(file), level)
+    if file.name == "summary.csv":  # a sweep's reading across sizes, with the headline beside it
+        refs = file.with_name("references.csv")
+        return sweep_markdown(pd.read_csv(file), pd.read_csv(file.with_name("headline.csv")),
+                              pd.read_csv(refs) if refs.exists() and refs.stat().st_size > 1 else None, level)
+    if file.name == "references.csv":
+        return references_markdown(pd.read_csv(file))
+    if file.name == "bench.csv":
+        return bench_markdown(pd.read_csv(file))
+    if file.name == "step-bench.csv":
+        return step_bench_markdown(pd.read_csv(file))
+    if file.name == "step-breakdown.csv":
+        return step_breakdown_markdown(pd.read_csv(file))
+    if file.name == "tuning.csv":
+        return selected_markdown(pd.read_csv(file))
+    if file.name == "provenance.json":
+        return provenance_markdown(read_json(file))
+    raise ConfigError(f"no table format for {path}")
