@@ -11,52 +11,21 @@ import sys
 from pathlib import Path
 
 from .arguments import _int, _positive_int, _seconds
-from .io.artifacts import read_json
-from .io import paths
 from .config import ConfigError, load, run_seeds
+from .io import paths
+from .io.artifacts import read_json
 
 
 def _fetch(params: dict, args) -> None:
-    from .config import mirror_dir
-    from .data.corpora import copy_local, fetch
-    from .io.errors import StaleError
-    from .data.checks import check_raw, record_fetch
-    from .data.synthetic import generate
+    from .data.fetch import fetch_dataset
 
-    corpus = params["datasets"][args.dataset]["corpus"]
-    out = paths.raw_dir(params, args.dataset)
-    if out.exists():
-        try:
-            check_raw(params, args.dataset)
-            print(f"{out} is current (fetched under this config{', local files unchanged' if corpus['type'] == 'local' else ''}): "
-                  f"nothing to do")
-            return
-        except StaleError as e:
-            print(f"refetching: {e}")
-    if corpus["type"] == "synthetic":
-        truth = generate(corpus, out, params["seed"])
-        print(f"synthetic language: {truth['contexts']} contexts x {truth['vocab_size']} words, "
-              f"true test ppl {truth['test_ppl']:.3f}, log-prob rank {truth['log_prob_rank']}")
-    elif corpus["type"] == "zipfian":
-        from .data.zipfian import generate as generate_zipfian
-
-        truth = generate_zipfian(corpus, out, params["seed"])
-        print(f"zipfian language: {truth['vocab_size']:,} words in {truth['classes']} classes, Zipf exponent "
-              f"{truth['zipf_exponent_fitted']:.3f} fitted on train ({truth['train_types_seen']:,} types seen), true "
-              f"test ppl {truth['test_ppl']:.2f} (unigram {truth['test_unigram_ppl']:.2f}), log-prob rank "
-              f"{truth['log_prob_rank']}, {truth['generation_s']:.1f} s")
-    elif corpus["type"] == "local":
-        copy_local(corpus, out)
-    else:
-        fetch(corpus["type"], out, mirror_dir(params))
-    record_fetch(params, args.dataset)
-    print(f"wrote {out}")
+    fetch_dataset(params, args.dataset)
 
 
 def _prepare(params: dict, args) -> None:
     from .config import data_config
-    from .data.prepare import prepare
     from .data.checks import check_raw
+    from .data.prepare import prepare
 
     out = paths.prepared_dir(params, args.dataset)
     meta = prepare(check_raw(params, args.dataset), out, data_config(params, args.dataset))
@@ -72,8 +41,8 @@ def _device(params: dict, args):
 
 
 def _train(params: dict, args) -> None:
-    from .data.checks import check_prepared
     from .config.runspec import resolve_run
+    from .data.checks import check_prepared
     from .training.loop import train
 
     spec = resolve_run(params, args.dataset, args.method, seed=args.seed, trial=args.trial)
@@ -88,9 +57,9 @@ def _train(params: dict, args) -> None:
 
 
 def _finetune(params: dict, args) -> None:
-    from .training.checkpoints import check_model, load_torch
-    from .data.checks import check_prepared
     from .config.runspec import final_config
+    from .data.checks import check_prepared
+    from .training.checkpoints import check_model, load_torch
     from .training.loop import finetune_config, train
 
     cfg = final_config(params, args.dataset, args.method, args.seed)
@@ -200,8 +169,8 @@ def _publish(params: dict, args) -> None:
 
 
 def _stash(params: dict, args) -> None:
-    from .reporting.publish import check_name, check_stash
     from .records.stash import stash
+    from .reporting.publish import check_name, check_stash
 
     out = check_name(args.name, "stash")
     check_stash(out, args.config, args.replace)
@@ -217,8 +186,8 @@ def _stash(params: dict, args) -> None:
 
 
 def _restore(params: dict, args) -> None:
-    from .reporting.publish import check_name
     from .records.stash import restore
+    from .reporting.publish import check_name
 
     src = check_name(args.name, "restore")
     if not (src / "records" / "records.json").is_file():
@@ -240,9 +209,9 @@ def _restate(params: dict, args) -> None:
 def _resolve(params: dict, args) -> None:
     import yaml
 
-    from .io.atomic import check_file_output, write_text
     from .config import chain, schema
     from .config.loading import is_params_file
+    from .io.atomic import check_file_output, write_text
     from .io.errors import OutputError
 
     text = (f"# {args.config} with its extends: chain laid out by `python -m pipeline_src resolve`; edit that "

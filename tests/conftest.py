@@ -90,10 +90,10 @@ def tiny(default_params, tmp_path) -> dict:
 @pytest.fixture
 def tiny_data(tiny):
     """The tiny config validated, its language generated and prepared: (params, raw dir, prepared dir)."""
-    from pipeline_src.io import paths
     from pipeline_src.config import data_config, validate
     from pipeline_src.data.prepare import prepare
     from pipeline_src.data.synthetic import generate
+    from pipeline_src.io import paths
 
     p = validate(tiny)
     raw, prep = paths.raw_dir(p, "tiny"), paths.prepared_dir(p, "tiny")

@@ -5,8 +5,13 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline_src.evaluation.argmax import (argmax_diagnostic, cheap_argmaxable, diagnose, lp_margin,
-    perceptron_argmaxable)
+from pipeline_src.evaluation.argmax import (
+    argmax_diagnostic,
+    cheap_argmaxable,
+    diagnose,
+    lp_margin,
+    perceptron_argmaxable,
+)
 from pipeline_src.heads import HeadContext, build_head, registry
 
 

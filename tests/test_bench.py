@@ -2,8 +2,8 @@ import pandas as pd
 import pytest
 import torch
 
-from pipeline_src.io import paths
 from pipeline_src.cost.bench import peak_bytes, peak_from_events, run_bench, time_fn
+from pipeline_src.io import paths
 
 CPU = torch.device("cpu")
 
@@ -30,9 +30,8 @@ def test_peak_from_profiler_events_is_a_running_sum_in_time_order():
 
 
 def test_every_heads_step_peak_is_positive(tiny):
-    from pipeline_src.cost.bench import bench_one
-
     from pipeline_src.config import validate
+    from pipeline_src.cost.bench import bench_one
 
     p = validate(tiny)
     for name, spec in {**p["methods"], "neglm-b": {"type": "neglm-b", "negatives": 20},

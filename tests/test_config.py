@@ -4,8 +4,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
+
 from pipeline_src import config
 from pipeline_src.config import ConfigError
 
@@ -274,19 +274,22 @@ def test_a_bad_second_crossing_is_refused_naming_the_key(default_params, extra, 
 
 
 def test_head_options_as_data_are_the_registry_s_and_a_damaged_cache_is_rebuilt():
-    """Configs are validated from a cache of every head's options schema (no torch import): it must be exactly
-    what the registry gives, and a cache file that is not JSON is rebuilt rather than trusted."""
+    """Configs are validated from a cache of every head's options schema, family and training cost (no torch
+    import): it must be exactly what the registry gives, and a cache file that is not JSON is rebuilt rather
+    than trusted."""
     from pipeline_src.heads import options as head_options
     from pipeline_src.heads import options_schema, registry
 
     want = {name: options_schema(cls) for name, cls in registry().items()}
-    head_options.head_options.cache_clear()
+    head_options._facts.cache_clear()
     assert head_options.head_options() == want
-    cache = head_options.HEADS / "__pycache__" / f"options-{head_options._source_key()}.json"
-    assert json.loads(cache.read_text()) == want
-    cache.write_text('{"softmax": ')
-    head_options.head_options.cache_clear()  # as a new process would read it
-    assert head_options.head_options() == want and json.loads(cache.read_text()) == want
+    assert head_options.head_families() == {name: cls.family for name, cls in registry().items()}
+    assert head_options.train_cost("moss") == registry()["moss"].train_cost == 9
+    cache = head_options.HEADS / "__pycache__" / f"heads-{head_options._source_key()}.json"
+    assert json.loads(cache.read_text())["options"] == want
+    cache.write_text('{"options": {"softmax": ')
+    head_options._facts.cache_clear()  # as a new process would read it
+    assert head_options.head_options() == want and json.loads(cache.read_text())["options"] == want
     assert head_options.option_defaults("nce")["negatives"] == registry()["nce"].Options().negatives
 
 

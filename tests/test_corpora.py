@@ -5,8 +5,8 @@ from dataclasses import replace
 
 import pytest
 
-from pipeline_src.data import corpora
 from pipeline_src.config import data_config, validate
+from pipeline_src.data import corpora
 from pipeline_src.data.corpora import CorpusError, copy_local, fetch
 from pipeline_src.data.prepare import load_split, prepare
 

@@ -3,9 +3,9 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode, register_flop_formula
 
-from pipeline_src.heads import HeadContext, build_head
-from pipeline_src.heads.softmax import matched_width, mos_forward_macs
 from pipeline_src.data.linalg import numerical_rank
+from pipeline_src.heads import HeadContext, build_head
+from pipeline_src.heads.kernels import matched_width, mos_forward_macs
 
 V, D, N = 300, 12, 64
 
@@ -104,7 +104,7 @@ def test_explicit_width_wins_over_matching():
 
 def test_automatic_chunks_fit_the_cache_at_small_v_and_keep_enough_rows_at_large_v():
     from pipeline_src.heads import HeadContext, build_head
-    from pipeline_src.heads.base import auto_chunk
+    from pipeline_src.heads.kernels import auto_chunk
 
     assert auto_chunk(None, 500) == 262 and auto_chunk(None, 33_278) == 128 and auto_chunk(7, 33_278) == 7
     mos = lambda v: build_head({"type": "mos", "components": 15}, HeadContext(vocab_size=v, in_dim=8))  # noqa: E731

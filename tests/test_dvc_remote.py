@@ -6,7 +6,6 @@ import subprocess
 from pathlib import Path
 
 import pandas as pd
-
 from conftest import ROOT
 from test_pipeline import BIN, _sh, assert_only_fetch_reruns
 

@@ -1,7 +1,6 @@
 import re
 
 import yaml
-
 from conftest import ROOT
 
 

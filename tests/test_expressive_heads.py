@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pipeline_src.heads import HeadContext, build_head
 from pipeline_src.data.linalg import numerical_rank
+from pipeline_src.heads import HeadContext, build_head
 
 V, D, N = 13, 5, 9
 
@@ -112,7 +112,7 @@ def test_sigsoftmax_components_are_exact_on_both_paths(kind, shift):
     """The fused sigsoftmax block takes softmax(z + log sigmoid z) as exp(z - m) sigmoid(z) / S; where
     sigmoid(max z) could underflow it falls back to the log-sigmoid form. Both equal the log-space formula,
     loss and gradients."""
-    from pipeline_src.heads.mixture import sig_logits
+    from pipeline_src.heads.kernels import sig_logits
 
     hd = head(kind, **OPTS[kind])
     _perturb(hd)
@@ -154,7 +154,7 @@ def test_chunked_loss_equals_unchunked_with_gradients(kind):
 
 def test_chunk_recomputation_reuses_the_dropout_masks():
     """chunked_mean_nll recomputes each chunk in backward; with dropout it must see the forward's masks."""
-    from pipeline_src.heads.base import chunked_mean_nll
+    from pipeline_src.heads.kernels import chunked_mean_nll
 
     w = torch.randn(V, D, dtype=torch.float64, requires_grad=True)
 
@@ -243,10 +243,9 @@ def test_rank_of_log_probs_softmax_moc_bounded_mos_not():
 
 
 def test_param_groups_give_plif_its_own_learning_rate():
-    from pipeline_src.config import ModelConfig
+    from pipeline_src.config import ModelConfig, TrainConfig
     from pipeline_src.training.model import LanguageModel
     from pipeline_src.training.optim import build_optimizer
-    from pipeline_src.config import TrainConfig
 
     m = LanguageModel(V, ModelConfig(8, 8, 1, 0.0, True), {"type": "plif", "knots": 10, "lr_scale": 0.1})
     tc = TrainConfig(epochs=1, batch_size=2, bptt=3, optimizer="sgd", lr=2.0, clip=None, lr_decay=2, eval_batch_size=1)

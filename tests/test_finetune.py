@@ -3,11 +3,11 @@ import json
 
 import pytest
 import torch
-
 from conftest import write_params
+
+from pipeline_src.config import config_hash, run_config, train_hash, validate
 from pipeline_src.io import paths
 from pipeline_src.training.averaging import ParameterAverage
-from pipeline_src.config import config_hash, run_config, train_hash, validate
 from pipeline_src.training.loop import finetune_config, train
 
 CPU = torch.device("cpu")

@@ -4,7 +4,7 @@ import torch.nn.functional as F
 
 from pipeline_src.config import validate
 from pipeline_src.heads import HeadContext, build_head, options_schema, registry
-from pipeline_src.heads.softmax import linear_cross_entropy
+from pipeline_src.heads.kernels import linear_cross_entropy
 
 
 def _data(n=37, d=6, v=23, dtype=torch.float32, seed=0):
@@ -54,7 +54,7 @@ def test_chunked_cross_entropy_is_exact_where_the_target_probability_underflows(
 
 @pytest.mark.parametrize("v", [7, 10_000])  # the short-row and the vectorised long-row kernels
 def test_in_place_softmax_writes_the_softmax_into_its_input(v):
-    from pipeline_src.heads.softmax import softmax_
+    from pipeline_src.heads.kernels import softmax_
 
     x = torch.randn(9, v, generator=torch.Generator().manual_seed(0)) * 5
     ref = F.softmax(x, dim=1)
@@ -154,7 +154,7 @@ def test_every_head_trains_under_bf16_autocast(name):
 def test_blocked_evaluation_equals_log_softmax_whatever_the_blocks(v, cols):
     """Exact evaluation over column blocks with a running logsumexp (heads/base.py) gives log softmax's values,
     targets in every block, and its gradient when one is asked for."""
-    from pipeline_src.heads.base import linear_score_and_log_z
+    from pipeline_src.heads.kernels import linear_score_and_log_z
 
     h, w, b, _ = _data(n=40, d=6, v=v, dtype=torch.float64)
     t = torch.arange(40) * (v // 40)  # a target in every block

@@ -8,10 +8,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pipeline_src.io.errors import ConfigError
 from pipeline_src.heads import HeadContext, build_head
-from pipeline_src.heads.base import EVAL_COLS, linear_score_and_log_z
 from pipeline_src.heads.hierarchical import frequency_classes
+from pipeline_src.heads.kernels import EVAL_COLS, linear_score_and_log_z
+from pipeline_src.io.errors import ConfigError
 
 SHAPES = [(37, 5, 9), (200, 8, 33), (1000, 6, 17)]  # (V, d, N)
 

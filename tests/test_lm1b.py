@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 import yaml
-
 from conftest import ROOT, write_params
+
 from pipeline_src.cli import main
 from pipeline_src.data.corpora import REGISTRY
 from pipeline_src.data.prepare import EOS, UNK, _id_dtype, build_word_vocab

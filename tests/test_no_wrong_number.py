@@ -8,10 +8,10 @@ import math
 
 import pandas as pd
 import pytest
-
 from conftest import tiny_params, write_params
-from pipeline_src.io import paths
+
 from pipeline_src.cli import main
+from pipeline_src.io import paths
 
 
 def _refused(capsys, *argv) -> str:
@@ -138,9 +138,8 @@ def _kept_runs(default_params, tmp_path, epochs: int, results: str = "results"):
 
 
 def test_stash_with_nothing_to_stash_leaves_committed_records_alone(default_params, tmp_path, capsys):
-    from pipeline_src.records.stash import MANIFEST, stash
-
     from pipeline_src.config import validate
+    from pipeline_src.records.stash import MANIFEST, stash
 
     p, cfg = _kept_runs(default_params, tmp_path, epochs=1)
     out = tmp_path / "benchmarks" / "x"
@@ -233,11 +232,11 @@ def test_a_hand_edited_metrics_file_is_refused_and_so_are_history_and_matrix_fit
 def test_report_and_publish_refuse_a_bench_made_under_other_settings(default_params, tmp_path, capsys):
     import torch
 
-    from pipeline_src.cost.bench import run_bench
     from pipeline_src.config import validate
-    from pipeline_src.reporting.summarize import check_bench
+    from pipeline_src.cost.bench import run_bench
     from pipeline_src.io.digests import DigestError
     from pipeline_src.io.errors import StaleError
+    from pipeline_src.reporting.summarize import check_bench
 
     p = validate(tiny_params(default_params, tmp_path))
     run_bench(p, torch.device("cpu"))
@@ -281,8 +280,8 @@ def test_publish_over_a_publication_of_another_params_file_needs_replace(default
     import torch
 
     import pipeline_src.reporting.publish as pub
-    from pipeline_src.cost.bench import run_bench
     from pipeline_src.config import validate
+    from pipeline_src.cost.bench import run_bench
     from pipeline_src.io.errors import OutputError
 
     monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
@@ -323,8 +322,8 @@ def test_a_refused_checkpoint_is_named_as_the_file_it_is(tiny_data, tmp_path):
 
     from pipeline_src.config import run_config
     from pipeline_src.io.errors import ResumeError
-    from pipeline_src.training.loop import train
     from pipeline_src.training import checkpoints
+    from pipeline_src.training.loop import train
 
     p, _, prep = tiny_data
     cfg = run_config(p, "tiny", "softmax")
@@ -581,8 +580,9 @@ def test_restate_keeps_the_publication_s_summary_record_true(tmp_path, monkeypat
     headline.csv no longer matched."""
     import shutil
 
-    import pipeline_src.reporting.publish as pub
     from conftest import ROOT
+
+    import pipeline_src.reporting.publish as pub
     from pipeline_src.config import load
     from pipeline_src.io.digests import sha256_of
 

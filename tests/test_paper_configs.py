@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import ROOT, clean_env
+
 from pipeline_src.config import load
 
 BIN = Path(sys.executable).parent
@@ -33,9 +33,9 @@ bench: {{vocab_sizes: [100], tokens: 16, dim: 8, repeats: 1, warmup: 0}}
 
 
 def _project(tmp_path: Path) -> Path:
-    from test_pipeline import _project as project
-    from conftest import tiny_params
     import yaml
+    from conftest import tiny_params
+    from test_pipeline import _project as project
 
     return project(tmp_path, tiny_params(yaml.safe_load((ROOT / "params.yaml").read_text()), tmp_path))
 

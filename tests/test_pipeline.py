@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import ROOT, clean_env, tiny_params, write_params
 
 BIN = Path(sys.executable).parent

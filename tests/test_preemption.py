@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import tiny_params, write_params
 from test_pipeline import BIN, _project, _sh
 

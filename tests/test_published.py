@@ -5,9 +5,9 @@ import json
 
 import pandas as pd
 import pytest
-
 from conftest import ROOT, write_params
 from machine_tolerance import SAME_MACHINE_NATS, Machine, check_rerun, published_on, this_machine, tolerance
+
 from pipeline_src.cli import main
 from pipeline_src.config import load, run_pairs, validate
 from pipeline_src.reporting.publish import BLOCK, doc_files, render_table, stale_tables
@@ -100,8 +100,8 @@ def test_a_rerun_on_another_machine_is_held_to_the_measured_spread_and_on_the_sa
 def test_a_bench_alone_is_published_with_its_command_and_refused_when_its_config_changed(tmp_path, monkeypatch,
                                                                                        default_params):
     import pipeline_src.reporting.publish as pub
-    from pipeline_src.cost.bench import run_bench
     from pipeline_src.config import ConfigError, validate
+    from pipeline_src.cost.bench import run_bench
 
     p = validate(copy.deepcopy(default_params))
     p["results_dir"] = str(tmp_path / "results")

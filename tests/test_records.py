@@ -3,12 +3,10 @@ leave Snakemake only what is missing; a damaged stash or a changed config restor
 import json
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
-import subprocess
-
 import pytest
-
 from conftest import clean_env, tiny_params, write_params
 from test_pipeline import BIN, _planned, _project, _sh
 

@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import write_params
+
 from pipeline_src.cli import main
 
 
@@ -27,8 +27,8 @@ def test_the_row_keeps_the_order_best_on_valid_and_scores_against_the_truth(kn_r
     valid = {int(k): v["valid_nll"] for k, v in rec["orders"].items()}
     assert rec["order"] == min(valid, key=valid.get) and set(valid) == {1, 2, 3}
     assert valid[1] > valid[2]  # context helps on a trigram language: the unigram level is worst
-    from pipeline_src.io import paths
     from pipeline_src.data.prepare import load_split
+    from pipeline_src.io import paths
 
     test = rec["splits"]["test"]
     assert test["tokens"] == len(load_split(paths.prepared_dir(params, "tiny"), "test"))  # every token scored

@@ -5,8 +5,8 @@ import json
 
 import pytest
 import torch
-
 from conftest import tiny_params, write_params
+
 from pipeline_src.cli import main
 
 
@@ -65,7 +65,6 @@ def test_dvc_reruns_downstream_stages_only_when_a_local_corpus_changed():
     """DVC cannot list a local corpus's files as deps (their paths are params), so its fetch stage
     always runs, keeps its output (persist) and rewrites it only when the bytes changed."""
     import yaml
-
     from conftest import ROOT
 
     fetch = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["fetch"]["do"]
@@ -153,10 +152,10 @@ def test_a_diverged_final_run_is_a_clear_error_and_leaves_no_checkpoint(capsys, 
 
 
 def test_truncated_checkpoint_is_set_aside_and_training_resumes_from_the_previous_one(capsys, proj, tmp_path):
-    from pipeline_src.io import paths
     from pipeline_src.config import validate
-    from pipeline_src.training.loop import train
     from pipeline_src.config.runspec import final_config
+    from pipeline_src.io import paths
+    from pipeline_src.training.loop import train
 
     p, cfg = proj
     _prepared(capsys, cfg)

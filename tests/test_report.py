@@ -12,9 +12,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from filelock import FileLock
-
 from conftest import clean_env, tiny_params, write_params
+from filelock import FileLock
 
 BIN = Path(sys.executable).parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -6,10 +6,10 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, tiny_params, write_params
-from pipeline_src.io import atomic
+
 from pipeline_src.cli import main
+from pipeline_src.io import atomic
 from pipeline_src.io.errors import OutputError
 
 

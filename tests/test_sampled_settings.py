@@ -5,11 +5,11 @@ import math
 import numpy as np
 import pytest
 import torch
+from test_sampled_heads import COUNTS, D, K, N, V, data, logsig, make, s_of
 
 from pipeline_src.heads import HeadContext, build_head
 from pipeline_src.heads.adaptive import tail_div_value
 from pipeline_src.heads.sampling import Negatives, unigram_probs
-from test_sampled_heads import COUNTS, D, K, N, V, data, logsig, make, s_of
 
 
 @pytest.mark.parametrize("kind", ["neg", "neglm"])
@@ -33,9 +33,12 @@ def test_the_logit_offset_is_subtracted_from_every_training_logit(kind, offset):
 
 
 def test_a_logit_offset_is_refused_where_a_head_has_a_bias_or_spelled_wrong():
-    from pipeline_src.config import ConfigError, validate
+    import copy
+
+    import yaml
     from conftest import ROOT
-    import copy, yaml
+
+    from pipeline_src.config import ConfigError, validate
 
     base = yaml.safe_load((ROOT / "params.yaml").read_text())
     for method, why in (({"type": "nce", "logit_offset": 1.0}, "logit_offset"),
@@ -108,6 +111,7 @@ def test_the_collapse_line_is_the_add_one_unigram_model_on_the_same_tokens():
 
 def test_the_report_flags_collapsed_runs_and_words_a_head_cannot_score():
     import pandas as pd
+
     from pipeline_src.reporting.findings import collapse_findings, collapse_table, zero_probability_findings
 
     rows = [{"dataset": "synth", "method": m, "seed": s, "split": sp, "collapsed": c, "zero_prob_words": z,
@@ -170,10 +174,11 @@ def default_language(tmp_path_factory):
 
     import yaml
     from conftest import ROOT
-    from pipeline_src.io import paths
+
     from pipeline_src.config import data_config, validate
     from pipeline_src.data.prepare import prepare
     from pipeline_src.data.synthetic import generate
+    from pipeline_src.io import paths
 
     tmp = tmp_path_factory.mktemp("default-language")
     p = validate(copy.deepcopy(yaml.safe_load((ROOT / "params.yaml").read_text())))

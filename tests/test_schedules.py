@@ -6,8 +6,8 @@ import torch
 
 from pipeline_src.config import TrainConfig, run_config, validate
 from pipeline_src.training.averaging import ParameterAverage
-from pipeline_src.training.schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
 from pipeline_src.training.loop import train
+from pipeline_src.training.schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
 
 CPU = torch.device("cpu")
 BASE = TrainConfig(epochs=39, batch_size=20, bptt=20, optimizer="sgd", lr=20.0, clip=0.25, lr_decay=1.2,

@@ -5,7 +5,6 @@ import re
 import subprocess
 
 import pytest
-
 from conftest import ROOT, clean_env
 from test_pipeline import BIN
 

@@ -6,11 +6,11 @@ import os
 
 import pytest
 import torch
-
 from conftest import tiny_params, write_params
-from pipeline_src.io import paths
+
 from pipeline_src.cli import main
 from pipeline_src.config import config_hash, load, run_config, train_hash
+from pipeline_src.io import paths
 from pipeline_src.records.hashes import SUMMARY_SENTINEL, record_hashes
 from pipeline_src.training.loop import train
 
@@ -163,6 +163,7 @@ def test_every_published_run_carries_the_hash_the_code_gives_its_config_now():
 
     import pandas as pd
     from conftest import ROOT
+
     from pipeline_src.config import run_hash, validate
 
     migration = json.loads((ROOT / "benchmarks/hash-migration.json").read_text())["map"]

@@ -3,8 +3,8 @@ import copy
 
 import pytest
 import torch
-
 from conftest import write_params
+
 from pipeline_src.config import ConfigError, TrainConfig, validate
 from pipeline_src.cost.stepbench import PeerLM, peer_step_fn
 
@@ -23,11 +23,11 @@ def _sgd(tiny: dict) -> dict:
 def test_the_peer_is_the_same_model_and_the_same_step(tiny_data):
     """Given the project's weights, the rebuilt example computes the same loss and, after one step of
     clipped SGD, the same weights: the bench compares two implementations of one algorithm."""
+    from pipeline_src.config.runspec import final_config
     from pipeline_src.data.batching import batchify, segments
-    from pipeline_src.training.optim import build_optimizer
     from pipeline_src.data.prepare import load_split
     from pipeline_src.training.loop import build_model, train_step
-    from pipeline_src.config.runspec import final_config
+    from pipeline_src.training.optim import build_optimizer
 
     p, _, prep = tiny_data
     p = validate(_sgd(p))
@@ -59,8 +59,8 @@ def test_the_peer_is_the_same_model_and_the_same_step(tiny_data):
 def test_bench_step_writes_the_table_and_the_breakdown(tiny, tmp_path, monkeypatch):
     import pandas as pd
 
-    from pipeline_src.io import paths
     from pipeline_src.cli import main
+    from pipeline_src.io import paths
 
     cfg = write_params(_sgd(tiny), tmp_path / "p.yaml")
     for cmd in ("fetch", "prepare"):

@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import torch
 
-from pipeline_src.io import paths
-from pipeline_src.data.batching import batchify, scored_positions, segments
 from pipeline_src.config import run_config
+from pipeline_src.data.batching import batchify, scored_positions, segments
 from pipeline_src.data.corpora import SPLITS
-from pipeline_src.evaluation.evaluate import evaluate, stream_log_probs
 from pipeline_src.data.prepare import load_split
+from pipeline_src.evaluation.evaluate import evaluate, stream_log_probs
+from pipeline_src.io import paths
 from pipeline_src.training.loop import ResumeError, build_model, train
 
 CPU = torch.device("cpu")
@@ -209,8 +209,8 @@ def test_self_normalisation_diagnostics_for_sampled_heads(data):
 
 @pytest.mark.parametrize("optimizer", ["adam", "sgd"])
 def test_sampled_head_trains_with_a_sparse_step(data, tmp_path, optimizer):
-    from pipeline_src.training.optim import build_optimizer
     from pipeline_src.config import TrainConfig
+    from pipeline_src.training.optim import build_optimizer
 
     p, raw, prep = data
     spec = {"type": "sampled-softmax", "negatives": 5, "sampler": "log-uniform"}

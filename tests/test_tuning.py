@@ -6,15 +6,15 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from conftest import tiny_params
-from pipeline_src.io import paths
+
 from pipeline_src.config import ConfigError, data_config, validate
-from pipeline_src.data.prepare import prepare
-from pipeline_src.data.synthetic import generate
-from pipeline_src.training.loop import train
 from pipeline_src.config.runspec import final_config, selection_key, trial_config, trials
 from pipeline_src.config.tuning import points, select
+from pipeline_src.data.prepare import prepare
+from pipeline_src.data.synthetic import generate
+from pipeline_src.io import paths
+from pipeline_src.training.loop import train
 
 CPU = torch.device("cpu")
 
@@ -105,9 +105,9 @@ def test_a_run_is_resolved_once_into_a_frozen_spec(default_params, tmp_path):
     hash the canonical config's, and a trial's spec carries the trial's seed, budget and directory."""
     import dataclasses
 
-    from pipeline_src.io import paths
     from pipeline_src.config import run_config, run_hash
     from pipeline_src.config.runspec import resolve_run
+    from pipeline_src.io import paths
 
     plain = validate(tiny_params(default_params, tmp_path))
     spec = resolve_run(plain, "tiny", "softmax", seed=0)

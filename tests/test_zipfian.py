@@ -90,6 +90,7 @@ def test_the_same_seed_makes_the_same_language(tmp_path):
 
 def test_a_zipfian_dataset_runs_through_fetch_prepare_train_evaluate_with_its_truth_and_bands(tmp_path, default_params):
     from conftest import tiny_params, write_params
+
     from pipeline_src.cli import main
 
     p = tiny_params(default_params, tmp_path)

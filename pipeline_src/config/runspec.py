@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..io import paths
+from ..io.errors import ConfigError
 from . import tuning
 from .identity import config_hash, run_hash, train_hash
 from .runs import run_config, run_seeds
-from ..io.errors import ConfigError
 
 
 @dataclass(frozen=True)

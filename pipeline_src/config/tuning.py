@@ -18,8 +18,8 @@ import zlib
 
 import numpy as np
 
-from ..io.artifacts import read_json
 from ..io import paths
+from ..io.artifacts import read_json
 from ..io.atomic import write_json
 from ..io.digests import check_seal, seal
 from ..io.errors import ConfigError

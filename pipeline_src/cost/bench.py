@@ -25,11 +25,11 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from ..heads import HeadContext, build_head
+from ..heads.kernels import scratch_bytes
 from ..io import paths
 from ..io.atomic import atomic_path, write_json
 from ..io.digests import sha256_of
-from ..heads import HeadContext, build_head
-from ..heads.base import scratch_bytes
 
 
 def sync(device: torch.device) -> None:

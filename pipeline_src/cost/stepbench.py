@@ -33,17 +33,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..io.artifacts import read_json
-from ..io import paths
-from ..io.atomic import atomic_path, write_json
-from ..data.batching import batchify, segments
-from .bench import floor_ms, sync, time_fn
 from ..config import ConfigError, TrainConfig
-from ..heads.softmax import softmax_
+from ..data.batching import batchify, segments
 from ..data.prepare import load_split
+from ..heads.kernels import softmax_
+from ..io import paths
+from ..io.artifacts import read_json
+from ..io.atomic import atomic_path, write_json
 from ..io.runtime import cpu_model, load_average, seed_everything
 from ..training.loop import build_model, train_step
 from ..training.optim import build_optimizer
+from .bench import floor_ms, sync, time_fn
 
 PARTS = ("encoder", "head", "backward", "clip", "optimizer")  # record_function labels of train_step
 MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm", "aten::matmul"}

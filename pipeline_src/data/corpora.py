@@ -22,8 +22,8 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..io.atomic import atomic_path, write_json
 from ..config import MIRROR_ENV
+from ..io.atomic import atomic_path, write_json
 
 SPLITS = ("train", "valid", "test")
 

@@ -15,9 +15,9 @@ from typing import Iterable
 
 import numpy as np
 
+from ..config import config_hash
 from ..io.artifacts import read_json
 from ..io.atomic import atomic_path, write_json
-from ..config import config_hash
 from ..io.digests import sha256_of
 
 EOS, UNK = "<eos>", "<unk>"

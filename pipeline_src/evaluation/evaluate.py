@@ -8,12 +8,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .argmax import LP_MAX_VOCAB, argmax_diagnostic
-from ..io.atomic import write_json
 from ..data.batching import batchify, scored_positions
-from ..io.digests import seal, sha256_of
 from ..data.streaming import stream, stream_log_probs  # noqa: F401  (evaluate's names, as before)
 from ..data.truth import load_truth
+from ..io.atomic import write_json
+from ..io.digests import seal, sha256_of
+from .argmax import LP_MAX_VOCAB, argmax_diagnostic
 from .scoring import per_band
 
 
@@ -81,7 +81,7 @@ def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.devi
     for split in ("valid", "test"):
         ids = load_split(prepared, split)
         data = batchify(ids, bs, device)
-        if hasattr(model.head, "self_normalisation"):  # one pass gives both: log p = score - log Z
+        if model.head.self_normalised:  # one pass gives both: log p = score - log Z
             (score, log_z), seconds = stream(model, data, bptt, model.head.self_normalisation)
             lp, extra = score.double() - log_z.double(), self_normalisation_stats(score, log_z)
         else:

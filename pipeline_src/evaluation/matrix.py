@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..io.atomic import write_json
-from ..io.digests import seal
-from ..heads import HeadContext, build_head
 from ..data.linalg import numerical_rank
 from ..data.synthetic import _log_dirichlet
+from ..heads import HeadContext, build_head
+from ..io.atomic import write_json
+from ..io.digests import seal
 
 
 def target(n_contexts: int, vocab: int, beta: float, seed: int) -> np.ndarray:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config import config_hash
 from ..io import paths
 from ..io.artifacts import read_json
 from ..io.atomic import write_json
 from ..io.digests import seal
-from ..config import config_hash
 
 REFERENCES = ("kn",)
 
@@ -49,9 +49,9 @@ def _split_row(lp: np.ndarray, ids: np.ndarray, counts: np.ndarray, truth, split
 
 def kn_reference(params: dict, dataset: str) -> dict:
     """Fit every order of ``references.kn.orders``, keep the one with the lowest valid nll, score it."""
-    from .kneser_ney import KneserNey
     from ..data.prepare import EOS, load_split, load_vocab
     from ..data.truth import load_truth
+    from .kneser_ney import KneserNey
 
     opts = params["references"]["kn"]
     prepared, raw = paths.prepared_dir(params, dataset), paths.raw_dir(params, dataset)

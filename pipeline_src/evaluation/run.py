@@ -16,12 +16,12 @@ from ..io.errors import ConfigError
 def evaluate_run(params: dict, dataset: str, method: str, seed: int, device: torch.device) -> dict:
     """Score the run, write its metrics.json; returns the splits' scores (and rank, argmax diagnostics)."""
     from ..config import run_hash
-    from .evaluate import evaluate, write_metrics
-    from ..training.checkpoints import check_model, load_torch
+    from ..config.runspec import final_config
     from ..data.checks import check_prepared
     from ..io.runtime import peak_memory_mb, reset_peak_memory
-    from ..config.runspec import final_config
+    from ..training.checkpoints import check_model, load_torch
     from ..training.loop import build_model, finetune_config
+    from .evaluate import evaluate, write_metrics
 
     prepared = check_prepared(params, dataset)
     run = paths.run_dir(params, dataset, method, seed)

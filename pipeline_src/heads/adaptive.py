@@ -13,12 +13,8 @@ import torch
 from torch import Tensor, nn
 
 from ..io.errors import ConfigError
-from .base import HeadContext, OutputLayer, chunked_rows, register
-
-
-def default_cutoffs(v: int) -> list[int]:
-    """Clusters at 5% and 25% of the vocabulary (frequency-sorted ids), dropping degenerate ones."""
-    return sorted({c for c in (v // 20, v // 4) if 0 < c < v})
+from .base import HeadContext, OutputLayer, register
+from .kernels import chunked_rows, default_cutoffs
 
 
 def tail_div_value(d: int, clusters: int, div_value: float, min_tail_dim: int) -> float:
@@ -33,7 +29,7 @@ def tail_div_value(d: int, clusters: int, div_value: float, min_tail_dim: int) -
     return max(div, 1.0)
 
 
-@register("adaptive-softmax")
+@register("adaptive-softmax", family="structured and self-normalised heads")
 class AdaptiveSoftmax(OutputLayer):
     @dataclass(frozen=True)
     class Options:

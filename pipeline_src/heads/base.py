@@ -9,8 +9,6 @@ V = vocabulary size.
 """
 from __future__ import annotations
 
-import math
-
 import dataclasses
 import typing
 from dataclasses import dataclass
@@ -19,7 +17,9 @@ from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
-from torch.utils.checkpoint import checkpoint
+
+from .families import FAMILIES
+from .kernels import chunked_rows
 
 
 @dataclass(frozen=True)
@@ -32,41 +32,21 @@ class HeadContext:
     tied_weight: nn.Parameter | None = None  # (V, d) input embedding to share, if tying
 
 
-class Scratch:
-    """A block of memory a head reuses for its (chunk x V) logits from one step to the next.
-
-    On the CPU a fresh block of that size (28 MB at V = 10k) is handed back to the OS when freed, so each
-    step pays its page faults again (measured: ~10 ms per step of the PTB baseline's ~150). A caching
-    allocator (CUDA) would not, and reusing does no harm there. Not a buffer: never saved. The bench adds
-    its bytes to a head's peak memory (``scratch_bytes``)."""
-
-    def __init__(self) -> None:
-        self.block: Tensor | None = None
-
-    def get(self, rows: int, cols: int, like: Tensor) -> Tensor:
-        n, b = rows * cols, self.block
-        if b is None or b.numel() < n or b.dtype != like.dtype or b.device != like.device:
-            b = self.block = torch.empty(n, dtype=like.dtype, device=like.device)
-        return b[:n].view(rows, cols)
-
-    @property
-    def nbytes(self) -> int:
-        return 0 if self.block is None else self.block.numel() * self.block.element_size()
-
-
-def scratch_bytes(module: nn.Module) -> int:
-    """Bytes held by the ``Scratch`` blocks of a module and its children."""
-    return sum(v.nbytes for m in module.modules() for v in vars(m).values() if isinstance(v, Scratch))
-
-
 class OutputLayer(nn.Module):
-    """Base class of all heads. Subclasses set ``Options`` and implement the two methods."""
+    """Base class of all heads. Subclasses set ``Options`` and implement ``loss`` and ``log_prob``; every
+    other hook below has a default, and a head overrides what it has (none is probed for by name)."""
 
     @dataclass(frozen=True)
     class Options:
         pass
 
-    name: ClassVar[str] = ""
+    name: ClassVar[str] = ""  # its config name; these three are set by ``register``
+    family: ClassVar[str] = ""  # one of FAMILIES: the reports group, colour and mark heads by it
+    train_cost: ClassVar[int] = 2  # training cost per token at a small vocabulary, relative (Snakemake starts
+    # the costliest jobs first: it knows no runtimes, and a long run started last leaves a core idle)
+    # True for a head whose evaluation gives its score and log Z in one pass (``self_normalisation``): the
+    # evaluation then reports how far from normalised its scores are
+    self_normalised: ClassVar[bool] = False
     # False for heads trained by a sampled surrogate: their exact distribution is not what they fit,
     # so training calls them diverged only beyond twice the uniform nll (train.py)
     trains_exact_likelihood: ClassVar[bool] = True
@@ -124,6 +104,12 @@ class OutputLayer(nn.Module):
         rest of the rows compete but are not words); None when it is not (``affine_why`` says why)."""
         return None
 
+    def self_normalisation(self, hidden: Tensor, target: Tensor,
+                           chunk_size: int | None = None) -> tuple[Tensor, Tensor]:
+        """(unnormalised log p of the targets (N,), log Z (N,)), their difference the exact log p: for the heads
+        that declare ``self_normalised``."""
+        raise NotImplementedError(f"{self.name} does not declare self_normalised")
+
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int = 1024) -> Tensor:
         """Exact log p(target | h), (N,). Chunked over rows so memory stays O(chunk x V)."""
         return chunked_rows(lambda h, t: self.log_prob(h).gather(1, t[:, None]).squeeze(1), hidden, target,
@@ -139,94 +125,20 @@ def output_embedding(ctx: HeadContext, init_range: float) -> tuple[nn.Parameter,
     return weight, nn.Parameter(torch.zeros(ctx.vocab_size))
 
 
-CHUNK_ELEMENTS = 1 << 17  # elements of a chunk's largest temporary when a head sizes its chunks itself
-MIN_CHUNK_ROWS = 128  # fewer rows starve the chunk's matrix products (see auto_chunk)
-
-
-def auto_chunk(chunk_size: int | None, row_elements: int, budget: int = CHUNK_ELEMENTS,
-               min_rows: int = MIN_CHUNK_ROWS) -> int:
-    """``chunk_size``, or (None) as many rows as keep a (rows x row_elements) temporary within
-    ``budget`` elements (2^17 = 512 KiB in float32, about a core's L2 cache: the elementwise passes over
-    a chunk then stay in cache; at V = 500 this measured faster than both smaller and whole-batch
-    chunks), but never fewer than ``min_rows``: at V = 10k and 33k the cache rule gives 13 and 3 rows,
-    whose (rows x d) x (d x V) products ran sigsoftmax at 4.4x and 24x the GEMM floor instead of 2.0x
-    and 2.2x with 128 rows (one thread, N = 700, d = 200; docs/bench.md)."""
-    return chunk_size or max(min_rows, budget // max(1, row_elements))
-
-
-def chunked_rows(fn, hidden: Tensor, target: Tensor, chunk_size: int) -> Tensor:
-    """``fn(h (c, d), t (c,)) -> (c,)`` applied ``chunk_size`` rows at a time and concatenated: (N,)."""
-    if hidden.shape[0] == 0:
-        return hidden.new_zeros(0)
-    return torch.cat([fn(hidden[s:s + chunk_size], target[s:s + chunk_size])
-                      for s in range(0, hidden.shape[0], chunk_size)])
-
-
-EVAL_COLS = 4096  # words per block in blocked exact evaluation (at 1M words: 0.65x the plain product's time,
-# which writes the whole (N, V) output; 8192 columns 0.74x, 65,536 1.06x; one thread, N = 256, d = 128)
-
-
-def linear_score_and_log_z(h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
-                           cols: int = EVAL_COLS) -> tuple[Tensor, Tensor]:
-    """(the target's logit (c,), logsumexp over V (c,)) of ``h W^T + b`` for h (c, d), weight (V, d), without
-    forming the (c, V) logits: column blocks of ``cols`` words, a running max and a rescaled running sum.
-    Each block is made, reduced and dropped while it is in cache, so exact evaluation at |V| = 1M reads no
-    (c x V) tensor from memory (the unblocked logsumexp read it twice)."""
-    c = h.shape[0]
-    score = torch.empty(c, dtype=h.dtype, device=h.device)
-    top = torch.full((c,), -math.inf, dtype=h.dtype, device=h.device)
-    total = torch.zeros(c, dtype=h.dtype, device=h.device)
-    for lo in range(0, weight.shape[0], cols):
-        hi = min(lo + cols, weight.shape[0])
-        z = torch.mm(h, weight[lo:hi].t()) if bias is None else torch.addmm(bias[lo:hi], h, weight[lo:hi].t())
-        here = (target >= lo) & (target < hi)
-        if here.any():
-            rows = here.nonzero().squeeze(1)
-            score[rows] = z[rows, target[rows] - lo]
-        new = torch.maximum(top, z.amax(dim=1))
-        e = (z - new[:, None]).exp() if z.requires_grad else z.sub_(new[:, None]).exp_()  # in place without autograd
-        total = total * torch.exp(top - new) + e.sum(dim=1)
-        top = new
-    return score, top + torch.log(total)
-
-
-def linear_target_log_prob(h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor) -> Tensor:
-    """log softmax(h W^T + b)[target], (c,), blocked over the vocabulary (:func:`linear_score_and_log_z`)."""
-    score, log_z = linear_score_and_log_z(h, weight, bias, target)
-    return score - log_z
-
-
-def target_log_softmax(logits: Tensor, target: Tensor) -> Tensor:
-    """log softmax(logits)[target] for (c, V) logits and (c,) targets, without forming log_softmax."""
-    return logits.gather(1, target[:, None]).squeeze(1) - torch.logsumexp(logits, dim=1)
-
-
-def chunked_mean_nll(target_log_prob, hidden: Tensor, target: Tensor, chunk_size: int) -> Tensor:
-    """-mean log p(target | h) computed ``chunk_size`` rows at a time.
-
-    With gradients on, every chunk runs under activation checkpointing: its (rows x K x V)
-    intermediates are freed after the forward and recomputed in backward (with the same dropout
-    masks), so only one chunk's are ever alive. ``target_log_prob(h (c, d), t (c,)) -> (c,)``.
-    """
-    total = hidden.new_zeros(())
-    grad = torch.is_grad_enabled()
-    for s in range(0, hidden.shape[0], chunk_size):
-        h, t = hidden[s:s + chunk_size], target[s:s + chunk_size]
-        lp = checkpoint(target_log_prob, h, t, use_reentrant=False) if grad else target_log_prob(h, t)
-        total = total + lp.sum()
-    return -total / hidden.shape[0]
-
-
 _REGISTRY: dict[str, type[OutputLayer]] = {}
 
 
-def register(name: str):
-    """Class decorator: make a head available to configs as ``type: <name>``."""
+def register(name: str, family: str, train_cost: int = 2):
+    """Class decorator: make a head available to configs as ``type: <name>``, in one of ``FAMILIES``."""
 
     def deco(cls: type[OutputLayer]) -> type[OutputLayer]:
         if name in _REGISTRY:
             raise ValueError(f"output layer {name!r} registered twice")
-        cls.name = name
+        if family not in FAMILIES:
+            raise ValueError(f"output layer {name!r}: family {family!r} is not one of {list(FAMILIES)}")
+        if cls.self_normalised and cls.self_normalisation is OutputLayer.self_normalisation:
+            raise ValueError(f"output layer {name!r} declares self_normalised but defines no self_normalisation")
+        cls.name, cls.family, cls.train_cost = name, family, train_cost
         _REGISTRY[name] = cls
         return cls
 
@@ -289,16 +201,3 @@ def options_schema(cls: type[OutputLayer]) -> dict:
     return {"additionalProperties": False, "properties": props, "required": required}
 
 
-def apply_in_fp32(fn: type[torch.autograd.Function], *args):
-    """``fn.apply(*args)`` with autocast off and bf16 / fp16 tensors cast to float32.
-
-    The fused losses form their gradients by hand inside ``forward``; under bf16 autocast their
-    products would come out in mixed dtypes. They run in float32 (mixed-precision training keeps
-    the encoder and the heads' small projections in bf16); gradients flow back to the bf16 inputs.
-    float32 and float64 inputs pass through unchanged.
-    """
-    device = next(a.device for a in args if isinstance(a, Tensor))
-    low = (torch.bfloat16, torch.float16)
-    args = tuple(a.float() if isinstance(a, Tensor) and a.dtype in low else a for a in args)
-    with torch.autocast(device_type=device.type, enabled=False):
-        return fn.apply(*args)

@@ -17,13 +17,11 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-
-from ..io.errors import ConfigError
 from torch.autograd.function import once_differentiable
 
-from .adaptive import default_cutoffs
-from .base import HeadContext, OutputLayer, Scratch, apply_in_fp32, chunked_rows, linear_score_and_log_z, register
-from .softmax import softmax_
+from ..io.errors import ConfigError
+from .base import HeadContext, OutputLayer, register
+from .kernels import Scratch, apply_in_fp32, chunked_rows, default_cutoffs, linear_score_and_log_z, softmax_
 
 
 def default_widths(d: int, bands: int) -> list[int]:
@@ -85,7 +83,7 @@ class ChunkedBandCrossEntropy(torch.autograd.Function):
         return (grads[0], grads[1], None, None, None, None, None, *grads[2:])
 
 
-@register("differentiated-softmax")
+@register("differentiated-softmax", family="structured and self-normalised heads")
 class DifferentiatedSoftmax(OutputLayer):
 
     @dataclass(frozen=True)

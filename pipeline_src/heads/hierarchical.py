@@ -18,7 +18,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..io.errors import ConfigError
-from .base import HeadContext, OutputLayer, chunked_rows, output_embedding, register
+from .base import HeadContext, OutputLayer, output_embedding, register
+from .kernels import chunked_rows
 
 
 def frequency_classes(counts: Tensor | None, v: int, classes: int, clustering: str) -> Tensor:
@@ -36,7 +37,7 @@ def frequency_classes(counts: Tensor | None, v: int, classes: int, clustering: s
     return torch.cat([starts, torch.tensor([v])])
 
 
-@register("hierarchical-softmax")
+@register("hierarchical-softmax", family="structured and self-normalised heads")
 class HierarchicalSoftmax(OutputLayer):
     affine_why = "log p(w) = log p(class) + log p(w | class): two softmaxes, not one set of logits"
 

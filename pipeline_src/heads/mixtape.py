@@ -28,9 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import (HeadContext, OutputLayer, auto_chunk, chunked_mean_nll, chunked_rows, output_embedding, register,
-    target_log_softmax)
-from .mixture import init_range_field
+from .base import HeadContext, OutputLayer, output_embedding, register
+from .kernels import auto_chunk, chunked_mean_nll, chunked_rows, init_range_field, target_log_softmax
 
 
 def tree_mix(values: Tensor, gate_logits: Tensor) -> Tensor:
@@ -47,7 +46,7 @@ def tree_mix(values: Tensor, gate_logits: Tensor) -> Tensor:
     return values.squeeze(1)
 
 
-@register("mixtape")
+@register("mixtape", family="mixtures")
 class Mixtape(OutputLayer):
     affine_why = "the gates depend on the word: each word's logit mixes its own K logits, not one context's"
     train_passes = 4  # the loss runs in checkpointed chunks: the forward is recomputed in backward

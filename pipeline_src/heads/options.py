@@ -1,5 +1,6 @@
-"""Every head's options as data (type name -> the JSON schema of its ``Options``, defaults included), so a
-config is validated without importing torch: a second saved in every light pipeline step (fetch, prepare,
+"""What the pipeline knows of every head without importing torch: its options (type name -> the JSON schema of
+its ``Options``, defaults included), its family and its training cost (``register``'s arguments). The config
+is validated, the reports styled and Snakemake's jobs ordered from this, without importing torch: a second saved in every light pipeline step (fetch, prepare,
 summarize, figures, report, hashes) and every Snakemake start.
 
 Built from the heads' registry (:func:`pipeline_src.heads.base.options_schema`) the first time, then read from a
@@ -28,17 +29,35 @@ def _source_key() -> str:
 
 def build() -> dict[str, dict]:
     """From the registry itself (imports torch)."""
-    from . import options_schema, registry
+    from .base import options_schema, registry
 
-    return {name: options_schema(cls) for name, cls in sorted(registry().items())}
+    heads = sorted(registry().items())
+    return {"options": {name: options_schema(cls) for name, cls in heads},
+            "family": {name: cls.family for name, cls in heads},
+            "train_cost": {name: cls.train_cost for name, cls in heads}}
+
+
+def head_options() -> dict[str, dict]:
+    """Each registered head's options schema: ``{"additionalProperties": false, "properties": {...},
+    "required": [...]}`` with each option's ``default`` where it has one."""
+    return _facts()["options"]
+
+
+def head_families() -> dict[str, str]:
+    """Each registered head's family (one of ``FAMILIES``)."""
+    return _facts()["family"]
+
+
+def train_cost(type_name: str) -> int:
+    """A head's relative training cost per token (2 for a head this pipeline does not know)."""
+    return _facts()["train_cost"].get(type_name, 2)
 
 
 @functools.lru_cache(maxsize=1)
-def head_options() -> dict[str, dict]:
-    """Each registered head's options schema: ``{"additionalProperties": false, "properties": {...},
-    "required": [...]}`` with each option's ``default`` where it has one. Read once per process (``canonical``
-    asks for it per run config; the source hash reads every head's file)."""
-    cache = HEADS / "__pycache__" / f"options-{_source_key()}.json"
+def _facts() -> dict[str, dict]:
+    """Read once per process (``canonical`` asks for the options per run config; the source hash reads every
+    head's file)."""
+    cache = HEADS / "__pycache__" / f"heads-{_source_key()}.json"
     try:
         return json.loads(cache.read_text())
     except (OSError, ValueError):

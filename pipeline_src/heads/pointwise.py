@@ -24,9 +24,17 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
-from .base import (HeadContext, OutputLayer, apply_in_fp32, auto_chunk, chunked_mean_nll, chunked_rows,
-    output_embedding, register)
-from .mixture import MixtureCrossEntropy, mixture_chunk, init_range_field, sig_logits
+from .base import HeadContext, OutputLayer, output_embedding, register
+from .kernels import (
+    MixtureCrossEntropy,
+    apply_in_fp32,
+    auto_chunk,
+    chunked_mean_nll,
+    chunked_rows,
+    init_range_field,
+    mixture_chunk,
+    sig_logits,
+)
 
 SOFTPLUS_INV_1 = math.log(math.e - 1.0)  # softplus(x) = 1
 
@@ -69,7 +77,7 @@ class _PointwiseSoftmax(OutputLayer):
         return [(own, scale)] if own and scale != 1.0 else []
 
 
-@register("sigsoftmax")
+@register("sigsoftmax", family="pointwise functions", train_cost=6)
 class Sigsoftmax(_PointwiseSoftmax):
     """p(w | h) proportional to exp(z_w) sigmoid(z_w) (Kanai et al. 2018): the fixed increasing
     f(z) = z + logsigmoid(z) before the softmax, exact in log space."""
@@ -152,7 +160,7 @@ class PLIFCrossEntropy(torch.autograd.Function):
         return gh, gw, gb, ga, None, None, None
 
 
-@register("plif")
+@register("plif", family="pointwise functions", train_cost=6)
 class PiecewiseLinearIncreasing(_PointwiseSoftmax):
     @dataclass(frozen=True)
     class Options:
@@ -244,7 +252,7 @@ class MonotonicMLPCrossEntropy(torch.autograd.Function):
         return (*(g * grad_out for g in ctx.saved_tensors), None, None)
 
 
-@register("monotonic-mlp")
+@register("monotonic-mlp", family="pointwise functions", train_cost=8)
 class MonotonicMLP(_PointwiseSoftmax):
     @dataclass(frozen=True)
     class Options:

@@ -28,9 +28,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..io.errors import ConfigError
+from .base import HeadContext, OutputLayer, output_embedding, register
+from .kernels import chunked_rows, init_range_field, linear_score_and_log_z
 from .sampling import Negatives, Sampler, log_uniform_probs, unigram_probs
-from .base import HeadContext, OutputLayer, chunked_rows, linear_score_and_log_z, output_embedding, register
-from .mixture import init_range_field
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,8 @@ def initial_bias(how: str, log_q: Tensor, k: int) -> Tensor:
 
 class _Sampled(OutputLayer):
     """Shared machinery: output embedding, noise distribution Q, sampler, exact chunked evaluation."""
+
+    self_normalised = True  # evaluation gives score and log Z in one pass
 
     has_bias = True
     trains_exact_likelihood = False
@@ -166,7 +168,7 @@ class _Sampled(OutputLayer):
         raise NotImplementedError
 
 
-@register("sampled-softmax")
+@register("sampled-softmax", family="sampled objectives")
 class SampledSoftmax(_Sampled):
     @dataclass(frozen=True)
     class Options(SamplerOptions):
@@ -233,7 +235,7 @@ class _Logistic(_Sampled):
         return (-F.logsigmoid(pos) - F.logsigmoid(-negs).sum(1)).mean()
 
 
-@register("nce")
+@register("nce", family="sampled objectives")
 class NCE(_Logistic):
     """NCE on s - log Z - log E[count(w)]: the expected count of w among the draws is k Q(w) with
     replacement and 1 - (1 - Q(w))^T without (T raw draws), the same correction sampled softmax uses
@@ -260,7 +262,7 @@ class NCE(_Logistic):
         return s - self.log_z  # the model's unnormalised log p; the constant cancels in the softmax
 
 
-@register("neg")
+@register("neg", family="sampled objectives")
 class NEG(_Logistic):
     """NEG training on x = s - c; test: softmax over s - c (the offset cancels in the normalised
     distribution, and makes the reported log Z that of the trained logit)."""
@@ -273,7 +275,7 @@ class NEG(_Logistic):
         return s - c if c else s
 
 
-@register("neglm")
+@register("neglm", family="sampled objectives")
 class NEGLM(_Logistic):
     """NEG training; test p(w | c) proportional to exp(w . c - c0) Q(w) (Melamud et al. 2017), c0 the
     offset. With ``smooth_q`` Q is floored at its smallest non-zero value for scoring (:meth:`test_log_q`),
@@ -294,7 +296,7 @@ class NEGLM(_Logistic):
         return (s - c if c else s) + self.test_log_q()
 
 
-@register("neglm-b")
+@register("neglm-b", family="sampled objectives")
 class NEGLMBias(NEGLM):
     """NEGLM with a learned output bias, in training and at test time. With ``bias_init: nce`` it is NCE
     (log Z = 0, negatives with replacement) in another parametrisation: its logit b' + h.w equals NCE's

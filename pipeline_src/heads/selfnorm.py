@@ -26,13 +26,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .base import (HeadContext, OutputLayer, Scratch, chunked_mean_nll, chunked_rows, linear_score_and_log_z,
-    output_embedding, register)
-from .softmax import linear_cross_entropy
+from .base import HeadContext, OutputLayer, output_embedding, register
+from .kernels import Scratch, chunked_mean_nll, chunked_rows, linear_cross_entropy, linear_score_and_log_z
 
 
-@register("self-normalised-softmax")
+@register("self-normalised-softmax", family="structured and self-normalised heads")
 class SelfNormalisedSoftmax(OutputLayer):
+    self_normalised = True  # evaluation gives score and log Z in one pass
 
     @dataclass(frozen=True)
     class Options:

@@ -13,79 +13,12 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.autograd.function import once_differentiable
 
-from .base import (HeadContext, OutputLayer, Scratch, apply_in_fp32, chunked_rows, linear_target_log_prob,
-    output_embedding, register)
-
-
-def softmax_(logits: Tensor) -> Tensor:
-    """Row softmax of a (c, V) block, in place on the CPU: its kernel takes each row's max, exp and sum
-    while the row is in cache, one pass over memory where amax, sub, exp, sum and a division were five.
-    (Writing into its own input is safe there: each element is read before it is written. Elsewhere a
-    new tensor, which a caching allocator makes cheap.)"""
-    if logits.device.type == "cpu":
-        return torch.ops.aten._softmax.out(logits, 1, False, out=logits)
-    return torch.softmax(logits, dim=1)
+from .base import HeadContext, OutputLayer, output_embedding, register
+from .kernels import Scratch, chunked_rows, linear_cross_entropy, linear_target_log_prob, matched_width
 
 
-class ChunkedLinearCrossEntropy(torch.autograd.Function):
-    """mean_i [ log Z_i - (h_i W^T + b)[t_i] + alpha (log Z_i)^2 ], log Z_i = logsumexp(h_i W^T + b): the
-    cross-entropy (alpha = 0), or Devlin et al.'s self-normalised objective; exact, O(chunk x V) memory."""
-
-    @staticmethod
-    def forward(ctx, h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, chunk_size: int,
-                scratch: Scratch | None, alpha: float = 0.0):
-        n = h.shape[0]  # h (N, d), weight (V, d), bias (V,), target (N,)
-        want_h, want_w, want_b = ctx.needs_input_grad[:3]
-        grad_h = torch.empty_like(h) if want_h else None
-        grad_w = torch.empty_like(weight) if want_w else None  # the first chunk's product overwrites it
-        grad_b = torch.zeros_like(bias) if (want_b and bias is not None) else None
-        total = torch.zeros((), dtype=torch.float64, device=h.device)
-        for s in range(0, n, chunk_size):
-            hc, tc = h[s:s + chunk_size], target[s:s + chunk_size]  # (c, d), (c,)
-            rows = torch.arange(hc.shape[0], device=h.device)
-            block = scratch.get(hc.shape[0], weight.shape[0], h) if scratch is not None else None
-            logits = (torch.mm(hc, weight.t(), out=block) if bias is None  # (c, V)
-                      else torch.addmm(bias, hc, weight.t(), out=block))
-            picked = logits[rows, tc]  # (c,) target logits
-            top = logits.amax(dim=1)  # (c,)
-            p = softmax_(logits)  # (c, V)
-            # logsumexp = top + log z, and the row's largest probability is exp(0) / z
-            log_z = top - p.amax(dim=1).log()  # (c,)
-            total += (log_z - picked).sum(dtype=torch.float64)
-            if alpha:  # d(alpha log^2 Z)/d logits = 2 alpha log Z softmax
-                total += alpha * (log_z.double() ** 2).sum()
-                p.mul_((1.0 + 2.0 * alpha * log_z)[:, None])
-            if want_h or want_w or want_b:
-                p[rows, tc] -= 1.0  # N x d(mean loss)/d logits = softmax - one-hot; the 1/N goes into the products
-                if grad_h is not None:
-                    grad_h[s:s + chunk_size].addmm_(p, weight, beta=0.0, alpha=1.0 / n)
-                if grad_w is not None:
-                    grad_w.addmm_(p.t(), hc, beta=float(s > 0), alpha=1.0 / n)
-                if grad_b is not None:
-                    grad_b.add_(p.sum(0), alpha=1.0 / n)
-        ctx.save_for_backward(grad_h, grad_w, grad_b)
-        return (total / n).to(h.dtype)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_out: Tensor):
-        # The gradients were computed in forward for a unit upstream gradient. Scale out of
-        # place: the saved tensors must survive a second backward (retain_graph, gradcheck).
-        grads = [None if g is None else g * grad_out for g in ctx.saved_tensors]
-        return grads[0], grads[1], grads[2], None, None, None, None
-
-
-def linear_cross_entropy(h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
-                         chunk_size: int = 1024, scratch: Scratch | None = None, alpha: float = 0.0) -> Tensor:
-    """Mean cross-entropy of ``F.linear(h, weight, bias)`` against ``target``, chunked (plus alpha log^2 Z per
-    row: the self-normalised objective); the logits of each chunk are written into ``scratch`` when given
-    (a head's block, reused every step)."""
-    return apply_in_fp32(ChunkedLinearCrossEntropy, h, weight, bias, target, chunk_size, scratch, alpha)
-
-
-@register("softmax")
+@register("softmax", family="softmax and its controls", train_cost=4)
 class Softmax(OutputLayer):
     """p(w | h) = softmax(h W^T + b): the baseline whose log-prob matrix has rank <= d + 1."""
 
@@ -118,17 +51,7 @@ class Softmax(OutputLayer):
                             hidden, target, chunk_size or self.opts.chunk_size)
 
 
-def mos_forward_macs(d: int, v: int, k: int) -> int:
-    """Multiply-adds per token of MoS with K components: prior d K, latent projections K d^2, K logit rows d V."""
-    return d * k + k * d * d + k * d * v
-
-
-def matched_width(d: int, v: int, k: int) -> int:
-    """The d' whose widened softmax, d d' + d' V multiply-adds per token, costs what MoS with K components does."""
-    return max(1, round(mos_forward_macs(d, v, k) / (d + v)))
-
-
-@register("wide-softmax")
+@register("wide-softmax", family="softmax and its controls", train_cost=6)
 class WideSoftmax(OutputLayer):
     """The compute control for MoS: one softmax over a wider context g' = tanh(W g + b) in R^{d'}.
 

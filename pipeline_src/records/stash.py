@@ -17,10 +17,10 @@ import hashlib
 import shutil
 from pathlib import Path
 
+from ..config import config_hash, run_hash, run_pairs, run_seeds, train_config, train_hash
 from ..io import paths
 from ..io.artifacts import read_json
 from ..io.atomic import write_json
-from ..config import config_hash, run_hash, run_pairs, run_seeds, train_config, train_hash
 from ..io.errors import ConfigError
 
 MANIFEST = "records.json"
@@ -58,8 +58,8 @@ def _intact(path: Path) -> bool:
 def current_records(params: dict) -> tuple[list[Path], list[str]]:
     """Every finished record under ``results_dir`` that the params file would make now, in the order a pipeline
     makes them, and a line for each one present but made by another config (left out)."""
-    from ..evaluation.reference import reference_config
     from ..config.runspec import resolve_run, selection_key
+    from ..evaluation.reference import reference_config
 
     keep, stale = [], []
 
@@ -145,8 +145,8 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
     """Put the stashed records of ``src/records`` back under ``results_dir``: each whose bytes match the
     manifest and whose config is the params file's now. Needs the datasets it holds records of prepared
     (current) first."""
-    from ..io.errors import StaleError
     from ..data.checks import check_prepared
+    from ..io.errors import StaleError
     from .hashes import record_hashes
 
     rec = src / "records"

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io.artifacts import read_csv
 from ..io import paths
+from ..io.artifacts import read_csv
 from ..io.atomic import atomic_path
 from .style import method_styles, pareto_front
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-SAMPLED = {"sampled-softmax", "nce", "neg", "neglm", "neglm-b"}
+from ..heads.options import head_families
+
+SAMPLED = {t for t, f in head_families().items() if f == "sampled objectives"}
 ONE_OBJECTIVE = {"nce", "neglm-b"}  # with a learned bias, one objective in two parametrisations (docs/methods.md)
 
 

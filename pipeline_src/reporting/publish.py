@@ -23,15 +23,26 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io.artifacts import read_json, read_csv
-from ..io import paths
-from ..io.paths import REPOSITORY
-from ..io.atomic import write_json, write_text
 from ..config import first_difference, run_datasets, run_seeds
+from ..io import paths
+from ..io.artifacts import read_csv, read_json
+from ..io.atomic import write_json, write_text
 from ..io.errors import ConfigError, OutputError
-from .tables import (_missing, bench_markdown, contrasts_markdown, headline_markdown, markdown_table,
-    provenance_markdown, references_markdown, render_table, selected_markdown, step_bench_markdown,
-    step_breakdown_markdown, sweep_markdown)
+from ..io.paths import REPOSITORY
+from .tables import (
+    _missing,
+    bench_markdown,
+    contrasts_markdown,
+    headline_markdown,
+    markdown_table,
+    provenance_markdown,
+    references_markdown,
+    render_table,
+    selected_markdown,
+    step_bench_markdown,
+    step_breakdown_markdown,
+    sweep_markdown,
+)
 
 ROOT = REPOSITORY
 BENCHMARKS = ROOT / "benchmarks"

@@ -4,8 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..io import paths
-from ..io.paths import REPOSITORY
 from ..io.atomic import atomic_path
+from ..io.paths import REPOSITORY
 
 NOTEBOOK = REPOSITORY / "workflow" / "notebooks" / "report.ipynb"
 

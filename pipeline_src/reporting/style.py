@@ -7,16 +7,10 @@ import math
 import numpy as np
 import pandas as pd
 
-# head type -> family, in the order the report lists families
-FAMILIES = {
-    "softmax and its controls": ["softmax", "moc", "wide-softmax"],
-    "mixtures": ["mos", "moss", "mixtape"],
-    "pointwise functions": ["sigsoftmax", "plif", "monotonic-mlp"],
-    "sampled objectives": ["sampled-softmax", "nce", "neg", "neglm", "neglm-b"],
-    "structured and self-normalised heads": ["adaptive-softmax", "hierarchical-softmax", "differentiated-softmax",
-                                             "self-normalised-softmax"],
-}  # every registered head type has its family (tests/test_figures.py)
-FAMILY_OF = {t: f for f, ts in FAMILIES.items() for t in ts}
+from ..heads.families import FAMILIES
+from ..heads.options import head_families
+
+FAMILY_OF = head_families()  # every registered head type has its family (declared where it is registered)
 FAMILY_MARKER = dict(zip(FAMILIES, ["o", "s", "^", "D", "P"]))
 # per family a colormap; methods of a family take evenly spaced shades of it
 FAMILY_CMAP = dict(zip(FAMILIES, ["Blues", "Reds", "Greens", "Purples", "Oranges"]))
@@ -42,8 +36,7 @@ def method_styles(methods: dict[str, str]) -> dict[str, dict]:
         return {m: {"color": matplotlib.colors.to_hex(extra(i % 10)), "marker": markers[i % len(markers)],
                     "family": f} for i, m in enumerate(sorted(methods))}
     for f, ms in by_family.items():
-        order = sorted(ms, key=lambda m: (FAMILIES.get(f, []).index(methods[m]) if methods[m] in FAMILIES.get(f, [])
-                                          else 99, m))
+        order = sorted(ms, key=lambda m: (methods[m], m))  # by head type, then name
         if f in FAMILY_CMAP:
             cmap = matplotlib.colormaps[FAMILY_CMAP[f]]
             shades = np.linspace(0.9, 0.45, len(order)) if len(order) > 1 else [0.75]

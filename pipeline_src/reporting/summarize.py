@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..io.artifacts import read_json, read_csv
-from ..io import paths
-from ..io.atomic import atomic_path, write_json
-from ..data.bands import BANDS
 from ..config import canonical, dataset_methods, first_difference, run_datasets, run_hash, run_pairs, run_seeds
+from ..config.runspec import final_config
+from ..data.bands import BANDS
+from ..io import paths
+from ..io.artifacts import read_csv, read_json
+from ..io.atomic import atomic_path, write_json
 from ..io.digests import SEAL, check_file, check_seal, sha256_of
 from ..io.errors import StaleError
 from .stats import contrasts, expected_best, headline
-from ..config.runspec import final_config
 
 SUMMARY_COLUMNS = ["dataset", "vocab", "method", "type", "seed", "split", "nll", "ppl", "true_nll", "gap_nll", "log_z_mean",
                    "log_z_std", "unnormalised_ppl", "tokens",

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import torch
 
-from ..io.atomic import atomic_path
 from ..config import config_hash, train_hash
+from ..io.atomic import atomic_path
 from ..io.errors import ResumeError, StaleError, Stopped, UnreadableError  # noqa: F401  (raised here, named by the loop)
 
 CHECKPOINT = "checkpoint.pt"

@@ -5,8 +5,8 @@ and finetuning's stop (the nonmono rule on the averaged weights' validation)."""
 from __future__ import annotations
 
 import csv
-import math
 import io
+import math
 import sys
 import time
 from dataclasses import dataclass
@@ -16,21 +16,28 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..io.atomic import write_json, write_text
-from .averaging import ParameterAverage
-from ..data.batching import batchify, num_segments, segments, variable_lengths, variable_segments
 from ..config import TrainConfig, run_hash, train_hash
-from ..io.digests import seal
-from ..data.streaming import stream_log_probs
-from .optim import build_optimizer
+from ..data.batching import batchify, num_segments, segments, variable_lengths, variable_segments
 from ..data.prepare import load_split, unigram_nll
-from ..io.runtime import (environment, load_average, peak_memory_mb, reset_peak_memory, rng_state, seed_everything,
-    set_rng_state)
-from .schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
+from ..data.streaming import stream_log_probs
+from ..io.atomic import write_json, write_text
+from ..io.digests import seal
+from ..io.runtime import (
+    environment,
+    load_average,
+    peak_memory_mb,
+    reset_peak_memory,
+    rng_state,
+    seed_everything,
+    set_rng_state,
+)
 from . import checkpoints
-from .checkpoints import Stopped
+from .averaging import ParameterAverage
 from .budget import Budget, anytime_point, step_clock
+from .checkpoints import Stopped
 from .guard import CHECK_EVERY, LossGuard, check_validation, collapse, safe_exp
+from .optim import build_optimizer
+from .schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
 from .state import RunState
 from .step import build_model, train_step
 

@@ -27,13 +27,13 @@ from pathlib import Path
 
 import torch
 
-from ..io.atomic import exclusive, write_json
 from ..config import run_hash, train_hash
+from ..io.atomic import exclusive, write_json
 from ..io.digests import seal
 from ..io.runtime import StopRequest
 from . import checkpoints
 from .checkpoints import ResumeError, Stopped  # noqa: F401  (the CLI's and the tests' names)
-from .epoch import end_epoch, finished, finish, setup, train_epoch
+from .epoch import end_epoch, finish, finished, setup, train_epoch
 from .guard import Diverged, safe_exp  # noqa: F401
 from .step import build_model, train_step  # noqa: F401  (the bench and evaluate build and step so)
 

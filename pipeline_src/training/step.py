@@ -7,8 +7,8 @@ import numpy as np
 import torch
 from torch.profiler import record_function
 
-from ..io.artifacts import read_json
 from ..config import ModelConfig, TrainConfig
+from ..io.artifacts import read_json
 from .model import LanguageModel
 from .optim import clip_grad_norm
 

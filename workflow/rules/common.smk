@@ -108,12 +108,6 @@ def get_evaluate_hash_file(wildcards):
     return str(paths.run_hash_path(P, wildcards.dataset, wildcards.method, int(wildcards.seed), "evaluate"))
 
 
-# Longest jobs first: Snakemake knows no runtimes, and a mixture's run started last leaves a core idle.
-# Training cost per token at a small vocabulary, by head type (measured: docs/bench.md); others get 2.
-TRAIN_PRIORITY = {"moss": 9, "monotonic-mlp": 8, "mos": 8, "plif": 6, "wide-softmax": 6, "sigsoftmax": 6,
-                  "moc": 4, "softmax": 4}
-
-
 def get_train_threads(wildcards):
     """A training or finetuning job gets every core Snakemake has when it is the DAG's only training job
     (one dataset x method x seed, no tuning: a paper config), else one: many one-thread jobs use the cores
@@ -123,7 +117,11 @@ def get_train_threads(wildcards):
 
 
 def get_train_priority(wildcards):
-    return TRAIN_PRIORITY.get(P["methods"][wildcards.method]["type"], 2)
+    """Longest jobs first: Snakemake knows no runtimes, and a mixture's run started last leaves a core idle
+    (each head declares its training cost where it registers: pipeline_src/heads/)."""
+    from pipeline_src.heads.options import train_cost
+
+    return train_cost(P["methods"][wildcards.method]["type"])
 
 
 def get_trial_hash(wildcards):
