@@ -68,13 +68,13 @@ def _finetune(params: dict, args) -> None:
                           f"nothing to finetune")
     run = paths.run_dir(params, args.dataset, args.method, args.seed)
     retrain = f"python -m pipeline_src train --dataset {args.dataset} --method {args.method} --seed {args.seed}"
-    check_model(run / "model.pt", load_torch(run / "model.pt", "cpu", f"rerun `{retrain}`"), cfg, retrain)
+    check_model(run / paths.MODEL, load_torch(run / paths.MODEL, "cpu", f"rerun `{retrain}`"), cfg, retrain)
     if cfg["training"]["optimizer"] != "sgd":
         print(f"finetuning with {cfg['training']['optimizer']}: {cfg['training']['optimizer']} steps with the NT-ASGD "
               f"average of the weights from the first step, not averaged SGD (Merity et al.'s finetuning is SGD)")
     device = _device(params, args)
     s = train(finetune_config(cfg), check_prepared(params, args.dataset),
-              paths.finetune_dir(params, args.dataset, args.method, args.seed), device, init=run / "model.pt")
+              paths.finetune_dir(params, args.dataset, args.method, args.seed), device, init=run / paths.MODEL)
     print(f"finetuned {args.dataset}/{args.method} seed {args.seed}: valid nll {s['start_valid_nll']:.4f} -> "
           f"{s['best_valid_nll']:.4f} (kept epoch {s['best_epoch']}; 0 = the trained weights)")
 
@@ -190,7 +190,7 @@ def _restore(params: dict, args) -> None:
     from .reporting.publish import check_name
 
     src = check_name(args.name, "restore")
-    if not (src / "records" / "records.json").is_file():
+    if not (src / "records" / paths.RECORDS_MANIFEST).is_file():
         raise ConfigError(f"restore --name {args.name}: {src / 'records'} holds no stash (no records.json); "
                           f"stashes: {sorted(p.parent.parent.name for p in src.parent.glob('*/records/records.json'))}")
     n, stale = restore(params, src)

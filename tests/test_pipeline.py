@@ -86,6 +86,18 @@ def test_snakemake_dag_and_dvc_stages_do_not_drift(tmp_path, default_params):
     assert "results/figures/ptb/forest.svg" in smk_outs and "results/figures/big/forest.svg" in smk_outs
     # seeds fan out into run directories that name them, shared data: seed k of two methods is a pair
     assert "results/runs/tiny/softmax-small-chunks/seed7/metrics.json" in smk_outs
+    # every output is a path pipeline_src/io/paths.py makes: a run's files, the tables, the hash files aside
+    from pipeline_src.io import paths
+    where = dict(p, results_dir="results", data_dir="data")
+    made = {str(paths.run_dir(where, d, m, s) / f) for d in ("tiny", "ptb") for m in p["run"]["methods"]
+            for s in (3, 7) for f in (paths.MODEL, paths.HISTORY, paths.TRAIN_RECORD, paths.METRICS)}
+    made |= {str(paths.run_dir(where, "big", "softmax", s) / f) for s in (3, 7)
+             for f in (paths.MODEL, paths.HISTORY, paths.TRAIN_RECORD, paths.METRICS)}
+    made |= {str(f(where)) for f in (paths.summary_path, paths.headline_path, paths.contrasts_path,
+                                      paths.references_summary_path, paths.matrix_summary_path, paths.bench_path,
+                                      paths.report_path)}
+    assert made <= smk_outs and made <= dvc_outs
+    assert {o for o in smk_outs if o.startswith("results/runs/")} == {o for o in made if o.startswith("results/runs/")}
     # the second crossing runs its own methods only
     assert "results/runs/big/softmax/seed7/metrics.json" in smk_outs
     assert not any(o.startswith("results/runs/big/softmax-small-chunks") for o in smk_outs | dvc_outs)

@@ -126,7 +126,7 @@ def trial_rows(trials: list) -> list[dict]:
     and cost; a trial another config made is an error."""
     rows = []
     for spec in trials:
-        path = spec.out_dir / "train.json"
+        path = spec.out_dir / paths.TRAIN_RECORD
         if not path.exists():
             raise FileNotFoundError(f"{path} is missing: run `python -m pipeline_src train --dataset {spec.dataset} "
                                     f"--method {spec.method} --trial {spec.trial}` first")

@@ -161,7 +161,7 @@ def run_step_bench(params: dict, device: torch.device) -> pd.DataFrame:
     prepared = check_prepared(params, ds)
     mc, tc = next(iter(cfgs.values()))["model"], TrainConfig(**next(iter(cfgs.values()))["training"])
     data = batchify(load_split(prepared, "train"), tc.batch_size, device)  # (steps, B)
-    vocab = read_json(prepared / "meta.json", "vocab_size")["vocab_size"]
+    vocab = read_json(prepared / paths.META, "vocab_size")["vocab_size"]
     n_rows, steps, rounds = tc.bptt * tc.batch_size, spec.get("steps", 50), spec.get("rounds", 4)
     seed = params["run"].get("seeds", [0])[0]
     rows, parts = [], {}

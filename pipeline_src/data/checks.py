@@ -15,7 +15,7 @@ from ..io import paths
 from ..io.artifacts import read_json
 from ..io.errors import StaleError
 
-FETCHED = "fetched.json"
+FETCHED = paths.FETCHED
 
 
 def fetch_config(params: dict, dataset: str) -> dict:
@@ -54,7 +54,7 @@ def check_raw(params: dict, dataset: str) -> Path:
     got = _record_hash(raw / FETCHED, f"{raw} has no {FETCHED} (not fetched, or by an older version): "
                                       f"run {_rebuild('fetch', dataset)}")
     _same_config(raw, got, fetch_config(params, dataset), "fetched", _rebuild("fetch", dataset))
-    src = raw / "source.json"
+    src = raw / paths.SOURCE
     source = read_json(src) if src.exists() else {}
     if source.get("corpus") == "local":
         from ..data.corpora import file_digest
@@ -77,14 +77,14 @@ def check_prepared(params: dict, dataset: str) -> Path:
     """The prepared data exists, was made by this data config, from raw files that are still current."""
     check_raw(params, dataset)
     prepared = paths.prepared_dir(params, dataset)
-    got = _record_hash(prepared / "meta.json", f"{prepared / 'meta.json'} is missing: run "
+    got = _record_hash(prepared / paths.META, f"{prepared / 'meta.json'} is missing: run "
                                                 f"{_rebuild('prepare', dataset)} first")
     _same_config(prepared, got, data_config(params, dataset), "prepared", _rebuild("prepare", dataset))
     from ..io.digests import check_file
 
-    for name, digest in (read_json(prepared / "meta.json").get("files") or {}).items():  # none before digests
+    for name, digest in (read_json(prepared / paths.META).get("files") or {}).items():  # none before digests
         path = prepared / name
         if not path.is_file():
             raise StaleError(f"{path} is missing: rerun {_rebuild('prepare', dataset)}")
-        check_file(path, digest, prepared / "meta.json", _rebuild("prepare", dataset))
+        check_file(path, digest, prepared / paths.META, _rebuild("prepare", dataset))
     return prepared

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..config import MIRROR_ENV
+from ..io import paths
 from ..io.atomic import atomic_path, write_json
 
 SPLITS = ("train", "valid", "test")
@@ -197,12 +198,12 @@ def _extract(archive: Path, spec: Archive, split: str, dest: Path) -> None:
 def fetch(corpus_type: str, out_dir: Path, mirror: Path | None) -> dict:
     """Materialise a registered corpus into ``out_dir`` atomically; return its provenance."""
     corpus = REGISTRY[corpus_type]
-    with atomic_path(out_dir, marker="source.json") as tmp:
+    with atomic_path(out_dir, marker=paths.SOURCE) as tmp:
         tmp.mkdir()
         provenance = _fetch_into(corpus, corpus_type, tmp, mirror)
         for split, sf in corpus.splits.items():
             provenance["files"][split]["sha256"] = file_digest(tmp / f"{split}.txt", "sha256")
-        write_json(tmp / "source.json", provenance)
+        write_json(tmp / paths.SOURCE, provenance)
     return provenance
 
 
@@ -281,10 +282,10 @@ def _fetch_into(corpus: Corpus, key: str, tmp: Path, mirror: Path | None) -> dic
         f"directory holding {corpus.mirror_dir}/<split files> or the archive (docs/data.md, 'Corpora and mirrors').")
 
 
-def copy_local(paths: dict[str, str], out_dir: Path) -> dict:
+def copy_local(files: dict[str, str], out_dir: Path) -> dict:
     """The ``local`` corpus type: the user's own train/valid/test files, copied and fingerprinted."""
     for split in SPLITS:
-        f = Path(paths[split])
+        f = Path(files[split])
         if f.is_dir():
             raise CorpusError(f"corpus.{split}: {f} is a directory; give the path of the {split} text file")
         if f.exists() and not f.is_file():
@@ -292,23 +293,23 @@ def copy_local(paths: dict[str, str], out_dir: Path) -> dict:
                               f"{split} text file")
         if not f.is_file():
             raise CorpusError(f"corpus.{split}: file {f} does not exist")
-    train = file_digest(Path(paths["train"]), "sha256")
+    train = file_digest(Path(files["train"]), "sha256")
     for split in ("valid", "test"):
-        if file_digest(Path(paths[split]), "sha256") == train:
-            raise CorpusError(f"corpus.{split}: the same text as corpus.train ({paths[split]}): a model scored on the "
+        if file_digest(Path(files[split]), "sha256") == train:
+            raise CorpusError(f"corpus.{split}: the same text as corpus.train ({files[split]}): a model scored on the "
                               f"text it was trained on measures nothing; give each split its own file")
     from .prepare import read_lines
 
     for split in SPLITS:  # the user's own file named (line, byte), before anything is copied
-        for _ in read_lines(Path(paths[split])):
+        for _ in read_lines(Path(files[split])):
             pass
     prov = {"corpus": "local", "files": {}}
-    with atomic_path(out_dir, marker="source.json") as tmp:
+    with atomic_path(out_dir, marker=paths.SOURCE) as tmp:
         tmp.mkdir()
         for split in SPLITS:
-            shutil.copyfile(paths[split], tmp / f"{split}.txt")
-            prov["files"][split] = {"from": str(Path(paths[split]).resolve()),
+            shutil.copyfile(files[split], tmp / f"{split}.txt")
+            prov["files"][split] = {"from": str(Path(files[split]).resolve()),
                                     "sha256": file_digest(tmp / f"{split}.txt", "sha256")}
-        write_json(tmp / "source.json", prov)
+        write_json(tmp / paths.SOURCE, prov)
     return prov
 

@@ -16,6 +16,7 @@ from typing import Iterable
 import numpy as np
 
 from ..config import config_hash
+from ..io import paths
 from ..io.artifacts import read_json
 from ..io.atomic import atomic_path, write_json
 from ..io.digests import sha256_of
@@ -88,8 +89,8 @@ def _prepare_word(raw: Path, tok: dict, tmp: Path) -> tuple[list[str], np.ndarra
     for line in read_lines(raw / "train.txt"):
         counts.update(word_tokens(line))
     closed = None
-    if (raw / "closed_vocab.txt").exists():
-        closed = (raw / "closed_vocab.txt").read_text(encoding="utf-8").split()
+    if (raw / paths.CLOSED_VOCAB).exists():
+        closed = (raw / paths.CLOSED_VOCAB).read_text(encoding="utf-8").split()
     vocab, vcounts = build_word_vocab(counts, tok.get("max_vocab"), tok.get("min_count", 1), closed)
     index = {t: i for i, t in enumerate(vocab)}
     unk = index[UNK]
@@ -204,7 +205,7 @@ def prepare(raw: Path, out: Path, data_cfg: dict) -> dict:
 
     tok = data_cfg["tokenizer"]
     _clean_stale_temporaries(out)
-    with atomic_path(out, marker="meta.json") as tmp:
+    with atomic_path(out, marker=paths.META) as tmp:
         tmp.mkdir()
         if tok["type"] == "word":
             vocab, counts, stats = _prepare_word(raw, tok, tmp)
@@ -213,18 +214,18 @@ def prepare(raw: Path, out: Path, data_cfg: dict) -> dict:
         warnings = _check_splits(raw, stats, vocab)
         for w in warnings:
             print(f"warning: {w}", file=sys.stderr)
-        (tmp / "vocab.txt").write_text("".join(f"{t}\n" for t in vocab), encoding="utf-8")
+        (tmp / paths.VOCAB).write_text("".join(f"{t}\n" for t in vocab), encoding="utf-8")
         alphas = np.asarray(data_cfg["noise"]["alphas"], dtype=np.float64)
-        np.savez(tmp / "noise.npz", counts=counts, alphas=alphas,
+        np.savez(tmp / paths.NOISE, counts=counts, alphas=alphas,
                  probs=np.stack([noise_probs(counts, a) for a in alphas]))
         meta = {"vocab_size": len(vocab), "dtype": str(np.load(tmp / "train.npy", mmap_mode="r").dtype),
                 "splits": stats, "warnings": warnings, "config": data_cfg, "config_hash": config_hash(data_cfg),
                 "unigram_ppl": {split: float(np.exp(unigram_nll(counts, np.load(tmp / f"{split}.npy"))))
                                 for split in ("valid", "test")},
-                "source": read_json(raw / "source.json") if (raw / "source.json").exists() else None,
+                "source": read_json(raw / paths.SOURCE) if (raw / paths.SOURCE).exists() else None,
                 # what check_prepared holds the files to: an edited or truncated split is refused, not trained on
                 "files": {f.name: sha256_of(f) for f in sorted(tmp.iterdir()) if f.is_file()}}
-        write_json(tmp / "meta.json", meta)
+        write_json(tmp / paths.META, meta)
     return meta
 
 
@@ -242,4 +243,4 @@ def load_split(prepared: Path, split: str) -> np.ndarray:
 
 
 def load_vocab(prepared: Path) -> list[str]:
-    return (prepared / "vocab.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    return (prepared / paths.VOCAB).read_text(encoding="utf-8").split("\n")[:-1]

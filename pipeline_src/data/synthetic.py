@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io import paths
 from ..io.atomic import atomic_path, write_json
 from .linalg import numerical_rank
 
@@ -107,7 +108,7 @@ def generate(spec: dict, out_dir: Path, seed: int) -> dict:
     logp = true_log_probs(m, order, spec["dirichlet_beta"], spec.get("support"), spec.get("smoothing", 0.001), rng)
     names = symbols(m)
     truth = {"vocab_size": m, "order": order, "contexts": logp.shape[0], "seed": seed, "spec": spec}
-    with atomic_path(out_dir, marker="source.json") as tmp:
+    with atomic_path(out_dir, marker=paths.SOURCE) as tmp:
         tmp.mkdir()
         for split in ("train", "valid", "test"):
             stream = sample_stream(logp, order, spec[f"{split}_tokens"], rng)
@@ -115,14 +116,14 @@ def generate(spec: dict, out_dir: Path, seed: int) -> dict:
             nll = -stream_log_probs(logp, order, stream)
             truth[f"{split}_tokens"] = int(len(stream))
             truth[f"{split}_nll"] = float(nll.mean())
-        (tmp / "closed_vocab.txt").write_text("".join(f"{s}\n" for s in names), encoding="utf-8")
-        np.savez_compressed(tmp / "truth.npz", log_prob=logp.astype(np.float32), symbols=np.array(names))
+        (tmp / paths.CLOSED_VOCAB).write_text("".join(f"{s}\n" for s in names), encoding="utf-8")
+        np.savez_compressed(tmp / paths.TRUTH, log_prob=logp.astype(np.float32), symbols=np.array(names))
         if np.isfinite(logp).all():
             rank, tol = numerical_rank(logp)
             truth.update(log_prob_rank=rank, rank_tolerance=tol)
         else:
             truth.update(log_prob_rank=None, rank_tolerance=None)  # -inf entries: rank undefined
         truth["test_ppl"] = float(np.exp(truth["test_nll"]))
-        write_json(tmp / "truth.json", truth)
-        write_json(tmp / "source.json", {"corpus": "synthetic", "spec": spec, "seed": seed})
+        write_json(tmp / paths.TRUTH_SUMMARY, truth)
+        write_json(tmp / paths.SOURCE, {"corpus": "synthetic", "spec": spec, "seed": seed})
     return truth

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io import paths
 from ..io.artifacts import read_json
 
 
@@ -15,12 +16,12 @@ class SyntheticTruth:
     def __init__(self, raw: Path, prepared: Path):
         from .prepare import load_vocab
 
-        truth = np.load(raw / "truth.npz")
+        truth = np.load(raw / paths.TRUTH)
         self.log_prob = truth["log_prob"].astype(np.float64)
         sym_index = {s: i for i, s in enumerate(truth["symbols"])}
         # model id -> generator symbol; <unk> (never produced by the generator) maps nowhere
         self.to_sym = np.array([sym_index.get(t, -1) for t in load_vocab(prepared)])
-        self.order = read_json(raw / "truth.json", "order")["order"]
+        self.order = read_json(raw / paths.TRUTH_SUMMARY, "order")["order"]
 
     def log_probs_at(self, ids: np.ndarray, positions: np.ndarray, split: str) -> np.ndarray:
         """The true log p of the tokens at ``positions`` of the encoded stream ``ids``."""
@@ -49,6 +50,6 @@ def load_truth(raw: Path, prepared: Path):
     """The corpus's exact truth, or None (a corpus without one)."""
     if (raw / "truth-test.npy").exists():
         return TokenTruth(raw)
-    if (raw / "truth.npz").exists():
+    if (raw / paths.TRUTH).exists():
         return SyntheticTruth(raw, prepared)
     return None

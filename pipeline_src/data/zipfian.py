@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io import paths
 from ..io.atomic import atomic_path, write_json
 from .bands import band_nll
 from .linalg import numerical_rank
@@ -181,18 +182,18 @@ def generate(spec: dict, out_dir: Path, seed: int) -> dict:
     true_lp = {split: lang.token_log_probs(stream) for split, stream in streams.items()}
     truth.update(reference_lines(lang, streams, true_lp, counts))
     truth["log_prob_rank"], truth["rank_tolerance"] = lang.rank()
-    with atomic_path(out_dir, marker="source.json") as tmp:
+    with atomic_path(out_dir, marker=paths.SOURCE) as tmp:
         tmp.mkdir()
         for split, stream in streams.items():
             write_text(tmp / f"{split}.txt", stream, names)
             if split != "train":
                 np.save(tmp / f"truth-{split}.npy", true_lp[split])
-        (tmp / "closed_vocab.txt").write_text("".join(f"{s}\n" for s in names), encoding="utf-8")
-        np.savez_compressed(tmp / "truth.npz", log_t=lang.log_t, word_class=lang.word_class,
+        (tmp / paths.CLOSED_VOCAB).write_text("".join(f"{s}\n" for s in names), encoding="utf-8")
+        np.savez_compressed(tmp / paths.TRUTH, log_t=lang.log_t, word_class=lang.word_class,
                             log_emit=lang.log_emit, symbols=np.array(names))
         truth["write_s"] = time.perf_counter() - t0 - truth["generation_s"]
-        write_json(tmp / "truth.json", truth)
-        write_json(tmp / "source.json", {"corpus": "zipfian", "spec": spec, "seed": seed})
+        write_json(tmp / paths.TRUTH_SUMMARY, truth)
+        write_json(tmp / paths.SOURCE, {"corpus": "zipfian", "spec": spec, "seed": seed})
     return truth
 
 

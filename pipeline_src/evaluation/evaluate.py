@@ -11,6 +11,7 @@ from torch import Tensor
 from ..data.batching import batchify, scored_positions
 from ..data.streaming import stream, stream_log_probs  # noqa: F401  (evaluate's names, as before)
 from ..data.truth import load_truth
+from ..io import paths
 from ..io.atomic import write_json
 from ..io.digests import seal, sha256_of
 from .argmax import LP_MAX_VOCAB, argmax_diagnostic
@@ -76,7 +77,7 @@ def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.devi
     bs = run_cfg["evaluation"]["batch_size"]
     bptt = run_cfg["training"]["bptt"]
     truth = load_truth(raw, prepared)
-    counts = np.load(prepared / "noise.npz")["counts"]  # the train counts that define the frequency bands
+    counts = np.load(prepared / paths.NOISE)["counts"]  # the train counts that define the frequency bands
     out = {}
     for split in ("valid", "test"):
         ids = load_split(prepared, split)
@@ -117,7 +118,7 @@ def write_metrics(path: Path, train_summary: dict, split_metrics: dict, dataset:
                "peak_mem_mb": max(train_summary["peak_mem_mb_train"], peak_mem_mb_eval),
                "splits": split_metrics, "rank": rank, **({"argmax": argmax} if argmax else {}),
                "config": train_summary["config"]}
-    history = Path(path).parent / "history.csv"  # what summarize reads beside it: held to this digest
+    history = Path(path).parent / paths.HISTORY  # what summarize reads beside it: held to this digest
     if history.is_file():
         metrics["history_sha256"] = sha256_of(history)
     write_json(path, seal(metrics))

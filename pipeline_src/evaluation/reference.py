@@ -56,7 +56,7 @@ def kn_reference(params: dict, dataset: str) -> dict:
     opts = params["references"]["kn"]
     prepared, raw = paths.prepared_dir(params, dataset), paths.raw_dir(params, dataset)
     vocab = load_vocab(prepared)
-    corpus_type = read_json(prepared / "meta.json", "config")["config"]["corpus"]["type"]
+    corpus_type = read_json(prepared / paths.META, "config")["config"]["corpus"]["type"]
     sentences = keeps_sentences(opts.get("sentences", "auto"), corpus_type)
     eos = vocab.index(EOS) if EOS in vocab else 0
     split = {s: load_split(prepared, s).astype(np.int64) for s in ("train", "valid", "test")}
@@ -74,7 +74,7 @@ def kn_reference(params: dict, dataset: str) -> dict:
         if best is None or nll < best[0]:
             best = (nll, order, model, valid_lp)
     _, order, model, valid_lp = best
-    counts = np.load(prepared / "noise.npz")["counts"]
+    counts = np.load(prepared / paths.NOISE)["counts"]
     truth = load_truth(raw, prepared)
     splits = {"valid": _split_row(valid_lp, split["valid"], counts, truth, "valid"),
               "test": _split_row(model.log_prob(split["test"]), split["test"], counts, truth, "test")}

@@ -30,36 +30,36 @@ def evaluate_run(params: dict, dataset: str, method: str, seed: int, device: tor
     no_rank = {**final["evaluation"], "rank_contexts": 0}  # the other models of a run: scored, rank not repeated
     trained = None
     if cfg["training"].get("finetune_epochs"):  # the finetuned weights are the run's; the trained ones beside
-        trained = load_torch(run / "model.pt", device, f"delete it and rerun `{retrain}`")
-        check_model(run / "model.pt", trained, cfg, retrain)
+        trained = load_torch(run / paths.MODEL, device, f"delete it and rerun `{retrain}`")
+        check_model(run / paths.MODEL, trained, cfg, retrain)
         run, cfg = paths.finetune_dir(params, dataset, method, seed), finetune_config(cfg)
         retrain = retrain.replace(" train ", " finetune ")
-    ckpt = load_torch(run / "model.pt", device, f"delete it and rerun `{retrain}`")
-    check_model(run / "model.pt", ckpt, cfg, retrain)
+    ckpt = load_torch(run / paths.MODEL, device, f"delete it and rerun `{retrain}`")
+    check_model(run / paths.MODEL, ckpt, cfg, retrain)
     model = build_model(ckpt["config"], prepared).to(device)
     model.load_state_dict(ckpt["model"])
     reset_peak_memory(device)
     raw = paths.raw_dir(params, dataset)
     splits = evaluate(model, {**ckpt["config"], "evaluation": final["evaluation"]}, prepared, raw, device)
-    summary = train_record(run / "train.json", ckpt["config"], retrain)
+    summary = train_record(run / paths.TRAIN_RECORD, ckpt["config"], retrain)
     summary["kept_epoch"] = ckpt.get("epoch")
     if trained is not None:  # the run is the trained one (config, hash, cost); its scores are the finetuned model's
         finetuned = dict(summary)  # its config says how it ran (lr, epochs)
-        summary = train_record(paths.run_dir(params, dataset, method, seed) / "train.json",
+        summary = train_record(paths.run_dir(params, dataset, method, seed) / paths.TRAIN_RECORD,
                                 trained["config"], retrain.replace(" finetune ", " train "))
         summary.update(kept_epoch=trained.get("epoch"), finetune=finetuned)
         model.load_state_dict(trained["model"])  # and the trained model scored the same way (papers give both)
         summary["before_finetune"] = evaluate(model, {**trained["config"], "evaluation": no_rank}, prepared, raw,
                                               device, argmax=False)
-    if (run / "model-best.pt").exists() and ckpt["config"]["training"].get("keep") == "last":
-        best = load_torch(run / "model-best.pt", device, f"delete the run directory and rerun `{retrain}`")
-        check_model(run / "model-best.pt", best, ckpt["config"], retrain)
+    if (run / paths.BEST_MODEL).exists() and ckpt["config"]["training"].get("keep") == "last":
+        best = load_torch(run / paths.BEST_MODEL, device, f"delete the run directory and rerun `{retrain}`")
+        check_model(run / paths.BEST_MODEL, best, ckpt["config"], retrain)
         model.load_state_dict(best["model"])  # the best-validation epoch's weights, scored the same way
         summary["best_valid_model"] = {"epoch": best["epoch"], **evaluate(
             model, {**ckpt["config"], "evaluation": no_rank}, prepared, raw, device, argmax=False)}
     # the result is this config's: its evaluation settings (which need no retraining) are the current ones
     summary.update(config=final, config_hash=run_hash(final))
-    summary["prepared_meta_sha256"] = sha256_of(prepared / "meta.json")  # the data it was scored on
+    summary["prepared_meta_sha256"] = sha256_of(prepared / paths.META)  # the data it was scored on
     write_metrics(paths.metrics_path(params, dataset, method, seed), summary, splits, dataset,
                   method, peak_memory_mb(device))
     return splits

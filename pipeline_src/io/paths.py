@@ -1,7 +1,38 @@
-"""Where every artifact lives. Snakemake rules, DVC stages and the CLI all use these names."""
+"""Where every artifact lives: each folder and file name is spelled here once. The CLI's steps, Snakemake's
+rules (``workflow/rules/common.smk`` makes its wildcard patterns from these functions) and, through the drift
+test of ``tests/test_pipeline.py``, DVC's stages all use these names."""
 from __future__ import annotations
 
 from pathlib import Path
+
+# A dataset's raw folder (data/raw/<dataset>)
+SOURCE = "source.json"  # where the corpus came from; written last, so it marks a complete folder
+FETCHED = "fetched.json"  # the hash of the config that fetched it
+TRUTH = "truth.npz"  # a language with exact truth: its tables
+TRUTH_SUMMARY = "truth.json"  # and its true perplexities, rank and order
+# A dataset's prepared folder (data/prepared/<dataset>)
+META = "meta.json"  # sizes, the data config and its hash, every file's digest; written last
+VOCAB = "vocab.txt"
+CLOSED_VOCAB = "closed_vocab.txt"  # raw/<ds> of a synthetic language: its whole vocabulary, seen or not
+NOISE = "noise.npz"  # the train counts (frequency bands, unigram noise)
+# A run's folder (results/runs/<dataset>/<method>/seed<k>, a tuning trial's, a finetuning stage's)
+MODEL = "model.pt"  # the weights kept (training.keep) with the config that made them
+BEST_MODEL = "model-best.pt"  # the best-validation weights when model.pt holds the last epoch's
+HISTORY = "history.csv"  # one row per epoch (and per anytime point)
+TRAIN_RECORD = "train.json"  # what training measured
+METRICS = "metrics.json"  # what evaluation measured
+ANYTIME = "anytime.csv"  # a budgeted run's validations at equal fractions of its budget
+CHECKPOINT = "checkpoint.pt"  # the resume state while a run trains (deleted when it completes)
+PREVIOUS_CHECKPOINT = "checkpoint.prev.pt"  # the generation before it, kept in case the newest is damaged
+SELECTED = "selected.json"  # a tuning's choice, read by its final runs
+RECORDS_MANIFEST = "records.json"  # a stash of records (a publication's records/ folder): every file's digest
+PROVENANCE = "provenance.json"  # a publication's commit, params file and the tables it copied
+# The result tables under results_dir, in the order a publication lists them; it copies every one that exists.
+TABLES = ("summary.csv", "summary.json", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv",
+          "matrix.csv", "bench.csv", "bench.json", "tuning.csv", "tuning_curves.csv", "step-bench.csv", "step-bench.json",
+          "step-breakdown.csv")
+SUMMARY_TABLES = ("summary.csv", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv",
+                  "matrix.csv", "tuning.csv", "tuning_curves.csv")  # summarize's own: summary.json lists their digests
 
 
 def raw_dir(params: dict, dataset: str) -> Path:
@@ -23,7 +54,7 @@ def finetune_dir(params: dict, dataset: str, method: str, seed: int) -> Path:
 
 
 def metrics_path(params: dict, dataset: str, method: str, seed: int) -> Path:
-    return run_dir(params, dataset, method, seed) / "metrics.json"
+    return run_dir(params, dataset, method, seed) / METRICS
 
 
 def tuning_dir(params: dict, dataset: str, method: str) -> Path:
@@ -36,11 +67,16 @@ def trial_dir(params: dict, dataset: str, method: str, trial: int) -> Path:
 
 def selected_path(params: dict, dataset: str, method: str) -> Path:
     """The settings a tuning selected for (dataset, method), read by its final runs."""
-    return tuning_dir(params, dataset, method) / "selected.json"
+    return tuning_dir(params, dataset, method) / SELECTED
 
 
 def tuning_summary_path(params: dict) -> Path:
     return Path(params["results_dir"]) / "tuning.csv"
+
+
+def tuning_curves_path(params: dict) -> Path:
+    """Each tuned method's best validation perplexity after k trials (the tuning's curve)."""
+    return Path(params["results_dir"]) / "tuning_curves.csv"
 
 
 def headline_path(params: dict) -> Path:
@@ -87,8 +123,19 @@ def matrix_summary_path(params: dict) -> Path:
     return Path(params["results_dir"]) / "matrix.csv"
 
 
+FIGURES = ("forest", "pareto", "curves")  # one SVG each per dataset
+
+
+def figures_dir(params: dict, dataset: str) -> Path:
+    return Path(params["results_dir"]) / "figures" / dataset
+
+
+def figure_path(params: dict, dataset: str, name: str) -> Path:
+    return figures_dir(params, dataset) / f"{name}.svg"
+
+
 def hashes_dir(params: dict) -> Path:
-    """Small files holding the config hash of each step's inputs (``provenance.record_hashes``): inputs of the
+    """Small files holding the config hash of each step's inputs (``records/hashes.py``): inputs of the
     Snakemake rules and the DVC stages, rewritten only when a hash changes."""
     return Path(params["results_dir"]) / "hashes"
 

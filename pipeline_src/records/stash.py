@@ -23,8 +23,8 @@ from ..io.artifacts import read_json
 from ..io.atomic import write_json
 from ..io.errors import ConfigError
 
-MANIFEST = "records.json"
-RUN_FILES = ("train.json", "history.csv", "metrics.json")
+MANIFEST = paths.RECORDS_MANIFEST
+RUN_FILES = (paths.TRAIN_RECORD, paths.HISTORY, paths.METRICS)
 
 
 def _sha256(path: Path) -> str:
@@ -37,7 +37,7 @@ def _trial_files(params: dict, dataset: str, method: str) -> list[tuple[Path, st
 
     if not (params.get("tuning") or {}).get("enabled"):
         return []
-    return [(paths.trial_dir(params, dataset, method, t) / "train.json",
+    return [(paths.trial_dir(params, dataset, method, t) / paths.TRAIN_RECORD,
              resolve_run(params, dataset, method, trial=t).train_hash) for t in range(params["tuning"]["trials"])]
 
 
@@ -191,7 +191,7 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
     return written, stale
 
 
-SEALED = ("metrics.json", "selected.json", "train.json")  # and every reference: the records whose seal is checked
+SEALED = (paths.METRICS, paths.SELECTED, paths.TRAIN_RECORD)  # and every reference: the records whose seal is checked
 
 
 def _seal_restored(path: Path) -> None:
@@ -204,8 +204,8 @@ def _seal_restored(path: Path) -> None:
     rec = read_json(path)
     if SEAL in rec:
         return
-    if path.name == "metrics.json" and (path.parent / "history.csv").is_file():
-        rec["history_sha256"] = sha256_of(path.parent / "history.csv")
+    if path.name == paths.METRICS and (path.parent / paths.HISTORY).is_file():
+        rec["history_sha256"] = sha256_of(path.parent / paths.HISTORY)
     write_json(path, seal(rec))
 
 

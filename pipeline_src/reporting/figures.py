@@ -15,7 +15,7 @@ from ..io.artifacts import read_csv
 from ..io.atomic import atomic_path
 from .style import method_styles, pareto_front
 
-FIGURES = ("forest", "pareto", "curves")  # one SVG each per dataset, in results/figures/<dataset>/
+FIGURES = paths.FIGURES  # one SVG each per dataset, in results/figures/<dataset>/
 
 
 def _plt():
@@ -227,10 +227,6 @@ def _placeholder(text: str):
     return fig
 
 
-def figures_dir(params: dict, dataset: str) -> Path:
-    return Path(params["results_dir"]) / "figures" / dataset
-
-
 def write(params: dict, dataset: str) -> list[Path]:
     """Draw the dataset's figures from summary.csv, headline.csv and history.csv; write each SVG atomically."""
     import matplotlib
@@ -260,7 +256,7 @@ def write(params: dict, dataset: str) -> list[Path]:
     }
     out = []
     for name in FIGURES:
-        path = figures_dir(params, dataset) / f"{name}.svg"
+        path = paths.figure_path(params, dataset, name)
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path, suffix=".svg") as tmp:
             made[name].savefig(tmp, format="svg", bbox_inches="tight", metadata={"Date": None})

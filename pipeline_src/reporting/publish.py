@@ -46,10 +46,7 @@ from .tables import (
 
 ROOT = REPOSITORY
 BENCHMARKS = ROOT / "benchmarks"
-TABLES = ("summary.csv", "summary.json", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv", "matrix.csv", "bench.csv", "bench.json", "tuning.csv",
-          "tuning_curves.csv", "step-bench.csv", "step-bench.json", "step-breakdown.csv")
-SUMMARY_TABLES = ("summary.csv", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv",
-                  "matrix.csv", "tuning.csv", "tuning_curves.csv")  # summarize's own: summary.json lists them
+TABLES, SUMMARY_TABLES = paths.TABLES, paths.SUMMARY_TABLES
 BLOCK = re.compile(r"(<!-- results-table: (?P<path>\S+?) -->\n)(?P<body>.*?)(<!-- end results-table -->)", re.S)
 
 
@@ -72,7 +69,7 @@ def check_stash(out: Path, params_file: str, replace: bool) -> None:
     """Refuse stashing into a publication or a stash of another params file unless ``replace``: its records sit
     under that benchmark's name."""
     made_from = None
-    for record in (out / "records" / "records.json", out / "provenance.json"):
+    for record in (out / "records" / paths.RECORDS_MANIFEST, out / paths.PROVENANCE):
         if record.is_file():
             made_from = read_json(record).get("params_file")
             break
@@ -112,7 +109,7 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
             f"{', '.join(dirty[:5])}{' ...' if len(dirty) > 5 else ''}); provenance.json records the commit "
             f"and these files, but the numbers may not come from that commit's code")
     info = paths.summary_path(params).with_suffix(".json")
-    write_json(out / "provenance.json", {
+    write_json(out / paths.PROVENANCE, {
         "name": name, "commit": _git("rev-parse", "HEAD"), "dirty_files": dirty,
         "params_file": str(params_file), "params": params, "published": datetime.now(timezone.utc).isoformat(
             timespec="seconds"), "files": copied, "seeds": run_seeds(params), "cpu_model": cpu_model(),
@@ -131,7 +128,7 @@ def _check_target(out: Path, results: Path, name: str, params_file: Path, replac
                           f"publish to another name")
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out} is a file: refusing to replace it with a publication")
-    made_from = read_json(out / "provenance.json").get("params_file") if (out / "provenance.json").is_file() else None
+    made_from = read_json(out / paths.PROVENANCE).get("params_file") if (out / paths.PROVENANCE).is_file() else None
     if made_from is not None and not replace and Path(made_from).resolve() != Path(params_file).resolve():
         raise OutputError(f"{out} was published from {made_from}, not {params_file}: its tables sit under that "
                           f"benchmark's prose in the README and docs; add --replace to publish over it, or choose "
@@ -208,7 +205,7 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
     from .summarize import verdict_tables
 
     out = check_name(name)
-    prov_path = out / "provenance.json"
+    prov_path = out / paths.PROVENANCE
     if not prov_path.is_file():
         raise ConfigError(f"{out} is not a publication (no provenance.json): nothing to restate")
     prov = read_json(prov_path, "params", "files")
@@ -246,7 +243,7 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
 
 def _earlier_files(out: Path) -> list[str] | None:
     """The tables an earlier publication at ``out`` copied (its provenance.json), None if there is none."""
-    prov = out / "provenance.json"
+    prov = out / paths.PROVENANCE
     if not prov.is_file():
         if out.is_dir() and any(f.name != "records" for f in out.iterdir()):  # records/: `stash` (records.py)
             raise OutputError(f"{out} exists and is not a publication (no provenance.json): refusing to write "

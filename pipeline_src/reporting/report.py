@@ -31,7 +31,7 @@ def render(params: dict, params_file: Path, notebook: Path = NOTEBOOK) -> Path:
         "contrasts_csv": str(paths.contrasts_path(params).resolve()),
         "references_csv": str(paths.references_summary_path(params).resolve()),
         "tuning_csv": str(paths.tuning_summary_path(params).resolve()),
-        "tuning_curves_csv": str(paths.tuning_summary_path(params).with_name("tuning_curves.csv").resolve()),
+        "tuning_curves_csv": str(paths.tuning_curves_path(params).resolve()),
         "summary_json": str(paths.summary_path(params).with_suffix(".json").resolve()),
         "confidence": params["statistics"]["confidence"],
         "interval": params["statistics"]["interval"],

@@ -198,7 +198,7 @@ def check_matrix_fit(params: dict, path, fit: dict, rerun: str) -> None:
 
 def _vocab(params: dict, dataset: str) -> int | None:
     """|V| of a dataset as prepared (its meta.json), for ordering datasets by vocabulary size."""
-    meta = paths.prepared_dir(params, dataset) / "meta.json"
+    meta = paths.prepared_dir(params, dataset) / paths.META
     return read_json(meta, "vocab_size")["vocab_size"] if meta.exists() else None
 
 
@@ -244,14 +244,14 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
             evaluate = f"`python -m pipeline_src evaluate --dataset {dataset} --method {method} --seed {seed}`"
             check_seal(path, metrics, evaluate)
             check_current(path, metrics, final_config(params, dataset, method, seed))
-            meta = paths.prepared_dir(params, dataset) / "meta.json"
+            meta = paths.prepared_dir(params, dataset) / paths.META
             if metrics.get("prepared_meta_sha256") and meta.is_file() \
                     and sha256_of(meta) != metrics["prepared_meta_sha256"]:
                 raise StaleError(f"{path} was scored on other data than {meta.parent} holds now (prepared again "
                                  f"since): rerun {evaluate} (or `snakemake`)")
             rows.extend({**r, "vocab": _vocab(params, dataset)} for r in summary_rows(metrics))
             anytime.extend(anytime_rows(metrics))
-            hist_path = paths.run_dir(params, dataset, method, seed) / "history.csv"
+            hist_path = paths.run_dir(params, dataset, method, seed) / paths.HISTORY
             check_file(hist_path, metrics.get("history_sha256"), path, f"its run's train and {evaluate}")
             hist = read_csv(hist_path)
             curves.append(hist.assign(dataset=dataset, method=method, seed=seed))
@@ -283,10 +283,10 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
     if (params.get("tuning") or {}).get("enabled"):
         trials, tcurves = tuning_tables(params, partial, missing)
         tables[paths.tuning_summary_path(params)] = trials
-        tables[paths.tuning_summary_path(params).with_name("tuning_curves.csv")] = tcurves
+        tables[paths.tuning_curves_path(params)] = tcurves
     for path, frame in tables.items():
         _write(path, frame)
-    for stale in (paths.tuning_summary_path(params), paths.tuning_summary_path(params).with_name("tuning_curves.csv")):
+    for stale in (paths.tuning_summary_path(params), paths.tuning_curves_path(params)):
         if stale not in tables:  # an earlier summary's, under tuning: the report and publish must not show it
             stale.unlink(missing_ok=True)
     total = len(run_pairs(params)) * len(run_seeds(params))
@@ -359,7 +359,7 @@ def tuning_tables(params: dict, partial: bool = False,
     for dataset in run_datasets(params):
         if not paths.prepared_dir(params, dataset).exists() and partial:
             continue
-        vocab = read_json(paths.prepared_dir(params, dataset) / "meta.json", "vocab_size")["vocab_size"]
+        vocab = read_json(paths.prepared_dir(params, dataset) / paths.META, "vocab_size")["vocab_size"]
         for method in dataset_methods(params, dataset):
             path = paths.selected_path(params, dataset, method)
             if not _finished(path, partial, [] if missing is None else missing, f"tuning/{dataset}/{method}",

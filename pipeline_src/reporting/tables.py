@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..io import paths
 from ..io.artifacts import read_json
 from ..io.errors import ConfigError
 from ..io.paths import REPOSITORY
@@ -271,7 +272,7 @@ def render_table(path: str) -> str:
     file = ROOT / path
     if not file.exists():  # a page may announce a run before it is published
         return f"*Not published yet: run it, then `python -m pipeline_src publish --name {Path(path).parent.name}`.*\n"
-    prov = file.with_name("provenance.json")  # the intervals' level is the publication's (restate may change it)
+    prov = file.with_name(paths.PROVENANCE)  # the intervals' level is the publication's (restate may change it)
     params = read_json(prov).get("params") or {} if prov.is_file() else {}
     level = int(round(100 * ((params.get("statistics") or {}).get("confidence") or 0.95)))
     if file.name == "headline.csv":

@@ -11,11 +11,11 @@ from pathlib import Path
 import torch
 
 from ..config import config_hash, train_hash
+from ..io import paths
 from ..io.atomic import atomic_path
 from ..io.errors import ResumeError, StaleError, Stopped, UnreadableError  # noqa: F401  (raised here, named by the loop)
 
-CHECKPOINT = "checkpoint.pt"
-PREVIOUS = "checkpoint.prev.pt"  # the generation before checkpoint.pt
+CHECKPOINT, PREVIOUS = paths.CHECKPOINT, paths.PREVIOUS_CHECKPOINT
 
 
 def save(path: Path, obj: dict) -> None:

@@ -20,6 +20,7 @@ from ..config import TrainConfig, run_hash, train_hash
 from ..data.batching import batchify, num_segments, segments, variable_lengths, variable_segments
 from ..data.prepare import load_split, unigram_nll
 from ..data.streaming import stream_log_probs
+from ..io import paths
 from ..io.atomic import write_json, write_text
 from ..io.digests import seal
 from ..io.runtime import (
@@ -119,7 +120,7 @@ def setup(cfg: dict, prepared: Path, out_dir: Path, device: torch.device, init: 
     first_lr = lr_at(tc, 1) if tc.schedule == "fixed-then-geometric" else tc.lr
     run = Run(cfg, tc, out_dir, device, model, optimizer, train_data, valid_data, RunState(lr=first_lr),
               model.init_state(tc.batch_size, device), ParameterAverage(), None,
-              unigram_nll(np.load(prepared / "noise.npz")["counts"], valid_data.cpu().numpy()), Budget.of(tc))
+              unigram_nll(np.load(prepared / paths.NOISE)["counts"], valid_data.cpu().numpy()), Budget.of(tc))
     if not _resume(run) and run.finetune:
         _start_finetuning(run, init)
     run.env_start = load_average()
@@ -272,7 +273,7 @@ def end_epoch(run: Run, stop) -> None:
     st.lr = next_lr(tc, st.epoch + 1, st.lr, improved)
     st.epoch += 1
     st.step_in_epoch = 0
-    write_text(run.out_dir / "history.csv", _history_csv(st.history))
+    write_text(run.out_dir / paths.HISTORY, _history_csv(st.history))
     run.checkpoint()
     if stop:
         raise Stopped(stop.signum, f"the end of epoch {st.epoch}", run.out_dir / checkpoints.CHECKPOINT)
@@ -338,11 +339,11 @@ def finish(run: Run, trial: bool) -> dict:
         best = run.best_model
         if tc.keep == "last":  # the paper's protocol tests the last epoch; the best one is kept beside it
             last = st.history[-1]
-            checkpoints.save(run.out_dir / "model-best.pt", {"config": cfg, "config_hash": chash, **best})
+            checkpoints.save(run.out_dir / paths.BEST_MODEL, {"config": cfg, "config_hash": chash, **best})
             best = {"model": run.weights(), "epoch": last["epoch"], "valid_nll": last["valid_nll"]}
-        checkpoints.save(run.out_dir / "model.pt", {"config": cfg, "config_hash": chash, **best})
+        checkpoints.save(run.out_dir / paths.MODEL, {"config": cfg, "config_hash": chash, **best})
     if st.anytime:
-        write_text(run.out_dir / "anytime.csv", _csv(st.anytime))
-    write_json(run.out_dir / "train.json", seal(summary))
+        write_text(run.out_dir / paths.ANYTIME, _csv(st.anytime))
+    write_json(run.out_dir / paths.TRAIN_RECORD, seal(summary))
     checkpoints.remove(run.out_dir)
     return summary

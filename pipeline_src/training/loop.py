@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from ..config import run_hash, train_hash
+from ..io import paths
 from ..io.atomic import exclusive, write_json
 from ..io.digests import seal
 from ..io.runtime import StopRequest
@@ -70,7 +71,7 @@ def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
                 raise
             summary = {"status": "diverged", "diverged": e.info, "config": run_cfg, "config_hash": run_hash(run_cfg),
                        "seed": run_cfg["seed"], "best_valid_nll": math.inf, **e.info.get("cost", {})}
-            write_json(out_dir / "train.json", seal(summary))
+            write_json(out_dir / paths.TRAIN_RECORD, seal(summary))
             return summary
 
 

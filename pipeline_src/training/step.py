@@ -8,14 +8,15 @@ import torch
 from torch.profiler import record_function
 
 from ..config import ModelConfig, TrainConfig
+from ..io import paths
 from ..io.artifacts import read_json
 from .model import LanguageModel
 from .optim import clip_grad_norm
 
 
 def build_model(run_cfg: dict, prepared: Path) -> LanguageModel:
-    meta = read_json(prepared / "meta.json", "vocab_size")
-    counts = torch.from_numpy(np.load(prepared / "noise.npz")["counts"])
+    meta = read_json(prepared / paths.META, "vocab_size")
+    counts = torch.from_numpy(np.load(prepared / paths.NOISE)["counts"])
     return LanguageModel(meta["vocab_size"], ModelConfig(**run_cfg["model"]), run_cfg["method"], counts)
 
 

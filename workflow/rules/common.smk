@@ -187,9 +187,7 @@ def get_reference_hash_file(wildcards):
 
 
 def get_figures(wildcards=None):
-    from pipeline_src.reporting.figures import FIGURES, figures_dir
-
-    return [str(figures_dir(P, d) / f"{f}.svg") for d in DATASETS for f in FIGURES]
+    return [str(paths.figure_path(P, d, f)) for d in DATASETS for f in paths.FIGURES]
 
 
 def get_final_outputs():
@@ -200,3 +198,21 @@ RESULTS = P["results_dir"]
 HASHES = str(paths.hashes_dir(P))
 DATA = P["data_dir"]
 LOGS = f"{RESULTS}/logs"
+# Each folder of a run as a wildcard pattern, made by pipeline_src/io/paths.py (the one place a path is spelled)
+RUN = paths.run_dir(P, "{dataset}", "{method}", "{seed}")
+FINETUNE = paths.finetune_dir(P, "{dataset}", "{method}", "{seed}")
+TRIAL = paths.trial_dir(P, "{dataset}", "{method}", "{trial}")
+TUNING_DIR = paths.tuning_dir(P, "{dataset}", "{method}")
+# Every file under results_dir that a rule below reads or writes, from the same place
+OUT = {name: str(path) for name, path in {
+    "summary": paths.summary_path(P), "summary_json": paths.summary_path(P).with_suffix(".json"),
+    "history": paths.history_path(P), "anytime": paths.anytime_path(P), "matrix": paths.matrix_summary_path(P),
+    "headline": paths.headline_path(P), "contrasts": paths.contrasts_path(P),
+    "references": paths.references_summary_path(P), "tuning": paths.tuning_summary_path(P),
+    "tuning_curves": paths.tuning_curves_path(P), "bench": paths.bench_path(P),
+    "bench_json": paths.bench_path(P).with_suffix(".json"), "report": paths.report_path(P),
+    "report_notebook": paths.report_path(P).with_suffix(".ipynb"),
+    "reference": paths.reference_path(P, "{dataset}", "{name}"),
+    "matrix_fit": paths.matrix_fit_path(P, "{vocab}", "{dim}", "{seed}"),
+    **{f"figure_{f}": paths.figure_path(P, "{dataset}", f) for f in paths.FIGURES},
+}.items()}

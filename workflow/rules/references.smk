@@ -3,7 +3,7 @@ rule reference:
         get_prepared_dir,
         get_reference_hash_file,
     output:
-        f"{RESULTS}/references/{{dataset}}/{{name}}.json",
+        OUT["reference"],
     log:
         f"{LOGS}/references/{{dataset}}/{{name}}.log",
     conda:

@@ -2,7 +2,7 @@ rule matrix_fit:
     input:
         f"{HASHES}/matrix",
     output:
-        f"{RESULTS}/matrix/M{{vocab}}-d{{dim}}-seed{{seed}}.json",
+        OUT["matrix_fit"],
     params:
         matrix=P["matrix"],
         methods=[P["methods"][m] for m in P["matrix"]["methods"]],
@@ -27,16 +27,18 @@ rule summarize:
         get_all_selected,
         get_all_references,
     output:
-        summary=report(f"{RESULTS}/summary.csv", caption="../report/summary.rst", category="Results tables",
+        summary=report(OUT["summary"], caption="../report/summary.rst", category="Results tables",
                        labels={"table": "every run and split"}),
-        history=f"{RESULTS}/history.csv",
-        anytime=f"{RESULTS}/anytime.csv",
-        matrix=f"{RESULTS}/matrix.csv",
-        headline=report(f"{RESULTS}/headline.csv", caption="../report/headline.rst", category="Results tables",
+        history=OUT["history"],
+        anytime=OUT["anytime"],
+        matrix=OUT["matrix"],
+        headline=report(OUT["headline"], caption="../report/headline.rst", category="Results tables",
                         labels={"table": "headline per dataset and method"}),
-        contrasts=report(f"{RESULTS}/contrasts.csv", caption="../report/contrasts.rst", category="Results tables",
+        contrasts=report(OUT["contrasts"], caption="../report/contrasts.rst", category="Results tables",
                          labels={"table": "each method against its own control"}),
-        references=f"{RESULTS}/references.csv",
+        references=OUT["references"],
+        summary_json=OUT["summary_json"],  # the tables' digests and the runs they hold
+        **({"tuning": OUT["tuning"], "tuning_curves": OUT["tuning_curves"]} if TUNING["enabled"] else {}),
     params:
         statistics=P["statistics"],
     log:
@@ -50,16 +52,16 @@ rule summarize:
 rule figures:
     input:
         f"{HASHES}/statistics",
-        summary=f"{RESULTS}/summary.csv",
-        history=f"{RESULTS}/history.csv",
-        anytime=f"{RESULTS}/anytime.csv",  # a budgeted dataset's learning curve is its anytime curve
-        headline=f"{RESULTS}/headline.csv",
+        summary=OUT["summary"],
+        history=OUT["history"],
+        anytime=OUT["anytime"],  # a budgeted dataset's learning curve is its anytime curve
+        headline=OUT["headline"],
     output:
-        forest=report(f"{RESULTS}/figures/{{dataset}}/forest.svg", caption="../report/forest.rst",
+        forest=report(OUT["figure_forest"], caption="../report/forest.rst",
                       category="{dataset}", subcategory="headline figures", labels={"figure": "forest plot of Δ nll"}),
-        pareto=report(f"{RESULTS}/figures/{{dataset}}/pareto.svg", caption="../report/pareto.rst",
+        pareto=report(OUT["figure_pareto"], caption="../report/pareto.rst",
                       category="{dataset}", subcategory="headline figures", labels={"figure": "quality against cost"}),
-        curves=report(f"{RESULTS}/figures/{{dataset}}/curves.svg", caption="../report/curves.rst",
+        curves=report(OUT["figure_curves"], caption="../report/curves.rst",
                       category="{dataset}", subcategory="headline figures", labels={"figure": "learning curves"}),
     params:
         statistics=P["statistics"],
@@ -75,9 +77,9 @@ rule bench:
     input:
         f"{HASHES}/bench",
     output:
-        table=report(f"{RESULTS}/bench.csv", caption="../report/bench.rst", category="Speed and memory",
+        table=report(OUT["bench"], caption="../report/bench.rst", category="Speed and memory",
                      labels={"table": "bench: heads against the matmul floor"}),
-        meta=f"{RESULTS}/bench.json",
+        meta=OUT["bench_json"],
     params:
         bench=P["bench"],
         methods=[P["methods"][m] for m in P["bench"]["methods"]],
@@ -92,19 +94,19 @@ rule bench:
 
 rule report:
     input:
-        summary=f"{RESULTS}/summary.csv",
-        history=f"{RESULTS}/history.csv",
-        anytime=f"{RESULTS}/anytime.csv",
-        matrix=f"{RESULTS}/matrix.csv",
-        headline=f"{RESULTS}/headline.csv",
-        contrasts=f"{RESULTS}/contrasts.csv",
-        references=f"{RESULTS}/references.csv",
-        bench=f"{RESULTS}/bench.csv",
+        summary=OUT["summary"],
+        history=OUT["history"],
+        anytime=OUT["anytime"],
+        matrix=OUT["matrix"],
+        headline=OUT["headline"],
+        contrasts=OUT["contrasts"],
+        references=OUT["references"],
+        bench=OUT["bench"],
         notebook="workflow/notebooks/report.ipynb",
     output:
-        html=report(f"{RESULTS}/report.html", caption="../report/report.rst", category="Report",
+        html=report(OUT["report"], caption="../report/report.rst", category="Report",
                     labels={"page": "benchmark report (papermill)"}),
-        notebook=f"{RESULTS}/report.ipynb",
+        notebook=OUT["report_notebook"],
     log:
         f"{LOGS}/report.log",
     conda:

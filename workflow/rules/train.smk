@@ -3,7 +3,7 @@ rule trial:
         get_prepared_dir,
         get_trial_hash_file,
     output:
-        f"{RESULTS}/tuning/{{dataset}}/{{method}}/trial{{trial}}/train.json",
+        str(TRIAL / paths.TRAIN_RECORD),
     params:
         run_hash=get_trial_hash,
     priority: get_train_priority
@@ -22,7 +22,7 @@ rule select:
     input:
         get_trials,
     output:
-        f"{RESULTS}/tuning/{{dataset}}/{{method}}/selected.json",
+        str(TUNING_DIR / paths.SELECTED),
     log:
         f"{LOGS}/tuning/{{dataset}}/{{method}}/select.log",
     conda:
@@ -37,10 +37,10 @@ rule train:
         get_selected,
         get_train_hash_file,
     output:
-        model=model_output(f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/model.pt"),
-        history=report(f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/history.csv", caption="../report/run.rst",
+        model=model_output(str(RUN / paths.MODEL)),
+        history=report(str(RUN / paths.HISTORY), caption="../report/run.rst",
                        category="{dataset}", subcategory="{method}", labels={"seed": "{seed}", "file": "history"}),
-        summary=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/train.json",
+        summary=str(RUN / paths.TRAIN_RECORD),
     params:
         run_hash=get_train_hash,
     priority: get_train_priority
@@ -59,11 +59,11 @@ rule finetune:
     input:
         get_prepared_dir,
         get_train_hash_file,
-        model=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/model.pt",
+        model=str(RUN / paths.MODEL),
     output:
-        model=model_output(f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/finetune/model.pt"),
-        history=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/finetune/history.csv",
-        summary=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/finetune/train.json",
+        model=model_output(str(FINETUNE / paths.MODEL)),
+        history=str(FINETUNE / paths.HISTORY),
+        summary=str(FINETUNE / paths.TRAIN_RECORD),
     params:
         run_hash=get_train_hash,
     priority: get_train_priority
@@ -83,10 +83,10 @@ rule evaluate:
         get_prepared_dir,
         get_finetuned,
         get_evaluate_hash_file,
-        model=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/model.pt",
-        summary=f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/train.json",
+        model=str(RUN / paths.MODEL),
+        summary=str(RUN / paths.TRAIN_RECORD),
     output:
-        report(f"{RESULTS}/runs/{{dataset}}/{{method}}/seed{{seed}}/metrics.json", caption="../report/run.rst",
+        report(str(RUN / paths.METRICS), caption="../report/run.rst",
                category="{dataset}", subcategory="{method}", labels={"seed": "{seed}", "file": "metrics"}),
     params:
         run_hash=get_run_hash,
