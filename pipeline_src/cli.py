@@ -14,6 +14,7 @@ from .arguments import _int, _positive_int, _seconds
 from .config import ConfigError, load, run_seeds
 from .io import paths
 from .io.artifacts import read_json
+from .io.errors import PipelineError
 
 
 def _fetch(params: dict, args) -> None:
@@ -343,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("evaluate", "finetune") and args.seed not in run_seeds(params):
             raise ConfigError(f"{args.config}: --seed {args.seed} is not one of run.seeds {run_seeds(params)}")
         COMMANDS[args.command][0](params, args)
-    except (ConfigError, CorpusError, CorpusContentError, ResumeError, FileNotFoundError) as e:
+    except (PipelineError, CorpusError, CorpusContentError, ResumeError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # disk full, quota, read-only or permission-denied output (nothing half-written stays)

@@ -163,7 +163,7 @@ def test_publish_refuses_a_folder_it_did_not_make_and_its_own_input(monkeypatch,
 
 
 def test_publish_goes_beside_a_stash_and_leaves_it(monkeypatch, proj, tmp_path):
-    """A long experiment stashes its records (records.py) to benchmarks/N/records before it has tables: the
+    """A long experiment stashes its records (records/stash.py) to benchmarks/N/records before it has tables: the
     folder holding only records/ is no one else's, so publish writes beside it and leaves it as it is."""
     from pipeline_src.reporting import publish as pub
 

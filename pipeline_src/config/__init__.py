@@ -31,18 +31,20 @@ from .runs import (
                        dataset_methods,
                        mirror_dir,
                        model_config,
+    model_settings,
                        run_config,
                        run_datasets,
                        run_pairs,
                        run_seeds,
                        train_config,
+    training_settings,
 )
 from .settings import ModelConfig, TrainConfig, same_value
 from .validation import DEFAULT_PARAMS, SCHEMA_PATH, STATISTICS_DEFAULTS, load, schema, validate
 
-__all__ = ["ConfigError", "NOT_TRAINING", "canonical", "config_hash", "drop_defaults", "field_defaults",
-           "first_difference", "run_hash", "train_hash", "training_part", "without_defaults", "Replace", "chain",
-           "is_params_file", "overlay", "resolve", "MIRROR_ENV", "_merged", "data_config", "dataset_methods",
-           "mirror_dir", "model_config", "run_config", "run_datasets", "run_pairs", "run_seeds", "train_config",
-           "ModelConfig", "TrainConfig", "same_value", "DEFAULT_PARAMS", "SCHEMA_PATH", "STATISTICS_DEFAULTS", "load",
-           "schema", "validate"]
+__all__ = ["_merged", "canonical", "chain", "config_hash", "ConfigError", "data_config", "dataset_methods",
+           "DEFAULT_PARAMS", "drop_defaults", "field_defaults", "first_difference", "is_params_file", "load",
+           "mirror_dir", "MIRROR_ENV", "model_config", "model_settings", "ModelConfig", "NOT_TRAINING", "overlay",
+           "Replace", "resolve", "run_config", "run_datasets", "run_hash", "run_pairs", "run_seeds", "same_value",
+           "schema", "SCHEMA_PATH", "STATISTICS_DEFAULTS", "train_config", "train_hash", "TrainConfig",
+           "training_part", "training_settings", "validate", "without_defaults"]

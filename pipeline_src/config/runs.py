@@ -57,6 +57,17 @@ def run_pairs(params: dict) -> list[tuple[str, str]]:
     return [(d, m) for d in run_datasets(params) for m in dataset_methods(params, d)]
 
 
+def model_settings(cfg: dict) -> ModelConfig:
+    """A run config's model section as typed settings: the one place a stored or resolved run config's section
+    becomes a dataclass again (its canonical form left the defaults out)."""
+    return ModelConfig(**cfg["model"])
+
+
+def training_settings(cfg: dict) -> TrainConfig:
+    """A run config's training section as typed settings (see :func:`model_settings`)."""
+    return TrainConfig(**cfg["training"])
+
+
 def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
                overrides: dict | None = None) -> dict:
     """Everything that determines one trained run; stored in its checkpoint and metrics.

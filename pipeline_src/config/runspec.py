@@ -17,7 +17,8 @@ from ..io import paths
 from ..io.errors import ConfigError
 from . import tuning
 from .identity import config_hash, run_hash, train_hash
-from .runs import run_config, run_seeds
+from .runs import model_settings, run_config, run_seeds, training_settings
+from .settings import ModelConfig, TrainConfig
 
 
 @dataclass(frozen=True)
@@ -44,15 +45,28 @@ class RunSpec:
         return train_hash(self._config)
 
     @property
+    def model(self) -> ModelConfig:
+        """The model section as typed settings (``config.runs.model_settings``)."""
+        return model_settings(self._config)
+
+    @property
+    def training(self) -> TrainConfig:
+        """The training section as typed settings (``config.runs.training_settings``)."""
+        return training_settings(self._config)
+
+    @property
     def label(self) -> str:
         run = f"trial {self.trial}" if self.trial is not None else f"seed {self.seed}"
         return f"{self.dataset}/{self.method} {run}"
 
 
 def resolve_run(params: dict, dataset: str, method: str, seed: int | None = None,
-                trial: int | None = None) -> RunSpec:
+                trial: int | None = None, as_written: bool = False) -> RunSpec:
     """The one way a run's settings are decided: a final run (``seed``) takes the params file's settings, or
-    those its tuning selected; a tuning trial (``trial``) takes its quasi-random point and the trial budget."""
+    those its tuning selected; a tuning trial (``trial``) takes its quasi-random point and the trial budget.
+    ``as_written``: a final run's params-file settings even when tuning selects them, which is what the hash
+    files key it by (Snakemake and DVC read those before the selection exists; the selection is an input of
+    its own)."""
     if (seed is None) == (trial is None):
         raise ConfigError("give exactly one of --seed (a final run) and --trial (a tuning trial)")
     if trial is not None:
@@ -63,7 +77,7 @@ def resolve_run(params: dict, dataset: str, method: str, seed: int | None = None
     if seed not in run_seeds(params):
         raise ConfigError(f"seed {seed} is not in run.seeds {run_seeds(params)}")
     chosen = None
-    if (params.get("tuning") or {}).get("enabled"):
+    if (params.get("tuning") or {}).get("enabled") and not as_written:
         chosen = tuning.selected_settings(params, dataset, method, selection_key(params, dataset, method))
     cfg = run_config(params, dataset, method, seed, overrides=chosen)
     source = "the params file" if chosen is None else f"tuning's selected trial {chosen['tuning']['selected_trial']}"

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config import ConfigError, TrainConfig
+from ..config import ConfigError, TrainConfig, training_settings
 from ..data.batching import batchify, segments
 from ..data.prepare import load_split
 from ..heads.kernels import softmax_
@@ -237,7 +237,7 @@ def _head_runner(cfg: dict, prepared, data: torch.Tensor, device: torch.device):
     """The project's step of one method (``train.train_step``, built from the current RNG state)."""
     model = build_model(cfg, prepared).to(device)
     model.train()
-    mtc = TrainConfig(**cfg["training"])
+    mtc = training_settings(cfg)
     opt = build_optimizer(model, mtc)
     state = [model.init_state(mtc.batch_size, device)]
 

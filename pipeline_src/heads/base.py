@@ -48,7 +48,7 @@ class OutputLayer(nn.Module):
     # evaluation then reports how far from normalised its scores are
     self_normalised: ClassVar[bool] = False
     # False for heads trained by a sampled surrogate: their exact distribution is not what they fit,
-    # so training calls them diverged only beyond twice the uniform nll (train.py)
+    # so training calls them diverged only beyond twice the uniform nll (training/guard.py)
     trains_exact_likelihood: ClassVar[bool] = True
     # forward-sized matrix products of one training step: forward + 2 gradient products (+1 where
     # activation checkpointing recomputes the forward, chunked_mean_nll)

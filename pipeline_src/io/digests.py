@@ -14,12 +14,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ArtifactError, ConfigError
 
 SEAL = "content_sha256"
 
 
-class DigestError(ConfigError):
+class DigestError(ArtifactError):
     """An artifact whose content is not what the step that wrote it recorded."""
 
 

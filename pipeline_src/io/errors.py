@@ -3,25 +3,30 @@ nothing of the project, so no import circle runs through it). The CLI turns each
 from __future__ import annotations
 
 
-class ConfigError(ValueError):
+class PipelineError(ValueError):
+    """Something a step refuses, said in one line that names the file or key and what to do: the CLI's exit 2.
+    The kinds below say what was refused."""
+
+
+class ConfigError(PipelineError):
     """A params file that does not match the schema or refers to something undefined."""
 
 
-class OutputError(ConfigError):
+class OutputError(PipelineError):
     """An output path that would remove or overwrite something that is not the step's own output: an
     existing directory where a file goes (or the reverse), the working directory, a command's own input."""
 
 
-class ArtifactError(ConfigError):
+class ArtifactError(PipelineError):
     """An artifact the pipeline reads (JSON, CSV, YAML, checkpoint) that is missing a part, truncated or
     hand-broken: the message names the file and what is wrong."""
 
 
-class StaleError(ConfigError):
+class StaleError(PipelineError):
     """An input artifact was made by another config, or its source changed since."""
 
 
-class UnreadableError(ConfigError):
+class UnreadableError(ArtifactError):
     """A torch file that cannot be loaded (truncated, corrupt, not a checkpoint)."""
 
 

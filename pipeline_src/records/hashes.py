@@ -15,15 +15,16 @@ def step_hashes(params: dict) -> dict[Path, str]:
     """Every hash file's path and content: per final run, the hash of what trains it (``.train``) and of
     the whole run config (``.evaluate``); the bench's and the matrix experiment's settings, with only the
     methods each reads. A tuned run's file holds its params-file settings (its selection is an input too)."""
-    from ..config import run_config, run_datasets, run_pairs, run_seeds
+    from ..config import run_datasets, run_pairs, run_seeds
+    from ..config.runspec import resolve_run
     from ..evaluation.reference import reference_config
 
     out = {}
     for ds, method in run_pairs(params):
         for seed in run_seeds(params):
-            cfg = run_config(params, ds, method, seed)
-            out[paths.run_hash_path(params, ds, method, seed, "train")] = train_hash(cfg)
-            out[paths.run_hash_path(params, ds, method, seed, "evaluate")] = run_hash(cfg)
+            spec = resolve_run(params, ds, method, seed=seed, as_written=True)
+            out[paths.run_hash_path(params, ds, method, seed, "train")] = spec.train_hash
+            out[paths.run_hash_path(params, ds, method, seed, "evaluate")] = spec.hash
     for ds in run_datasets(params):
         for name in params.get("references", {}):
             out[paths.reference_hash_path(params, ds, name)] = config_hash(reference_config(params, ds, name))

@@ -245,7 +245,7 @@ def _earlier_files(out: Path) -> list[str] | None:
     """The tables an earlier publication at ``out`` copied (its provenance.json), None if there is none."""
     prov = out / paths.PROVENANCE
     if not prov.is_file():
-        if out.is_dir() and any(f.name != "records" for f in out.iterdir()):  # records/: `stash` (records.py)
+        if out.is_dir() and any(f.name != "records" for f in out.iterdir()):  # records/: `stash` (records/stash.py)
             raise OutputError(f"{out} exists and is not a publication (no provenance.json): refusing to write "
                               f"into it; choose another --name")
         return None

@@ -1,4 +1,6 @@
-"""The training loop in small named parts; ``pipeline_src/training/loop.py`` holds the loop itself and its API.
+"""The training loop in small named parts: ``loop.py`` holds the loop itself and its API, ``model.py`` the
+language model (encoder + head), ``optim.py``, ``schedules.py`` and ``averaging.py`` its optimisers, learning
+rate schedules and NT-ASGD's average.
 
   state.py        RunState: the run's mutable state (position, learning rate, history, totals), checkpointed
   step.py         build_model and train_step: one optimizer step (the bench times this very function)

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..config import TrainConfig, run_hash, train_hash
+from ..config import TrainConfig, run_hash, train_hash, training_settings
 from ..data.batching import batchify, num_segments, segments, variable_lengths, variable_segments
 from ..data.prepare import load_split, unigram_nll
 from ..data.streaming import stream_log_probs
@@ -108,7 +108,7 @@ class Run:
 def setup(cfg: dict, prepared: Path, out_dir: Path, device: torch.device, init: Path | None) -> Run:
     """The run's model, optimizer and data, from its checkpoint when there is one (else from ``init``'s
     trained weights for a finetuning run, else from the seed)."""
-    tc = TrainConfig(**cfg["training"])
+    tc = training_settings(cfg)
     step_clock(tc, device)  # a clock that cannot time this device is refused before any work
     out_dir.mkdir(parents=True, exist_ok=True)
     seed_everything(cfg["seed"])

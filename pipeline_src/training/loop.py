@@ -1,7 +1,9 @@
 """Training loop: truncated BPTT, SGD/Adam, clipping, an LR schedule (schedules.py), checkpoints, resume.
 
-It knows nothing about the output layer: it calls ``model.loss`` and (for validation)
-``evaluate.stream_log_probs``. Outputs in the run directory:
+It knows no particular output layer: it calls ``model.loss``, validates through ``data/streaming.py``
+(the head's ``target_log_prob``) and reads only what the ``OutputLayer`` contract declares (whether the head
+trains the exact likelihood, its FLOPs per token, its sparse parameters and learning-rate groups). Outputs
+in the run directory (their names: ``io/paths.py``):
   model.pt      best-validation weights (``training.keep: best``) or the last epoch's (``last``; then
                 model-best.pt holds the best-validation ones), with the run config that made them
   history.csv   one row per epoch, rewritten atomically after every epoch

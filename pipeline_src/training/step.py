@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch.profiler import record_function
 
-from ..config import ModelConfig, TrainConfig
+from ..config import ModelConfig, TrainConfig, model_settings
 from ..io import paths
 from ..io.artifacts import read_json
 from .model import LanguageModel
@@ -17,7 +17,7 @@ from .optim import clip_grad_norm
 def build_model(run_cfg: dict, prepared: Path) -> LanguageModel:
     meta = read_json(prepared / paths.META, "vocab_size")
     counts = torch.from_numpy(np.load(prepared / paths.NOISE)["counts"])
-    return LanguageModel(meta["vocab_size"], ModelConfig(**run_cfg["model"]), run_cfg["method"], counts)
+    return LanguageModel(meta["vocab_size"], model_settings(run_cfg), run_cfg["method"], counts)
 
 
 def train_step(model: LanguageModel, optimizer, x: torch.Tensor, y: torch.Tensor, hidden: tuple,

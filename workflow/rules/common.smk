@@ -5,14 +5,15 @@ from pathlib import Path
 sys.path.insert(0, workflow.basedir)
 
 from pipeline_src.io import paths
-from pipeline_src.config import (ConfigError, config_hash, data_config, load, run_config, run_datasets, run_pairs,
-                                 run_seeds, train_hash)
+from pipeline_src.io.errors import PipelineError
+from pipeline_src.config import config_hash, data_config, load, run_datasets, run_pairs, run_seeds
+from pipeline_src.config.runspec import resolve_run
 from pipeline_src.records.hashes import SUMMARY_SENTINEL, dvc_record, record_hashes
 
 
 # One params file for Snakemake, DVC and the CLI. Choose another with `--config params=FILE`;
 # `--configfile` would merge files behind the CLI's back, so it is refused: to lay a few keys over a
-# params file, write them in a small file that says `extends: base.yaml` (pipeline_src/config/rules.py).
+# params file, write them in a small file that says `extends: base.yaml` (pipeline_src/config/loading.py).
 if set(config) - {"params"}:
     raise WorkflowError(
         "pass the params file as `--config params=FILE` (not --configfile or other --config keys; to override "
@@ -26,7 +27,7 @@ try:
     # Each run's settings as a hash in a small file, rewritten only when it changes: an input of the run's
     # rules, so a run is rebuilt after a settings change even when `dvc repro` or a hand made its files.
     record_hashes(P)
-except ConfigError as e:
+except PipelineError as e:
     raise WorkflowError(str(e)) from None
 except OSError as e:  # results_dir a file, read-only, or a full disk: where and why, not a traceback
     raise WorkflowError(f"{PARAMS_FILE}: cannot write the hash files under results_dir {P['results_dir']!r}"
@@ -92,12 +93,12 @@ def get_trial_hash_file(wildcards):
 def get_train_hash(wildcards):
     """What trains a final run, from the params file (a tuned run also depends on its selected.json, an input);
     its evaluation settings are not part of it (``config.train_hash``): they re-evaluate, never retrain."""
-    return train_hash(run_config(P, wildcards.dataset, wildcards.method, int(wildcards.seed)))
+    return resolve_run(P, wildcards.dataset, wildcards.method, seed=int(wildcards.seed), as_written=True).train_hash
 
 
 def get_run_hash(wildcards):
     """The params file's settings of a final run, evaluation included."""
-    return config_hash(run_config(P, wildcards.dataset, wildcards.method, int(wildcards.seed)))
+    return resolve_run(P, wildcards.dataset, wildcards.method, seed=int(wildcards.seed), as_written=True).hash
 
 
 def get_train_hash_file(wildcards):
@@ -125,8 +126,6 @@ def get_train_priority(wildcards):
 
 
 def get_trial_hash(wildcards):
-    from pipeline_src.config.runspec import resolve_run
-
     return resolve_run(P, wildcards.dataset, wildcards.method, trial=int(wildcards.trial)).train_hash
 
 
