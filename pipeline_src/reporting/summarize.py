@@ -7,7 +7,9 @@ rows of every dataset (``references.csv``: Kneser-Ney, no seeds) and, with tunin
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -21,53 +23,73 @@ from ..io.digests import SEAL, check_file, check_seal, sha256_of
 from ..io.errors import StaleError
 from .stats import contrasts, expected_best, headline
 
-SUMMARY_COLUMNS = ["dataset", "vocab", "method", "type", "seed", "split", "nll", "ppl", "true_nll", "gap_nll", "log_z_mean",
-                   "log_z_std", "unnormalised_ppl", "tokens",
-                   "tokens_per_s_train", "tokens_per_s_eval", "train_time_s", "wall_time_s", "peak_mem_mb", "params",
-                   "head_flops_per_token_train", "head_flops_per_token_eval", "epochs", "best_epoch", "lr",
-                   "logprob_rank", "rank_contexts", "head_dim", "device", "threads", "cpu_model", "load_avg",
-                   "torch", "cpu_capability", "kept_epoch", "best_model_nll", "collapsed", "collapse_budget_ended",
-                   "unigram_valid_ppl", "kept_valid_ppl", "zero_prob_words", "zero_prob_tokens",
-                   "unargmaxable", "argmax_words", "argmax_lp_s_per_word", "argmax_reached_share",
-                   "budget_seconds", "tokens_reached",
-                   *[f"{band}_{what}" for band in BANDS for what in ("ppl", "gap_nll", "tokens")], "config_hash"]
+
+@dataclass(frozen=True)
+class _Split:
+    """What one row of summary.csv is read from: a run's record (metrics.json), one split's scores, the
+    dataset's vocabulary size."""
+    metrics: dict
+    split: str
+    scores: dict
+    vocab: int | None
+
+    def part(self, key: str) -> dict:
+        return self.metrics.get(key) or {}
 
 
-def summary_rows(metrics: dict) -> list[dict]:
-    rows = []
-    rank = metrics.get("rank") or {}
-    env = metrics.get("environment") or {}
-    best = metrics.get("best_valid_model") or {}  # keep: last: the best-validation epoch's scores too
-    budget = metrics.get("budget") or {}
-    for split, m in metrics["splits"].items():
-        rows.append({"dataset": metrics["dataset"], "method": metrics["method"],
-                     "type": metrics["config"]["method"]["type"], "seed": metrics["seed"],
-                     "split": split, "nll": m["nll"], "ppl": m["ppl"], "true_nll": m.get("true_nll"),
-                     "gap_nll": m.get("gap_nll"), "log_z_mean": m.get("log_z_mean"), "log_z_std": m.get("log_z_std"),
-                     "unnormalised_ppl": m.get("unnormalised_ppl"),
-                     "tokens": m["tokens"], "tokens_per_s_train": metrics["tokens_per_s_train"],
-                     "tokens_per_s_eval": m["tokens_per_s_eval"], "train_time_s": metrics.get("train_time_s"),
-                     "wall_time_s": metrics["wall_time_s"], "peak_mem_mb": metrics["peak_mem_mb"],
-                     "params": metrics["params"],
-                     "head_flops_per_token_train": metrics.get("head_flops_per_token_train"),
-                     "head_flops_per_token_eval": metrics.get("head_flops_per_token_eval"),
-                     "epochs": metrics["epochs"], "best_epoch": metrics["best_epoch"],
-                     "lr": metrics["config"]["training"]["lr"],
-                     "logprob_rank": rank.get("rank"), "rank_contexts": rank.get("contexts"),
-                     "head_dim": rank.get("head_dim"), "device": metrics["device"],
-                     "threads": env.get("threads", metrics.get("threads")), "cpu_model": env.get("cpu_model"),
-                     "load_avg": env.get("load_avg_start"), "torch": env.get("torch", metrics.get("torch")),
-                     "cpu_capability": env.get("cpu_capability"),
-                     "kept_epoch": metrics.get("kept_epoch"), "best_model_nll": (best.get(split) or {}).get("nll"),
-                     "collapsed": bool(metrics.get("collapsed")),
-                     "collapse_budget_ended": (metrics.get("collapsed") or {}).get("budget_ended"),
-                     "unigram_valid_ppl": metrics.get("unigram_valid_ppl"), "kept_valid_ppl": _kept_valid_ppl(metrics),
-                     "zero_prob_words": rank.get("zero_probability_words"),
-                     "zero_prob_tokens": m.get("zero_prob_tokens"), **argmax_columns(metrics),
-                     "budget_seconds": budget.get("seconds"), "tokens_reached": (budget.get("reached") or {}).get("tokens"),
-                     **band_columns(m),
-                     "config_hash": run_hash(metrics["config"])})
-    return rows
+# Every column of summary.csv in order, with how a run's record gives it: the one place a column is named.
+COLUMNS: list[tuple[str, Callable[[_Split], Any]]] = [
+    ("dataset", lambda r: r.metrics["dataset"]),
+    ("vocab", lambda r: r.vocab),
+    ("method", lambda r: r.metrics["method"]),
+    ("type", lambda r: r.metrics["config"]["method"]["type"]),
+    ("seed", lambda r: r.metrics["seed"]),
+    ("split", lambda r: r.split),
+    ("nll", lambda r: r.scores["nll"]),
+    ("ppl", lambda r: r.scores["ppl"]),
+    *[(k, lambda r, k=k: r.scores.get(k)) for k in ("true_nll", "gap_nll", "log_z_mean", "log_z_std",
+                                                     "unnormalised_ppl")],
+    ("tokens", lambda r: r.scores["tokens"]),
+    ("tokens_per_s_train", lambda r: r.metrics["tokens_per_s_train"]),
+    ("tokens_per_s_eval", lambda r: r.scores["tokens_per_s_eval"]),
+    ("train_time_s", lambda r: r.metrics.get("train_time_s")),
+    *[(k, lambda r, k=k: r.metrics[k]) for k in ("wall_time_s", "peak_mem_mb", "params")],
+    *[(k, lambda r, k=k: r.metrics.get(k)) for k in ("head_flops_per_token_train", "head_flops_per_token_eval")],
+    *[(k, lambda r, k=k: r.metrics[k]) for k in ("epochs", "best_epoch")],
+    ("lr", lambda r: r.metrics["config"]["training"]["lr"]),
+    ("logprob_rank", lambda r: r.part("rank").get("rank")),
+    ("rank_contexts", lambda r: r.part("rank").get("contexts")),
+    ("head_dim", lambda r: r.part("rank").get("head_dim")),
+    ("device", lambda r: r.metrics["device"]),
+    ("threads", lambda r: r.part("environment").get("threads", r.metrics.get("threads"))),
+    ("cpu_model", lambda r: r.part("environment").get("cpu_model")),
+    ("load_avg", lambda r: r.part("environment").get("load_avg_start")),
+    ("torch", lambda r: r.part("environment").get("torch", r.metrics.get("torch"))),
+    ("cpu_capability", lambda r: r.part("environment").get("cpu_capability")),
+    ("kept_epoch", lambda r: r.metrics.get("kept_epoch")),
+    # keep: last: the best-validation epoch's scores too
+    ("best_model_nll", lambda r: (r.part("best_valid_model").get(r.split) or {}).get("nll")),
+    ("collapsed", lambda r: bool(r.metrics.get("collapsed"))),
+    ("collapse_budget_ended", lambda r: r.part("collapsed").get("budget_ended")),
+    ("unigram_valid_ppl", lambda r: r.metrics.get("unigram_valid_ppl")),
+    ("kept_valid_ppl", lambda r: _kept_valid_ppl(r.metrics)),
+    ("zero_prob_words", lambda r: r.part("rank").get("zero_probability_words")),
+    ("zero_prob_tokens", lambda r: r.scores.get("zero_prob_tokens")),
+    *[(k, lambda r, k=k: argmax_columns(r.metrics)[k]) for k in ("unargmaxable", "argmax_words",
+                                                                  "argmax_lp_s_per_word", "argmax_reached_share")],
+    ("budget_seconds", lambda r: r.part("budget").get("seconds")),
+    ("tokens_reached", lambda r: (r.part("budget").get("reached") or {}).get("tokens")),
+    *[(k, lambda r, k=k: band_columns(r.scores)[k]) for k in (f"{band}_{what}" for band in BANDS
+                                                              for what in ("ppl", "gap_nll", "tokens"))],
+    ("config_hash", lambda r: run_hash(r.metrics["config"])),
+]
+SUMMARY_COLUMNS = [name for name, _ in COLUMNS]
+
+
+def summary_rows(metrics: dict, vocab: int | None = None) -> list[dict]:
+    """One row per split of a run's record, every column of :data:`COLUMNS`."""
+    return [{name: get(_Split(metrics, split, scores, vocab)) for name, get in COLUMNS}
+            for split, scores in metrics["splits"].items()]
 
 
 def _kept_valid_ppl(metrics: dict) -> float | None:
@@ -249,7 +271,7 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
                     and sha256_of(meta) != metrics["prepared_meta_sha256"]:
                 raise StaleError(f"{path} was scored on other data than {meta.parent} holds now (prepared again "
                                  f"since): rerun {evaluate} (or `snakemake`)")
-            rows.extend({**r, "vocab": _vocab(params, dataset)} for r in summary_rows(metrics))
+            rows.extend(summary_rows(metrics, _vocab(params, dataset)))
             anytime.extend(anytime_rows(metrics))
             hist_path = paths.run_dir(params, dataset, method, seed) / paths.HISTORY
             check_file(hist_path, metrics.get("history_sha256"), path, f"its run's train and {evaluate}")
