@@ -48,7 +48,6 @@ def test_every_method_has_its_own_colour_and_marker():
 def test_every_head_type_has_a_family():
     """A head without one was drawn in tab10's blue or orange with an X, beside the softmax's blues and the
     adaptive softmax's oranges (the large-vocabulary sweep's hierarchical and differentiated softmax)."""
-    import pipeline_src.heads  # noqa: F401  (registers every head)
     from pipeline_src.heads.base import registry
     from pipeline_src.reporting.style import FAMILY_OF, method_styles
 

@@ -56,7 +56,7 @@ class TrainConfig:
     asgd_start_epoch: int | None = None  # nt-asgd: average from the end of this epoch on, whatever validation does
     variable_bptt: bool = False  # AWD-LSTM's random segment lengths around bptt, lr scaled by length / bptt
     bptt_max_delta: int | None = None  # variable_bptt: lengths capped at bptt + this (MoS code: 40; WT2: 20)
-    finetune_epochs: int = 0  # then a finetuning stage of up to this many epochs (train.finetune_config)
+    finetune_epochs: int = 0  # then a finetuning stage of up to this many epochs (training.loop.finetune_config)
     finetune_lr: float | None = None  # its learning rate (None = lr; MoS's PTB command finetunes at 25 after 20)
     budget_seconds: float | None = None  # stop after this much training-step time (training/budget.py)
     budget_tokens: int | None = None  # or after the step that reaches this many training tokens

@@ -3,7 +3,7 @@
 ``python -m pipeline_src bench-step --config config/ptb-baseline.yaml`` times, on the real batches of
 ``bench.step.dataset``, for each thread count in ``bench.step.threads``:
 
-- **project**: ``train.train_step`` itself (forward, backward, clipping, optimizer step) of each method in
+- **project**: ``training.step.train_step`` itself (forward, backward, clipping, optimizer step) of each method in
   ``bench.step.methods``, built from the params file's model and training settings;
 - **peer**: the step of PyTorch's word-language-model example, rebuilt here from its published
   description (embedding, dropout, ``nn.LSTM``, dropout, a tied ``nn.Linear`` decoder, ``log_softmax`` +
@@ -234,7 +234,7 @@ def _peer_runner(mc: dict, tc: TrainConfig, vocab: int, data: torch.Tensor, devi
 
 
 def _head_runner(cfg: dict, prepared, data: torch.Tensor, device: torch.device):
-    """The project's step of one method (``train.train_step``, built from the current RNG state)."""
+    """The project's step of one method (``training.step.train_step``, built from the current RNG state)."""
     model = build_model(cfg, prepared).to(device)
     model.train()
     mtc = training_settings(cfg)

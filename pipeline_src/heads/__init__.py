@@ -1,7 +1,7 @@
 """Output layers behind one contract (``base.OutputLayer``, after ``torch.nn.AdaptiveLogSoftmaxWithLoss``).
 
-A head is one file here: a class decorated ``@register("name")`` with its ``Options`` dataclass, its
-``family`` and the optional hooks it declares. ``registry()`` finds the heads by importing every module of
+A head is one file here: a class decorated ``@register("name", family=..., train_cost=...)`` with its
+``Options`` dataclass and the optional hooks it overrides. ``registry()`` finds the heads by importing every module of
 this folder, so there is no list to join. Shared numerical kernels live in ``kernels.py``, the noise
 samplers in ``sampling.py``; ``options.py`` keeps the heads' option schemas as data, so the config is
 validated without importing torch: importing this package is light, and its API below loads ``base`` (and

@@ -21,7 +21,7 @@ from ..config import config_hash, run_hash, run_pairs, run_seeds, train_config, 
 from ..io import paths
 from ..io.artifacts import read_json
 from ..io.atomic import write_json
-from ..io.errors import ConfigError
+from ..io.errors import ConfigError, PipelineError
 
 MANIFEST = paths.RECORDS_MANIFEST
 RUN_FILES = (paths.TRAIN_RECORD, paths.HISTORY, paths.METRICS)
@@ -146,7 +146,6 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
     manifest and whose config is the params file's now. Needs the datasets it holds records of prepared
     (current) first."""
     from ..data.checks import check_prepared
-    from ..io.errors import StaleError
     from .hashes import record_hashes
 
     rec = src / "records"
@@ -159,7 +158,7 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
     for ds in sorted(stashed & {d for d, _ in run_pairs(params)}):
         try:
             check_prepared(params, ds)
-        except (StaleError, ConfigError, FileNotFoundError) as e:
+        except (PipelineError, FileNotFoundError) as e:
             target = paths.prepared_dir(params, ds)
             raise ConfigError(f"restore needs {target} current first ({e}); make it with `snakemake --cores all "
                               f"{target} --config params=FILE` (the target before --config, which takes every word "

@@ -130,7 +130,7 @@ def get_trial_hash(wildcards):
 
 
 def get_trials(wildcards):
-    return [str(paths.trial_dir(P, wildcards.dataset, wildcards.method, t) / "train.json") for t in TRIALS]
+    return [str(paths.trial_dir(P, wildcards.dataset, wildcards.method, t) / paths.TRAIN_RECORD) for t in TRIALS]
 
 
 def get_selected(wildcards):
@@ -157,7 +157,7 @@ def get_finetuned(wildcards):
     if not train_config(P, wildcards.dataset).finetune_epochs:
         return []
     d = paths.finetune_dir(P, wildcards.dataset, wildcards.method, int(wildcards.seed))
-    return [str(d / "model.pt"), str(d / "train.json")]
+    return [str(d / paths.MODEL), str(d / paths.TRAIN_RECORD)]
 
 
 def get_all_metrics(wildcards=None):
@@ -165,7 +165,7 @@ def get_all_metrics(wildcards=None):
 
 
 def get_all_histories(wildcards=None):
-    return [str(paths.run_dir(P, d, m, s) / "history.csv") for d, m in PAIRS for s in SEEDS]
+    return [str(paths.run_dir(P, d, m, s) / paths.HISTORY) for d, m in PAIRS for s in SEEDS]
 
 
 def get_matrix_fits(wildcards=None):
@@ -195,9 +195,10 @@ def get_final_outputs():
 
 RESULTS = P["results_dir"]
 HASHES = str(paths.hashes_dir(P))
-DATA = P["data_dir"]
 LOGS = f"{RESULTS}/logs"
 # Each folder of a run as a wildcard pattern, made by pipeline_src/io/paths.py (the one place a path is spelled)
+RAW = paths.raw_dir(P, "{dataset}")
+PREPARED = paths.prepared_dir(P, "{dataset}")
 RUN = paths.run_dir(P, "{dataset}", "{method}", "{seed}")
 FINETUNE = paths.finetune_dir(P, "{dataset}", "{method}", "{seed}")
 TRIAL = paths.trial_dir(P, "{dataset}", "{method}", "{trial}")

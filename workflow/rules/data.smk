@@ -7,7 +7,7 @@ rule fetch:
         get_local_corpus,
         get_data_hash_file,
     output:
-        directory(f"{DATA}/raw/{{dataset}}"),
+        directory(str(RAW)),
     params:
         data_hash=get_data_hash,
     log:
@@ -23,7 +23,7 @@ rule prepare:
         get_raw_dir,
         get_data_hash_file,
     output:
-        directory(f"{DATA}/prepared/{{dataset}}"),
+        directory(str(PREPARED)),
     params:
         data_hash=get_data_hash,
     log:
