@@ -168,3 +168,25 @@ def test_blocked_evaluation_equals_log_softmax_whatever_the_blocks(v, cols):
     with torch.no_grad():  # the in-place path
         s2, z2 = linear_score_and_log_z(h, w, b, t, cols)
     assert torch.allclose(s2 - z2, score - log_z, atol=1e-12)
+
+
+def test_a_head_declares_its_family_and_its_hooks_or_is_refused():
+    """A head is one file: its registration says its family (the reports group and colour by it) and a hook it
+    claims must exist; an unknown family or a claimed hook it does not define is refused at registration,
+    before it reaches the registry."""
+    from pipeline_src.heads.base import OutputLayer, register, registry
+    from pipeline_src.heads.families import FAMILIES
+
+    class Orphan(OutputLayer):
+        pass
+
+    with pytest.raises(ValueError, match="family 'novel heads' is not one of"):
+        register("orphan-head", family="novel heads")(Orphan)
+
+    class Claims(OutputLayer):
+        self_normalised = True
+
+    with pytest.raises(ValueError, match="declares self_normalised but defines no self_normalisation"):
+        register("claims-head", family="mixtures")(Claims)
+    assert "orphan-head" not in registry() and "claims-head" not in registry()
+    assert {cls.family for cls in registry().values()} <= set(FAMILIES)

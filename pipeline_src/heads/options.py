@@ -59,9 +59,11 @@ def _facts() -> dict[str, dict]:
     head's file)."""
     cache = HEADS / "__pycache__" / f"heads-{_source_key()}.json"
     try:
-        return json.loads(cache.read_text())
+        data = json.loads(cache.read_text())
+        if isinstance(data, dict) and set(data) == {"options", "family", "train_cost"}:
+            return data
     except (OSError, ValueError):
-        pass
+        pass  # none yet, or damaged: rebuilt below
     data = build()
     try:
         cache.parent.mkdir(exist_ok=True)
