@@ -14,7 +14,8 @@ from test_heads import check_bf16_training_step
 from pipeline_src.config import run_config
 from pipeline_src.evaluation.evaluate import evaluate
 from pipeline_src.heads import HeadContext, build_head, options_schema, registry
-from pipeline_src.training.loop import build_model, train
+from pipeline_src.training.loop import train
+from pipeline_src.training.step import build_model
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

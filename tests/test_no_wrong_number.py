@@ -116,7 +116,7 @@ def test_an_infinite_test_nll_is_written_read_and_judged_as_infinite(unseen, cap
     assert (s.nll == math.inf).all() and (s.ppl == math.inf).all() and (s.zero_prob_tokens > 0).all()
     head = pd.read_csv(paths.headline_path(p)).set_index("method")
     assert head.loc["neglm", "verdict"] == "worse" and head.loc["neglm", "ppl"] == math.inf
-    from pipeline_src.reporting.publish import headline_markdown
+    from pipeline_src.reporting.tables import headline_markdown
 
     table = headline_markdown(pd.read_csv(paths.headline_path(p)))
     row = next(line for line in table.splitlines() if line.startswith("| neglm "))
@@ -254,8 +254,8 @@ def test_report_and_publish_refuse_a_bench_made_under_other_settings(default_par
 def test_committed_records_without_digests_get_them_on_restore_and_a_second_restore_keeps_them(default_params,
                                                                                              tmp_path):
     from pipeline_src.config import validate
-    from pipeline_src.io.digests import SEAL, sealed
-    from pipeline_src.records.stash import MANIFEST, _sha256, restore, stash
+    from pipeline_src.io.digests import SEAL, sealed, sha256_of
+    from pipeline_src.records.stash import MANIFEST, restore, stash
 
     p, cfg = _kept_runs(default_params, tmp_path, epochs=1, results="stashed-from")
     out = tmp_path / "benchmarks" / "x"
@@ -266,7 +266,7 @@ def test_committed_records_without_digests_get_them_on_restore_and_a_second_rest
         f = out / "records" / rel
         if f.suffix == ".json" and SEAL in (rec := json.loads(f.read_text())):
             f.write_text(json.dumps({k: v for k, v in rec.items() if k not in (SEAL, "history_sha256")}, indent=2))
-            manifest["files"][rel] = _sha256(f)
+            manifest["files"][rel] = sha256_of(f)
     manifest_path.write_text(json.dumps(manifest))
     fresh = validate({**copy.deepcopy(p), "results_dir": str(tmp_path / "clone-results")})
     n, skipped = restore(fresh, out, say=lambda s: None)
@@ -636,7 +636,8 @@ def test_stash_and_restore_leave_out_an_edited_record(default_params, tmp_path):
     """The second probe: stash copied a metrics.json whose seal was broken and counted it current; a stash whose
     manifest was updated after an edit restored it."""
     from pipeline_src.config import validate
-    from pipeline_src.records.stash import MANIFEST, _sha256, restore, stash
+    from pipeline_src.io.digests import sha256_of
+    from pipeline_src.records.stash import MANIFEST, restore, stash
 
     p, cfg = _kept_runs(default_params, tmp_path, epochs=1, results="stashed-from")
     metrics = paths.metrics_path(p, "tiny", "softmax", 1)
@@ -650,7 +651,7 @@ def test_stash_and_restore_leave_out_an_edited_record(default_params, tmp_path):
     stashed = out / "records" / metrics.relative_to(p["results_dir"])
     stashed.write_text(stashed.read_text().replace('"nll": ', '"nll": 1', 1))
     manifest = json.loads((out / "records" / MANIFEST).read_text())
-    manifest["files"][stashed.relative_to(out / "records").as_posix()] = _sha256(stashed)
+    manifest["files"][stashed.relative_to(out / "records").as_posix()] = sha256_of(stashed)
     (out / "records" / MANIFEST).write_text(json.dumps(manifest))
     fresh = validate({**copy.deepcopy(p), "results_dir": str(tmp_path / "clone")})
     n, skipped = restore(fresh, out, say=lambda s: None)

@@ -102,6 +102,7 @@ def test_a_bench_alone_is_published_with_its_command_and_refused_when_its_config
     import pipeline_src.reporting.publish as pub
     from pipeline_src.config import ConfigError, validate
     from pipeline_src.cost.bench import run_bench
+    from pipeline_src.reporting import tables
 
     p = validate(copy.deepcopy(default_params))
     p["results_dir"] = str(tmp_path / "results")
@@ -112,7 +113,7 @@ def test_a_bench_alone_is_published_with_its_command_and_refused_when_its_config
     out = pub.publish(p, tmp_path / "bench.yaml", "bench-x")
     prov = json.loads((out / "provenance.json").read_text())
     assert prov["files"] == ["bench.csv", "bench.json"] and prov["command"].startswith("python -m pipeline_src bench")
-    table = pub.bench_markdown(pd.read_csv(out / "bench.csv"))
+    table = tables.bench_markdown(pd.read_csv(out / "bench.csv"))
     rows = table.split("\n\n")[0].splitlines()[2:]  # the heads' table (the library peer's follows)
     assert [r.split(" | ")[1] for r in rows] == ["softmax", "neglm"] and rows[0].startswith("| 50 |")
     p["bench"]["tokens"] = 32  # the bench file no longer describes this config

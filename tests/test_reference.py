@@ -58,7 +58,7 @@ def test_a_row_made_under_other_orders_is_refused_naming_the_key(kn_run, tmp_pat
 
 
 def test_the_headline_table_places_the_reference_by_perplexity_without_seeds_or_verdict():
-    from pipeline_src.reporting.publish import headline_markdown
+    from pipeline_src.reporting.tables import headline_markdown
 
     head = pd.DataFrame({"dataset": ["d", "d"], "method": ["softmax", "mos"], "seeds": [3, 3],
                          "nll": [np.log(120.0), np.log(100.0)], "ppl": [120.0, 100.0], "ppl_low": [118, 97],

@@ -273,6 +273,7 @@ def test_a_partial_summary_lists_the_missing_runs_and_a_full_one_refuses(capsys,
     assert list(pd.read_csv(tmp_path / "results" / "headline.csv").method) == ["softmax"]
     import pipeline_src.reporting.publish as pub
     from pipeline_src.config import load
+    from pipeline_src.reporting import tables
 
     pub_dir = tmp_path / "benchmarks"
     monkey = pytest.MonkeyPatch()
@@ -282,7 +283,7 @@ def test_a_partial_summary_lists_the_missing_runs_and_a_full_one_refuses(capsys,
         out = pub.publish(load(cfg), cfg, "partial")
     finally:
         monkey.undo()
-    table = pub.provenance_markdown(json.loads((out / "provenance.json").read_text()))
+    table = tables.provenance_markdown(json.loads((out / "provenance.json").read_text()))
     assert "| runs | 1 of 2; not yet run: tiny/moc/seed0, matrix/" in table and "summarize --partial" in table
     many = [f"{ds}/m{i}/seed1" for ds in ("z1m", "z10k") for i in range(5)] + ["tuning/z1m/nce", "tuning/z1m/hs"]
-    assert pub._missing(many) == "z1m (5), z10k (5), tuning/z1m (2); 12 in all"  # many: counted per group
+    assert tables._missing(many) == "z1m (5), z10k (5), tuning/z1m (2); 12 in all"  # many: counted per group

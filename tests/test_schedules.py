@@ -118,22 +118,23 @@ def test_the_schedule_drives_the_training_loop_and_last_is_kept(data, tmp_path):
 
 def _first_step_state(p, prep, tmp_path, carry: bool) -> list[torch.Tensor]:
     """The LSTM state the first step of epoch 2 starts from, seen through a hook on the encoder."""
-    import pipeline_src.training.model as M
+    from pipeline_src.encoders.lstm import LSTMEncoder
 
     cfg = run_config(p, "tiny", "softmax")
     cfg["training"].update(epochs=2, carry_state=carry)
-    seen, orig = [], M.LSTMEncoder.forward
+
+    seen, orig = [], LSTMEncoder.forward
 
     def spy(self, tokens, state):
         if self.training:
             seen.append(state[0].detach().clone())
         return orig(self, tokens, state)
 
-    M.LSTMEncoder.forward = spy
+    LSTMEncoder.forward = spy
     try:
         train(cfg, prep, tmp_path / f"carry{carry}", CPU)
     finally:
-        M.LSTMEncoder.forward = orig
+        LSTMEncoder.forward = orig
     return seen
 
 

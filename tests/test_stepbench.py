@@ -26,8 +26,8 @@ def test_the_peer_is_the_same_model_and_the_same_step(tiny_data):
     from pipeline_src.config.runspec import final_config
     from pipeline_src.data.batching import batchify, segments
     from pipeline_src.data.prepare import load_split
-    from pipeline_src.training.loop import build_model, train_step
     from pipeline_src.training.optim import build_optimizer
+    from pipeline_src.training.step import build_model, train_step
 
     p, _, prep = tiny_data
     p = validate(_sgd(p))
@@ -84,7 +84,8 @@ def test_bench_step_writes_the_table_and_the_breakdown(tiny, tmp_path, monkeypat
     assert parts.sum() == pytest.approx(bd["step, profiled"]) and bd["step, not profiled"] == pytest.approx(r.step_ms)
     assert r.softmax_pass_ms > 0 and r.step_vs_floor_and_softmax < r.step_vs_floor
 
-    import pipeline_src.reporting.publish as pub  # published alone, with its command, both tables rendered
+    import pipeline_src.reporting.publish as pub
+    from pipeline_src.reporting import tables  # published alone, with its command, both tables rendered
 
     monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
     monkeypatch.setattr(pub, "update_docs", lambda: [])
@@ -92,9 +93,9 @@ def test_bench_step_writes_the_table_and_the_breakdown(tiny, tmp_path, monkeypat
     prov = __import__("json").loads((out / "provenance.json").read_text())
     assert prov["files"] == ["step-bench.csv", "step-bench.json", "step-breakdown.csv"]
     assert prov["command"] == f"python -m pipeline_src bench-step --config {cfg}"
-    row = pub.step_bench_markdown(pd.read_csv(out / "step-bench.csv")).splitlines()[2]
+    row = tables.step_bench_markdown(pd.read_csv(out / "step-bench.csv")).splitlines()[2]
     assert row.startswith("| 1 | softmax | ") and f"{r.step_vs_floor:.2f}" in row
-    lines = pub.step_breakdown_markdown(pd.read_csv(out / "step-breakdown.csv")).splitlines()
+    lines = tables.step_breakdown_markdown(pd.read_csv(out / "step-breakdown.csv")).splitlines()
     assert lines[-1].startswith("| step, not profiled |") and len(lines) == 2 + len(bd)
     p["bench"]["step"]["steps"] = 3  # the file no longer describes this config
     with pytest.raises(ConfigError, match="another bench.step"):

@@ -73,7 +73,7 @@ def test_a_method_run_at_one_size_has_no_crossover():
 
 
 def test_the_published_reading_of_a_sweep_states_each_size_s_ranking_bands_winner_and_crossovers():
-    from pipeline_src.reporting.publish import sweep_markdown
+    from pipeline_src.reporting.tables import sweep_markdown
 
     head, runs = _tables()
     head["reference"] = "softmax"
@@ -105,7 +105,7 @@ def test_a_crossover_needs_a_better_verdict_at_every_larger_size_of_the_sweep():
 
 
 def test_the_reading_of_partial_and_one_seed_sweeps_says_what_it_lacks():
-    from pipeline_src.reporting.publish import sweep_markdown
+    from pipeline_src.reporting.tables import sweep_markdown
 
     head, runs = _tables()
     head["reference"] = "softmax"
@@ -150,7 +150,7 @@ def test_a_sweep_reads_one_dataset_per_size_and_ranks_a_missing_perplexity_last(
 
 
 def test_a_diverged_method_neither_wins_nor_comes_second_and_a_missing_verdict_reads_as_a_dash():
-    from pipeline_src.reporting.publish import sweep_markdown
+    from pipeline_src.reporting.tables import sweep_markdown
 
     head, runs = _tables()
     head["reference"] = "softmax"
@@ -188,7 +188,7 @@ def test_two_pairs_of_datasets_sharing_a_size_are_named_pair_by_pair():
 
 def test_real_text_without_a_truth_is_read_by_each_band_s_perplexity_over_seeds():
     """WikiText-2 has no truth: its table shows each band's test perplexity, exp of the mean nll over seeds."""
-    from pipeline_src.reporting.publish import sweep_markdown
+    from pipeline_src.reporting.tables import sweep_markdown
 
     head, runs = _tables()
     head["reference"] = "softmax"

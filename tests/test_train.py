@@ -11,7 +11,9 @@ from pipeline_src.data.corpora import SPLITS
 from pipeline_src.data.prepare import load_split
 from pipeline_src.evaluation.evaluate import evaluate, stream_log_probs
 from pipeline_src.io import paths
-from pipeline_src.training.loop import ResumeError, build_model, train
+from pipeline_src.io.errors import ResumeError
+from pipeline_src.training.loop import train
+from pipeline_src.training.step import build_model
 
 CPU = torch.device("cpu")
 

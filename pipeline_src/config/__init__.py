@@ -11,38 +11,15 @@
 What a caller needs is importable from here (``from pipeline_src.config import load``).
 """
 from ..io.errors import ConfigError
-from .identity import (
-                       NOT_TRAINING,
-                       canonical,
-                       config_hash,
-                       drop_defaults,
-                       field_defaults,
-                       first_difference,
-                       run_hash,
-                       train_hash,
-                       training_part,
-                       without_defaults,
-)
+from .identity import (NOT_TRAINING, canonical, config_hash, drop_defaults, field_defaults, first_difference,
+                       run_hash, train_hash, training_part, without_defaults)
 from .loading import Replace, chain, is_params_file, overlay, resolve
-from .runs import (
-                       MIRROR_ENV,
-                       _merged,
-                       data_config,
-                       dataset_methods,
-                       mirror_dir,
-                       model_config,
-    model_settings,
-                       run_config,
-                       run_datasets,
-                       run_pairs,
-                       run_seeds,
-                       train_config,
-    training_settings,
-)
+from .runs import (MIRROR_ENV, data_config, dataset_methods, mirror_dir, model_config, model_settings, run_config,
+                   run_datasets, run_pairs, run_seeds, train_config, training_settings)
 from .settings import ModelConfig, TrainConfig, same_value
 from .validation import DEFAULT_PARAMS, SCHEMA_PATH, STATISTICS_DEFAULTS, load, schema, validate
 
-__all__ = ["_merged", "canonical", "chain", "config_hash", "ConfigError", "data_config", "dataset_methods",
+__all__ = ["canonical", "chain", "config_hash", "ConfigError", "data_config", "dataset_methods",
            "DEFAULT_PARAMS", "drop_defaults", "field_defaults", "first_difference", "is_params_file", "load",
            "mirror_dir", "MIRROR_ENV", "model_config", "model_settings", "ModelConfig", "NOT_TRAINING", "overlay",
            "Replace", "resolve", "run_config", "run_datasets", "run_hash", "run_pairs", "run_seeds", "same_value",

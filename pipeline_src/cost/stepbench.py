@@ -41,8 +41,8 @@ from ..io import paths
 from ..io.artifacts import read_json
 from ..io.atomic import atomic_path, write_json
 from ..io.runtime import cpu_model, load_average, seed_everything
-from ..training.loop import build_model, train_step
 from ..training.optim import build_optimizer
+from ..training.step import build_model, train_step
 from .bench import floor_ms, sync, time_fn
 
 PARTS = ("encoder", "head", "backward", "clip", "optimizer")  # record_function labels of train_step

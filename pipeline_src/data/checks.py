@@ -57,7 +57,7 @@ def check_raw(params: dict, dataset: str) -> Path:
     src = raw / paths.SOURCE
     source = read_json(src) if src.exists() else {}
     if source.get("corpus") == "local":
-        from ..data.corpora import file_digest
+        from ..io.digests import file_digest
 
         for split, f in source["files"].items():
             origin = Path(f["from"])

@@ -12,7 +12,6 @@ the public code each one was read from.
 """
 from __future__ import annotations
 
-import hashlib
 import shutil
 import sys
 import tarfile
@@ -25,6 +24,7 @@ from pathlib import Path
 from ..config import MIRROR_ENV
 from ..io import paths
 from ..io.atomic import atomic_path, write_json
+from ..io.digests import file_digest
 
 SPLITS = ("train", "valid", "test")
 
@@ -137,14 +137,6 @@ REGISTRY: dict[str, Corpus] = {
         notes="No public per-file digests: the archive digest is verified. Train = shards 1..99 concatenated.",
     ),
 }
-
-
-def file_digest(path: Path, algo: str) -> str:
-    h = hashlib.new(algo)
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _verify(path: Path, digests: dict[str, str], what: str) -> None:

@@ -20,7 +20,8 @@ def evaluate_run(params: dict, dataset: str, method: str, seed: int, device: tor
     from ..data.checks import check_prepared
     from ..io.runtime import peak_memory_mb, reset_peak_memory
     from ..training.checkpoints import check_model, load_torch
-    from ..training.loop import build_model, finetune_config
+    from ..training.loop import finetune_config
+    from ..training.step import build_model
     from .evaluate import evaluate, write_metrics
 
     prepared = check_prepared(params, dataset)

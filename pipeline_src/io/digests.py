@@ -12,9 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
 
-from .errors import ArtifactError, ConfigError
+from .errors import ArtifactError
 
 SEAL = "content_sha256"
 
@@ -23,8 +22,17 @@ class DigestError(ArtifactError):
     """An artifact whose content is not what the step that wrote it recorded."""
 
 
+def file_digest(path: str | Path, algo: str = "sha256") -> str:
+    """A file's digest (``algo``: any of hashlib's), read in 1 MiB blocks (a corpus download may be large)."""
+    h = hashlib.new(algo)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def sha256_of(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return file_digest(path, "sha256")
 
 
 def _content_digest(obj: dict) -> str:

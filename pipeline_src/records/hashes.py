@@ -6,15 +6,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..config import config_hash, run_hash, train_hash
+from ..config import config_hash
 from ..io import paths
 from ..io.artifacts import read_json
 
 
-def step_hashes(params: dict) -> dict[Path, str]:
+def step_hashes(params: dict, born: dict[Path, str] | None = None) -> dict[Path, str]:
     """Every hash file's path and content: per final run, the hash of what trains it (``.train``) and of
     the whole run config (``.evaluate``); the bench's and the matrix experiment's settings, with only the
-    methods each reads. A tuned run's file holds its params-file settings (its selection is an input too)."""
+    methods each reads. A tuned run's file holds its params-file settings (its selection is an input too).
+    ``born``: :func:`born_old`'s files, when the caller has them already."""
     from ..config import run_datasets, run_pairs, run_seeds
     from ..config.runspec import resolve_run
     from ..evaluation.reference import reference_config
@@ -31,8 +32,7 @@ def step_hashes(params: dict) -> dict[Path, str]:
     for step in ("bench", "matrix"):
         used = {m: params["methods"][m] for m in params[step]["methods"]}
         out[paths.hashes_dir(params) / step] = config_hash({step: params[step], "methods": used, "seed": params["seed"]})
-    out.update(born_old(params))
-    return out
+    return {**out, **(born if born is not None else born_old(params))}
 
 
 def born_old(params: dict) -> dict[Path, str]:
@@ -62,7 +62,8 @@ def record_hashes(params: dict) -> list[Path]:
     files written. Snakemake calls this when it reads the DAG; DVC's ``hashes`` stage when params.yaml changed."""
     from ..io.atomic import write_text
 
-    want = {path: f"{h}\n" for path, h in step_hashes(params).items()}
+    born = born_old(params)  # resolves every tuning trial: once
+    want = {path: f"{h}\n" for path, h in step_hashes(params, born).items()}
     sentinel = paths.hashes_dir(params) / SUMMARY_SENTINEL
     info = paths.summary_path(params).with_suffix(".json")
     made = read_json(info, "partial") if info.is_file() else {}
@@ -74,12 +75,11 @@ def record_hashes(params: dict) -> list[Path]:
     elif not sentinel.exists():
         want[sentinel] = "complete\n"
     written = []
-    old = set(born_old(params))
     for path, text in want.items():
         if not path.is_file() or path.read_text() != text:
             new = not path.is_file()
             write_text(path, text)
-            if new and path in old:
+            if new and path in born:
                 os.utime(path, (0, 0))
             written.append(path)
     return written

@@ -13,7 +13,6 @@ does not rebuild it while the run's records are current.
 """
 from __future__ import annotations
 
-import hashlib
 import shutil
 from pathlib import Path
 
@@ -21,14 +20,11 @@ from ..config import config_hash, run_hash, run_pairs, run_seeds, train_config, 
 from ..io import paths
 from ..io.artifacts import read_json
 from ..io.atomic import write_json
+from ..io.digests import sha256_of
 from ..io.errors import ConfigError, PipelineError
 
 MANIFEST = paths.RECORDS_MANIFEST
 RUN_FILES = (paths.TRAIN_RECORD, paths.HISTORY, paths.METRICS)
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _trial_files(params: dict, dataset: str, method: str) -> list[tuple[Path, str]]:
@@ -134,7 +130,7 @@ def stash(params: dict, params_file: str, out: Path) -> tuple[int, int, list[str
             for rel, f in [*new.items(), *kept.items()]:
                 (staged / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(f, staged / rel)
-                manifest[rel] = _sha256(f)
+                manifest[rel] = sha256_of(f)
             write_json(staged / MANIFEST, {"params_file": params_file, "commit": _git("rev-parse", "HEAD"),
                                            "results_dir": params["results_dir"],
                                            "files": dict(sorted(manifest.items()))})
@@ -151,7 +147,7 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
     rec = src / "records"
     manifest = read_json(rec / MANIFEST, "files")["files"]
     for rel, digest in manifest.items():
-        if not (rec / rel).is_file() or _sha256(rec / rel) != digest:
+        if not (rec / rel).is_file() or sha256_of(rec / rel) != digest:
             raise ConfigError(f"{rec / rel}: missing or not the file the manifest {rec / MANIFEST} lists "
                               f"(sha256 differs); restore nothing from a damaged stash")
     stashed = {rel.split("/")[1] for rel in manifest}  # tuning/<dataset>/..., runs/<dataset>/..., references/<dataset>/...
@@ -196,7 +192,7 @@ SEALED = (paths.METRICS, paths.SELECTED, paths.TRAIN_RECORD)  # and every refere
 def _seal_restored(path: Path) -> None:
     """A committed record from before content digests gets them once its bytes matched the stash's manifest
     (a run's metrics.json also the digest of the history.csv restored beside it)."""
-    from ..io.digests import SEAL, seal, sha256_of
+    from ..io.digests import SEAL, seal
 
     if path.suffix != ".json" or not (path.name in SEALED or path.parent.parent.name == "references"):
         return
@@ -212,7 +208,7 @@ def _same(a: Path, b: Path) -> bool:
     """The same record: the same bytes, or the same JSON content with or without the digests restore adds."""
     from ..io.digests import SEAL, same_content
 
-    if _sha256(a) == _sha256(b):
+    if sha256_of(a) == sha256_of(b):
         return True
     if a.suffix != ".json":
         return False

@@ -29,30 +29,16 @@ from ..io.artifacts import read_csv, read_json
 from ..io.atomic import write_json, write_text
 from ..io.errors import ConfigError, OutputError
 from ..io.paths import REPOSITORY
-from .tables import (
-    _missing,
-    bench_markdown,
-    contrasts_markdown,
-    headline_markdown,
-    markdown_table,
-    provenance_markdown,
-    references_markdown,
-    render_table,
-    selected_markdown,
-    step_bench_markdown,
-    step_breakdown_markdown,
-    sweep_markdown,
-)
+from .tables import render_table
 
-ROOT = REPOSITORY
-BENCHMARKS = ROOT / "benchmarks"
-TABLES, SUMMARY_TABLES = paths.TABLES, paths.SUMMARY_TABLES
+BENCHMARKS = REPOSITORY / "benchmarks"
 BLOCK = re.compile(r"(<!-- results-table: (?P<path>\S+?) -->\n)(?P<body>.*?)(<!-- end results-table -->)", re.S)
 
 
 def _git(*args: str) -> str:
     try:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.rstrip()
+        return subprocess.run(["git", *args], cwd=REPOSITORY, capture_output=True, text=True,
+                              check=True).stdout.rstrip()
     except (OSError, subprocess.CalledProcessError):
         return ""
 
@@ -179,8 +165,8 @@ def _copy_tables(params: dict, results: Path, out: Path, kind: str, say) -> list
     info = paths.summary_path(params).with_suffix(".json")
     made = set(read_json(info).get("tables") or []) if info.is_file() and kind not in ("bench", "step") else None
     copied = []
-    for t in TABLES:
-        if made is not None and t in SUMMARY_TABLES and t not in made:
+    for t in paths.TABLES:
+        if made is not None and t in paths.SUMMARY_TABLES and t not in made:
             continue  # not this summary's (an earlier one's, made under other settings)
         if (results / t).exists():
             shutil.copyfile(results / t, out / t)
@@ -249,11 +235,11 @@ def _earlier_files(out: Path) -> list[str] | None:
             raise OutputError(f"{out} exists and is not a publication (no provenance.json): refusing to write "
                               f"into it; choose another --name")
         return None
-    return [t for t in read_json(prov, "files")["files"] if t in TABLES]
+    return [t for t in read_json(prov, "files")["files"] if t in paths.TABLES]
 
 
 def doc_files() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").glob("*.md"))]
 
 
 def stale_tables(docs: list[Path] | None = None) -> list[str]:

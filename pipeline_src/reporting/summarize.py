@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,6 +36,14 @@ class _Split:
 
     def part(self, key: str) -> dict:
         return self.metrics.get(key) or {}
+
+    @cached_property
+    def argmax(self) -> dict:
+        return argmax_columns(self.metrics)
+
+    @cached_property
+    def bands(self) -> dict:
+        return band_columns(self.scores)
 
 
 # Every column of summary.csv in order, with how a run's record gives it: the one place a column is named.
@@ -75,11 +84,11 @@ COLUMNS: list[tuple[str, Callable[[_Split], Any]]] = [
     ("kept_valid_ppl", lambda r: _kept_valid_ppl(r.metrics)),
     ("zero_prob_words", lambda r: r.part("rank").get("zero_probability_words")),
     ("zero_prob_tokens", lambda r: r.scores.get("zero_prob_tokens")),
-    *[(k, lambda r, k=k: argmax_columns(r.metrics)[k]) for k in ("unargmaxable", "argmax_words",
+    *[(k, lambda r, k=k: r.argmax[k]) for k in ("unargmaxable", "argmax_words",
                                                                   "argmax_lp_s_per_word", "argmax_reached_share")],
     ("budget_seconds", lambda r: r.part("budget").get("seconds")),
     ("tokens_reached", lambda r: (r.part("budget").get("reached") or {}).get("tokens")),
-    *[(k, lambda r, k=k: band_columns(r.scores)[k]) for k in (f"{band}_{what}" for band in BANDS
+    *[(k, lambda r, k=k: r.bands[k]) for k in (f"{band}_{what}" for band in BANDS
                                                               for what in ("ppl", "gap_nll", "tokens"))],
     ("config_hash", lambda r: run_hash(r.metrics["config"])),
 ]
@@ -175,30 +184,30 @@ def check_summary_current(params: dict, summary: pd.DataFrame | None = None) -> 
     """Refuse a summary (summary.csv, its verdicts) that another config made: every run's row must carry the
     hash its current config gives, and summary.json the current ``statistics`` (figures, report and publish
     read the summary, never the runs)."""
-    check_tables(params)
+    info = check_tables(params) or {}
     path = paths.summary_path(params)
     if summary is None:
         summary = read_csv(path, "dataset", "method", "seed", "config_hash")
-    for r in summary.drop_duplicates(["dataset", "method", "seed"]).itertuples():
+    rows = list(summary.drop_duplicates(["dataset", "method", "seed"]).itertuples())
+    for r in rows:
         want = run_hash(final_config(params, r.dataset, r.method, int(r.seed)))
         if r.config_hash != want:
             raise StaleError(f"{path}: run {r.dataset}/{r.method}/seed{r.seed} was made by another config (hash "
                              f"{r.config_hash}; this config: {want}): rerun the pipeline (`snakemake`)")
-    info = path.with_suffix(".json")
-    runs = {(r.dataset, r.method, int(r.seed)) for r in summary.drop_duplicates(["dataset", "method", "seed"]).itertuples()}
+    runs = {(r.dataset, r.method, int(r.seed)) for r in rows}
     want = {(d, m, s) for d, m in run_pairs(params) for s in run_seeds(params)}
     extra = sorted(runs - want)
     if extra:
         d, m, s = extra[0]
         raise StaleError(f"{path} holds {len(extra)} run(s) this config does not make ({d}/{m}/seed{s} first): "
                          f"rerun `python -m pipeline_src summarize` (or `snakemake`)")
-    listed = set((read_json(info).get("missing") or []) if info.exists() else [])
+    listed = set(info.get("missing") or [])
     absent = sorted((d, m, s) for d, m, s in want - runs if f"{d}/{m}/seed{s}" not in listed)
     if absent:
         d, m, s = absent[0]
         raise StaleError(f"{path} lacks {len(absent)} run(s) this config makes ({d}/{m}/seed{s} first) and does not "
                          f"list them as missing: rerun `snakemake`, or `python -m pipeline_src summarize --partial`")
-    made = read_json(info).get("statistics") if info.exists() else None
+    made = info.get("statistics")
     if made is not None and made != params["statistics"]:
         key = first_difference(made, params["statistics"])
         raise StaleError(f"{path}: its verdicts were made under other statistics (key 'statistics.{key}' differs): "
@@ -321,19 +330,20 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
     return df
 
 
-def check_tables(params: dict) -> None:
+def check_tables(params: dict) -> dict | None:
     """Refuse a results folder whose tables are not the ones its summary.json says ``summarize`` wrote (a table
     edited by hand, or copied in from another run): one line naming the file. This guards against accidents and
     mixed folders, not against someone who rewrites summary.json too. A summary without its summary.json, or
-    with one from before the digests, is refused too (summarize remakes it in seconds)."""
+    with one from before the digests, is refused too (summarize remakes it in seconds). Returns summary.json's
+    content (None when there is no summary)."""
     info = paths.summary_path(params).with_suffix(".json")
     if not paths.summary_path(params).exists():
-        return  # no summary: its readers say so
-    if not info.exists() or "tables" not in read_json(info):  # removed, or from before the digests: remake it
+        return None  # no summary: its readers say so
+    made = read_json(info) if info.exists() else {}
+    if "tables" not in made:  # removed, or from before the digests: remake it
         raise StaleError(f"{paths.summary_path(params)} has no record of the tables summarize wrote ({info} "
                          f"{'is missing' if not info.exists() else 'predates table digests'}): rerun "
                          f"`python -m pipeline_src summarize` (or delete summary.csv and run `snakemake`)")
-    made = read_json(info)
     for name, digest in (made.get("records") or {}).items():  # the runs it summarised: still there, unchanged
         path = Path(params["results_dir"]) / name
         if not path.is_file():
@@ -349,6 +359,7 @@ def check_tables(params: dict) -> None:
         if sha256_of(path) != digest:
             raise StaleError(f"{path} is not the table summarize wrote beside {info} (its sha256 differs: edited, or "
                              f"from another run): rerun `python -m pipeline_src summarize` (or `snakemake`)")
+    return made
 
 
 def check_bench(params: dict, params_file: str = "params.yaml") -> None:

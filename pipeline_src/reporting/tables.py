@@ -14,7 +14,6 @@ from ..io.errors import ConfigError
 from ..io.paths import REPOSITORY
 from .style import fmt_ratio
 
-ROOT = REPOSITORY
 
 
 def markdown_table(cols: list[str], rows) -> str:
@@ -269,7 +268,7 @@ def _interval(m: float, lo: float, hi: float, digits: int, signed: bool = False)
 
 def render_table(path: str) -> str:
     """The markdown of a results-table block naming ``path`` (relative to the repository root)."""
-    file = ROOT / path
+    file = REPOSITORY / path
     if not file.exists():  # a page may announce a run before it is published
         return f"*Not published yet: run it, then `python -m pipeline_src publish --name {Path(path).parent.name}`.*\n"
     prov = file.with_name(paths.PROVENANCE)  # the intervals' level is the publication's (restate may change it)

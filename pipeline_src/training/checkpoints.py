@@ -13,7 +13,7 @@ import torch
 from ..config import config_hash, train_hash
 from ..io import paths
 from ..io.atomic import atomic_path
-from ..io.errors import ResumeError, StaleError, Stopped, UnreadableError  # noqa: F401  (raised here, named by the loop)
+from ..io.errors import StaleError, UnreadableError
 
 CHECKPOINT, PREVIOUS = paths.CHECKPOINT, paths.PREVIOUS_CHECKPOINT
 

@@ -23,6 +23,7 @@ from ..data.streaming import stream_log_probs
 from ..io import paths
 from ..io.atomic import write_json, write_text
 from ..io.digests import seal
+from ..io.errors import ResumeError, Stopped
 from ..io.runtime import (
     environment,
     load_average,
@@ -35,7 +36,6 @@ from ..io.runtime import (
 from . import checkpoints
 from .averaging import ParameterAverage
 from .budget import Budget, anytime_point, step_clock
-from .checkpoints import Stopped
 from .guard import CHECK_EVERY, LossGuard, check_validation, collapse, safe_exp
 from .optim import build_optimizer
 from .schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
@@ -134,7 +134,7 @@ def _resume(run: Run) -> bool:
     if ck is None:
         return False
     if train_hash(ck["config"]) != train_hash(run.cfg):  # how often it checkpoints may change meanwhile
-        raise checkpoints.ResumeError(
+        raise ResumeError(
             f"{ck['_path']} was written by a different config (hash {ck['config_hash']}, now "
             f"{run_hash(run.cfg)}); delete it to start this run afresh")
     run.model.load_state_dict(ck["model"])

@@ -35,10 +35,8 @@ from ..io.atomic import exclusive, write_json
 from ..io.digests import seal
 from ..io.runtime import StopRequest
 from . import checkpoints
-from .checkpoints import ResumeError, Stopped  # noqa: F401  (the CLI's and the tests' names)
 from .epoch import end_epoch, finish, finished, setup, train_epoch
-from .guard import Diverged, safe_exp  # noqa: F401
-from .step import build_model, train_step  # noqa: F401  (the bench and evaluate build and step so)
+from .guard import Diverged
 
 
 def finetune_config(run_cfg: dict) -> dict:

@@ -7,7 +7,6 @@ from torch.profiler import record_function
 
 from ..config import ModelConfig
 from ..encoders import build_encoder
-from ..encoders.lstm import LSTMEncoder  # noqa: F401 (its historical import path)
 from ..heads import HeadContext, OutputLayer, build_head
 
 State = tuple[Tensor, ...]  # the encoder's recurrent state, a flat tuple the training loop detaches

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 from torch.profiler import record_function
 
-from ..config import ModelConfig, TrainConfig, model_settings
+from ..config import TrainConfig, model_settings
 from ..io import paths
 from ..io.artifacts import read_json
 from .model import LanguageModel
