@@ -245,6 +245,39 @@ def test_sampled_head_trains_with_a_sparse_step(data, tmp_path, optimizer):
     assert ref["best_valid_nll"] < math.log(31)
 
 
+@pytest.mark.parametrize("sampler", ["target-vocabulary", "in-batch", "quadratic-kernel"])
+def test_each_proposal_trains_through_the_loop_and_resumes_bitwise(data, tmp_path, sampler, monkeypatch):
+    from pipeline_src.heads.sampled import SampledSoftmax
+
+    p, raw, prep = data
+    spec = {"type": "sampled-softmax", "sampler": sampler, "negatives": 4, "tau": 12, "bucket_size": 4}
+    cfg = run_config(dict(p, methods={"ss": spec}), "tiny", "ss")
+    cfg["training"].update(optimizer="adam", lr=0.01)
+    planned, real = [], SampledSoftmax.plan_epoch
+
+    def spy(self, targets, start):  # the loop hands the head each epoch's targets, from its first step
+        planned.append((len(targets), start, int(sum(int(y.sum()) for y in targets))))
+        real(self, targets, start)
+
+    monkeypatch.setattr(SampledSoftmax, "plan_epoch", spy)
+    ref = train(cfg, prep, tmp_path / "ref", CPU)
+    assert train(cfg, prep, tmp_path / "cut", CPU, stop_after_steps=5) is None
+    train(cfg, prep, tmp_path / "cut", CPU)
+    hist = (tmp_path / "ref" / "history.csv").read_text().splitlines()
+    assert float(hist[-1].split(",")[3]) < float(hist[1].split(",")[3])
+    a = torch.load(tmp_path / "ref" / "model.pt", weights_only=False)["model"]
+    b = torch.load(tmp_path / "cut" / "model.pt", weights_only=False)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert ref["best_valid_nll"] < math.log(31)
+    if sampler != "target-vocabulary":
+        assert not planned  # only the target vocabulary plans its epochs
+    else:
+        epochs = cfg["training"]["epochs"]
+        assert len(planned) == 2 * epochs + 1  # every epoch of both runs, and the resumed one again at step 5
+        assert (planned[epochs][1], planned[epochs + 1][1]) == (0, 5)
+        assert planned[epochs][0] == planned[epochs + 1][0] and planned[epochs][2] == planned[epochs + 1][2]
+
+
 def test_weight_decay_with_sparse_gradients_is_a_config_error(data):
     from pipeline_src.config import ConfigError, TrainConfig
     from pipeline_src.training.optim import build_optimizer

@@ -54,6 +54,10 @@ class OutputLayer(nn.Module):
     # activation checkpointing recomputes the forward, chunked_mean_nll)
     train_passes: ClassVar[int] = 3
 
+    # True for a head whose training loss depends on the order of the epoch's batches (Jean et al.'s target
+    # vocabularies): the loop then calls ``plan_epoch`` before each epoch's first step (or its resumed step)
+    plans_epochs: bool = False
+
     def __init__(self, ctx: HeadContext, opts: "OutputLayer.Options"):
         super().__init__()
         self.vocab_size = ctx.vocab_size
@@ -63,6 +67,10 @@ class OutputLayer(nn.Module):
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         """Training loss, a scalar averaged over positions. hidden (N, d), target (N,)."""
         raise NotImplementedError
+
+    def plan_epoch(self, targets: list[Tensor], start: int) -> None:
+        """For a head that ``plans_epochs``: the epoch's training targets, one (T, B) segment per step in the
+        order the loop takes them, and the step training starts (or resumes) at."""
 
     def log_prob(self, hidden: Tensor) -> Tensor:
         """Exact normalised log p(. | h): hidden (N, d) -> (N, V), each row logsumexp = 0."""

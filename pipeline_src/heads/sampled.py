@@ -29,7 +29,9 @@ from torch import Tensor, nn
 
 from ..io.errors import ConfigError
 from .base import HeadContext, OutputLayer, output_embedding, register
+from .kernel_tree import KernelTree
 from .kernels import chunked_rows, init_range_field, linear_score_and_log_z
+from .partitions import Plan, fill_frequent
 from .sampling import Negatives, Sampler, log_uniform_probs, unigram_probs
 
 
@@ -91,22 +93,28 @@ class _Sampled(OutputLayer):
         # (created before Q, filled after it: the parameters' order is what it was before the option)
         self.bias_col = nn.Parameter(torch.zeros(ctx.vocab_size, 1)) if self.has_bias else None
         v = ctx.vocab_size
-        if opts.sampler == "unigram":
+        if opts.sampler in ("unigram", "in-batch"):
             if ctx.unigram_counts is None:
-                raise ValueError("sampler 'unigram' needs the train counts (noise.npz)")
-            q = unigram_probs(ctx.unigram_counts, opts.alpha)
-        elif opts.sampler == "uniform":
-            q = torch.full((v,), 1.0 / v, dtype=torch.float64)
-        else:
+                raise ValueError(f"sampler {opts.sampler!r} needs the train counts (noise.npz)")
+            # in-batch: the batch's targets are draws from the data's own unigram, so Q has alpha = 1
+            q = unigram_probs(ctx.unigram_counts, 1.0 if opts.sampler == "in-batch" else opts.alpha)
+        elif opts.sampler == "log-uniform":
             q = log_uniform_probs(v)
+        else:  # uniform; the target vocabulary's proposal is uniform over V', the kernel's is at h = 0
+            q = torch.full((v,), 1.0 / v, dtype=torch.float64)
         self.register_buffer("log_q", torch.log(q).float())  # (V,), -inf where Q = 0
-        if not opts.replacement and opts.negatives > v:
-            raise ConfigError(f"{self.name} option 'negatives': cannot draw {opts.negatives} distinct negatives from "
-                              f"a vocabulary of {v} (fewer negatives, or replacement: true)")
-        self.sampler = Sampler(q, opts.negatives, opts.replacement, opts.shared)
+        self.sampler = self.make_sampler(q)
         if self.bias_col is not None:
             with torch.no_grad():
                 self.bias_col.copy_(initial_bias(opts.bias_init, self.log_q.double(), opts.negatives)[:, None])
+
+    def make_sampler(self, q: Tensor) -> Sampler:
+        """The sampler of k negatives from Q that ``loss`` draws from."""
+        opts = self.opts
+        if not opts.replacement and opts.negatives > self.vocab_size:
+            raise ConfigError(f"{self.name} option 'negatives': cannot draw {opts.negatives} distinct negatives from "
+                              f"a vocabulary of {self.vocab_size} (fewer negatives, or replacement: true)")
+        return Sampler(q, opts.negatives, opts.replacement, opts.shared)
 
     def _apply(self, fn, *args, **kwargs):  # keep the sampler's tables on the module's device
         out = super()._apply(fn, *args, **kwargs)
@@ -168,19 +176,146 @@ class _Sampled(OutputLayer):
         raise NotImplementedError
 
 
+UNIGRAM_LIKE = ("unigram", "uniform", "log-uniform")
+
+
 @register("sampled-softmax", family="sampled objectives")
 class SampledSoftmax(_Sampled):
+    """Softmax over the target and sampled negatives, each logit corrected by the log of its expected count
+    under the proposal. The proposal (``sampler``) is the method (docs/methods.md):
+    - ``unigram`` / ``uniform`` / ``log-uniform``: k draws from a fixed Q (TensorFlow's sampled_softmax_loss);
+    - ``target-vocabulary``: Jean et al. (2015)'s own method, a softmax over each partition's target
+      vocabulary V' (uniform proposal over V': the corrections cancel; no accidental hits, the target is in V');
+    - ``in-batch``: the batch's distinct targets as every position's negatives, corrected by their inclusion
+      probability 1 - (1 - Q(w))^B for B target positions drawn from the unigram Q;
+    - ``quadratic-kernel``: Blanc & Rendle (2018), k draws per position from q(w | h) proportional to
+      alpha (h . w)^2 + 1 through a tree of sufficient statistics (kernel_tree.py), corrected by log(k q)."""
+
     @dataclass(frozen=True)
     class Options(SamplerOptions):
+        sampler: str = field(default="unigram", metadata={
+            "enum": [*UNIGRAM_LIKE, "target-vocabulary", "in-batch", "quadratic-kernel"],
+            "description": "the proposal: a fixed Q over frequency-sorted ids (unigram, uniform, log-uniform), "
+                           "Jean et al.'s target-vocabulary, in-batch, or Blanc & Rendle's quadratic-kernel "
+                           "(docs/methods.md)"})
         replacement: bool = field(default=False, metadata={"description": "draw negatives with replacement"})
         remove_accidental_hits: bool = field(default=True, metadata={"description": "mask negatives equal to the target"})
         bias_init: str = bias_init_field("zero")
+        tau: int = field(default=2000, metadata={"minimum": 1, "description": (
+            "target-vocabulary: a partition of consecutive batches ends when its distinct targets reach tau")})
+        fill: bool = field(default=False, metadata={"description": (
+            "target-vocabulary: top each partition's V' up to tau with the most frequent words")})
+        kernel_alpha: float = field(default=1.0, metadata={"exclusiveMinimum": 0, "description": (
+            "quadratic-kernel: alpha of q(w | h) proportional to alpha (h . w)^2 + 1")})
+        bucket_size: int = field(default=128, metadata={"minimum": 1, "description": (
+            "quadratic-kernel: words per leaf of the tree (a d x d statistic per leaf, not per word)")})
+        refresh_every: int = field(default=1, metadata={"minimum": 1, "description": (
+            "quadratic-kernel: training steps between rebuilds of the tree from the output embeddings")})
+
+    def __init__(self, ctx: HeadContext, opts: Options):
+        super().__init__(ctx, opts)
+        self.plans_epochs = opts.sampler == "target-vocabulary"
+        self.plan: Plan | None = None
+        self.tree = KernelTree(opts.kernel_alpha, opts.bucket_size) if opts.sampler == "quadratic-kernel" else None
+        self._since_build = 0
+        self.columns = 0  # score columns per position at the last training step (target-vocabulary, in-batch)
+
+    def _apply(self, fn, *args, **kwargs):  # a moved or cast head rebuilds its tree from its weights
+        out = super()._apply(fn, *args, **kwargs)
+        if getattr(self, "tree", None) is not None:
+            self.tree.levels = []
+        return out
+
+    def make_sampler(self, q: Tensor) -> Sampler:
+        if self.opts.sampler in UNIGRAM_LIKE:
+            return super().make_sampler(q)
+        # in-batch: the inclusion probability of B targets drawn from Q is the expected count of B draws
+        # without replacement; the other two do not draw from Q
+        return Sampler(q, 1, replacement=self.opts.sampler != "in-batch")
+
+    def forward_macs(self, exact: bool) -> float:
+        """Training: the scores of the target and the negatives. Their number is data's for two proposals:
+        V' (target-vocabulary) and the batch's distinct targets (in-batch), counted at the last training step
+        (before any: tau, and k + 1)."""
+        if exact or self.opts.sampler in UNIGRAM_LIKE + ("quadratic-kernel",):
+            return super().forward_macs(exact)
+        if self.columns:
+            return self.in_dim * self.columns
+        return self.in_dim * (self.opts.tau if self.opts.sampler == "target-vocabulary" else self.opts.negatives + 1)
+
+    def flops_per_token(self, train: bool) -> float:
+        """The quadratic kernel's proposal is arithmetic too: a draw costs two children's masses per level
+        (d (d + 1) / 2 multiply-adds each) and a bucket's scores; a rebuild, d^2 per word every
+        ``refresh_every`` steps of (about) 64 x 35 positions. Counted beside the products, once (no backward)."""
+        flops = super().flops_per_token(train)
+        if not train or self.opts.sampler != "quadratic-kernel":
+            return flops
+        d, v, b = self.in_dim, self.vocab_size, self.opts.bucket_size
+        levels = max(0, math.ceil(math.log2(max(1, math.ceil(v / b)))))
+        per_draw = levels * d * (d + 1) + b * d
+        rebuild = v * d * d / (self.opts.refresh_every * 64 * 35)
+        return flops + 2.0 * (self.opts.negatives * per_draw + rebuild)
+
+    def plan_epoch(self, targets: list[Tensor], start: int) -> None:
+        self.plan = Plan.of(targets, self.opts.tau, self.vocab_size, self.opts.fill, start)
+
+    def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
+        sampler = self.opts.sampler
+        if sampler == "target-vocabulary":
+            return self.target_vocabulary_loss(hidden, target, self.target_vocabulary(target))
+        if sampler == "in-batch":
+            return self.loss_given(hidden, target, self.in_batch(target))
+        if sampler == "quadratic-kernel":
+            return self.loss_given(hidden, target, self.kernel_draws(hidden, target))
+        return super().loss(hidden, target)
+
+    def target_vocabulary(self, target: Tensor) -> Tensor:
+        """This step's V' (sorted ids): its partition's from the epoch's plan, else the batch's own."""
+        ids = self.plan.take(target) if self.plan is not None and self.training else None
+        if ids is None:
+            ids = torch.unique(target)
+            ids = fill_frequent(ids, self.opts.tau, self.vocab_size) if self.opts.fill else ids
+        return ids
+
+    def target_vocabulary_loss(self, hidden: Tensor, target: Tensor, vocab: Tensor) -> Tensor:
+        """Mean over positions of -s(y) + log sum_{w in V'} exp s(w) (Jean et al. 2015, eq. 9 with a uniform
+        proposal over V': every correction is the same constant and cancels). vocab: sorted V', holding y."""
+        logits = self.scores(hidden, vocab)  # (N, |V'|), one product for every position
+        self.columns = vocab.numel()
+        at = torch.searchsorted(vocab, target)  # y's column
+        return (torch.logsumexp(logits, dim=1) - logits.gather(1, at[:, None]).squeeze(1)).mean()
+
+    def in_batch(self, target: Tensor) -> Negatives:
+        """The batch's distinct targets, shared by every position (a position's own target is an accidental
+        hit, removed in ``loss_given``), each expected 1 - (1 - Q(w))^B times among the B targets."""
+        ids = torch.unique(target)
+        b = target.numel()
+        self.columns = ids.numel() + 1
+        return Negatives(ids, self.sampler.expected_count(ids, b), b)
+
+    def kernel_draws(self, hidden: Tensor, target: Tensor) -> Negatives:
+        """k draws per position from the kernel tree (rebuilt every ``refresh_every`` steps) with expected
+        counts k q(w | h); the target's own k q(y | h) is returned as ``draws`` for ``loss_given``."""
+        if not self.tree.levels or self._since_build >= self.opts.refresh_every:
+            self.tree.build(self.weight)
+            self._since_build = 0
+        self._since_build += 1
+        k = self.opts.negatives
+        ids = self.tree.sample(hidden, k)  # (N, k)
+        h = hidden.detach().double()
+        both = self.tree.log_q(h, torch.cat([target[:, None], ids], dim=1)).exp() * k  # (N, 1 + k)
+        return Negatives(ids, both[:, 1:], both[:, :1])
+
+    def true_expected_count(self, target: Tensor, neg: Negatives) -> Tensor:
+        if self.opts.sampler == "quadratic-kernel":
+            return neg.draws.squeeze(1)  # k q(y | h), computed with the draws
+        draws = neg.draws.squeeze(1) if isinstance(neg.draws, Tensor) else neg.draws
+        return self.sampler.expected_count(target, draws)
 
     def loss_given(self, hidden: Tensor, target: Tensor, neg: Negatives) -> Tensor:
         ids = neg.ids
-        draws = neg.draws.squeeze(1) if isinstance(neg.draws, Tensor) else neg.draws
         true = self.scores(hidden, target[:, None]).squeeze(1)  # (N,)
-        true = true - torch.log(self.sampler.expected_count(target, draws)).to(true.dtype)
+        true = true - torch.log(self.true_expected_count(target, neg)).to(true.dtype)
         sampled = self.scores(hidden, ids) - torch.log(neg.expected_count).to(true.dtype)  # (N, k)
         if self.opts.remove_accidental_hits:
             hits = (ids[None, :] if ids.dim() == 1 else ids) == target[:, None]

@@ -164,17 +164,24 @@ def finished(run: Run) -> bool:
     return run.st.epoch >= run.tc.epochs or run.st.budget_spent or run.st.finetune_stopped_at is not None
 
 
-def _epoch_batches(run: Run):
-    """This epoch's number of steps and its (k, x, y) segments from the current position on."""
+def _epoch_batches(run: Run, start: int | None = None):
+    """This epoch's number of steps and its (k, x, y) segments from step ``start`` on (default: the current
+    position)."""
     tc, st = run.tc, run.st
+    start = st.step_in_epoch if start is None else start
     if tc.variable_bptt:  # the epoch's lengths are fixed by (seed, epoch): a resumed run cuts them alike
         cap = tc.bptt + tc.bptt_max_delta if tc.bptt_max_delta is not None else None
         lengths = variable_lengths(run.train_data.shape[0], tc.bptt, run.cfg["seed"], st.epoch, cap)
         return (min(len(lengths), tc.max_steps_per_epoch or len(lengths)),
-                variable_segments(run.train_data, lengths, start=st.step_in_epoch))
+                variable_segments(run.train_data, lengths, start=start))
     n_seg = num_segments(run.train_data, tc.bptt)
-    return (min(n_seg, tc.max_steps_per_epoch or n_seg),
-            segments(run.train_data, tc.bptt, start=st.step_in_epoch))
+    return (min(n_seg, tc.max_steps_per_epoch or n_seg), segments(run.train_data, tc.bptt, start=start))
+
+
+def _plan_epoch(run: Run, epoch_steps: int) -> None:
+    """Hand a head that plans its epochs this epoch's targets from its first step, and where training is."""
+    _, every = _epoch_batches(run, start=0)
+    run.model.head.plan_epoch([y for k, _, y in every if k < epoch_steps], run.st.step_in_epoch)
 
 
 def _start_epoch(run: Run) -> None:
@@ -195,6 +202,8 @@ def train_epoch(run: Run, stop, should_pause) -> bool:
     st, tc = run.st, run.tc
     guard = LossGuard(st, run.device)
     epoch_steps, batches = _epoch_batches(run)
+    if run.model.head.plans_epochs:
+        _plan_epoch(run, epoch_steps)
     bar = tqdm(total=epoch_steps, initial=st.step_in_epoch, desc=f"epoch {st.epoch + 1}/{tc.epochs}",
                file=sys.stderr, mininterval=1.0 if sys.stderr.isatty() else 30.0, leave=False)
     clock = step_clock(tc, run.device)
