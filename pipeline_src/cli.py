@@ -155,6 +155,32 @@ def _bench_step(params: dict, args) -> None:
     run_step_bench(params, _device(params, args))
 
 
+def _bench_samplers(params: dict, args) -> None:
+    from .cost.samplers import gradient_bias, kernel_costs, model_contexts
+    from .data.checks import check_prepared
+    from .io.atomic import atomic_path
+
+    device = _device(params, args)
+    kernel = params["methods"][args.kernel]
+    b = params["bench"]
+    costs = kernel_costs(b["vocab_sizes"], b["dim"], args.positions, kernel.get("negatives", 16),
+                         kernel.get("bucket_size", 128), kernel.get("kernel_alpha", 1.0), device)
+    out = paths.sampler_costs_path(params)
+    tables = [(out, costs)]
+    if args.model:
+        h, y, w, bias, counts = model_contexts(Path(args.model), check_prepared(params, args.dataset),
+                                               args.bias_positions, device)
+        proposals = {m: {k: v for k, v in params["methods"][m].items() if k not in ("type", "negatives")}
+                     for m in (args.unigram, args.kernel)}
+        tables.append((out.with_name("sampler-bias.csv"),
+                       gradient_bias(h, y, w, bias, counts, proposals, args.sizes, args.reps)))
+    for path, df in tables:
+        with atomic_path(path) as tmp:
+            df.to_csv(tmp, index=False)
+        print(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        print(f"wrote {path}")
+
+
 def _matrix(params: dict, args) -> None:
     from .evaluation.matrix import run
 
@@ -272,6 +298,8 @@ COMMANDS = {
     "bench": (_bench, "time and measure memory of every output layer against the matmul floor", ()),
     "bench-step": (_bench_step, "time whole training steps against their floor and the PyTorch example's step "
                    "(bench.step)", ()),
+    "bench-samplers": (_bench_samplers, "the kernel proposal's rebuild and draw costs at bench.vocab_sizes, and with "
+                       "--model the sampled softmax's gradient bias per proposal and sample size", ()),
     "publish": (_publish, "copy a finished run's tables to benchmarks/NAME with provenance; regenerate README tables",
                 ("name",)),
     "restate": (_restate, "recompute a publication's headline and contrasts from its committed per-run rows "
@@ -297,7 +325,7 @@ def parser() -> argparse.ArgumentParser:
         if name == "train":
             sp.add_argument("--seed", type=_int, default=None, help="run seed of a final run (one of run.seeds)")
             sp.add_argument("--trial", type=_int, default=None, help="index of a tuning trial (0 .. tuning.trials - 1)")
-        if name in ("train", "finetune", "evaluate", "bench", "matrix"):  # bench-step sets its own (bench.step.threads)
+        if name in ("train", "finetune", "evaluate", "bench", "bench-samplers", "matrix"):  # bench-step sets its own (bench.step.threads)
             sp.add_argument("--threads", type=_positive_int, default=None,
                             help="torch CPU threads (Snakemake passes the job's threads; default: torch's choice)")
         if name == "publish":
@@ -317,6 +345,15 @@ def parser() -> argparse.ArgumentParser:
                             help="summarise the finished runs only; the missing ones are listed in summary.json")
         if name == "bench":
             sp.add_argument("--quick", action="store_true", help="small sizes, for tests")
+        if name == "bench-samplers":
+            sp.add_argument("--positions", type=_positive_int, default=64 * 35, help="contexts a step draws for")
+            sp.add_argument("--kernel", default="sampled-softmax-kernel", help="the kernel proposal's method name")
+            sp.add_argument("--unigram", default="sampled-softmax", help="the unigram proposal's method name")
+            sp.add_argument("--model", default=None, help="a trained run's model.pt (softmax head) for the bias curve")
+            sp.add_argument("--dataset", default=None, help="the model's dataset (its validation contexts)")
+            sp.add_argument("--bias-positions", type=_positive_int, default=256)
+            sp.add_argument("--sizes", type=_positive_int, nargs="+", default=[1, 4, 16, 64])
+            sp.add_argument("--reps", type=_positive_int, default=40)
     return p
 
 

@@ -25,12 +25,27 @@ import torch
 from torch import Tensor
 
 
+def draw_macs(vocab_size: int, dim: int, k: int, bucket_size: int) -> float:
+    """Multiply-adds of k draws for one row (:meth:`KernelTree.sample`): every node of a dense level, two children
+    per draw on a gathered one (P = d (d + 1) / 2 each), and a bucket's scores per draw."""
+    p = dim * (dim + 1) / 2
+    levels = max(0, math.ceil(math.log2(max(1, math.ceil(vocab_size / bucket_size)))))
+    nodes = [2 ** level for level in range(1, levels + 1)]
+    return sum(n * p if n <= DENSE_PER_DRAW * k else 2 * k * p for n in nodes) + k * bucket_size * dim
+
+
 def packed_outer(h: Tensor) -> Tensor:
     """(N, d) -> (N, d (d + 1) / 2): h h^T's upper triangle, off-diagonal entries doubled, so that
     packed_outer(h) . packed(C) = h^T C h for a symmetric C."""
     d = h.shape[1]
     i, j = torch.triu_indices(d, d, device=h.device)
     return h[:, i] * h[:, j] * torch.where(i == j, 1.0, 2.0).to(h.dtype)
+
+
+# A level of at most this many nodes per draw of a row is scored for all its nodes by one product (compute-bound);
+# a deeper one gathers each draw's two children (memory-bound). Measured at 10k-1M words, d = 64, 16 draws of
+# 2,240 rows on one thread: 128 beat 8 and 32 by 1.3-4x (docs/bench.md).
+DENSE_PER_DRAW = 128
 
 
 class KernelTree:
@@ -89,26 +104,33 @@ class KernelTree:
     def sample(self, h: Tensor, k: int, generator: torch.Generator | None = None) -> Tensor:
         """(N, k) ids, k independent draws from q(. | h_n) for each row n of h (with replacement)."""
         h = h.detach().to(self.words.dtype)
-        rows = torch.arange(h.shape[0], device=h.device).repeat_interleave(k)
-        out = torch.empty(rows.numel(), dtype=torch.int64, device=h.device)
-        for lo in range(0, rows.numel(), self.chunk):
-            r = rows[lo:lo + self.chunk]
-            out[lo:lo + self.chunk] = self._descend(h[r], generator)
-        return out.view(h.shape[0], k)
+        out = torch.empty(h.shape[0], k, dtype=torch.int64, device=h.device)
+        rows = max(1, self.chunk // k)
+        for lo in range(0, h.shape[0], rows):
+            out[lo:lo + rows] = self._descend(h[lo:lo + rows], k, generator)
+        return out
 
-    def _descend(self, h: Tensor, generator) -> Tensor:
-        """One draw per row of h (M, d): root to bucket by the children's masses, then a word in the bucket."""
-        p = packed_outer(h)  # (M, P)
-        node = torch.zeros(h.shape[0], dtype=torch.int64, device=h.device)
+    def _descend(self, h: Tensor, k: int, generator) -> Tensor:
+        """k draws for each row of h (n, d): root to bucket by the children's masses, then a word in the bucket.
+        A level of at most ``DENSE_PER_DRAW k`` nodes is scored for every row at once (one product,
+        (n, P) x (P, nodes)); below, each draw gathers its node's two children (memory-bound)."""
+        n = h.shape[0]
+        p = packed_outer(h)  # (n, P)
+        node = torch.zeros(n, k, dtype=torch.int64, device=h.device)
         for stats, count in zip(self.levels[1:], self.counts[1:]):
-            kids = stats.view(-1, 2, stats.shape[1])[node]  # (M, 2, P): the two children, side by side
-            mass = self.alpha * torch.einsum("mcp,mp->mc", kids, p) + count.view(-1, 2)[node]
-            u = torch.rand(h.shape[0], device=h.device, dtype=h.dtype, generator=generator)
-            right = u * mass.sum(1) >= mass[:, 0]
-            node = 2 * node + right.long()
-        s = torch.einsum("mbd,md->mb", self.words[node], h)  # (M, bucket)
+            if stats.shape[0] <= DENSE_PER_DRAW * k:
+                every = self.alpha * p @ stats.t() + count  # (n, nodes): every node's mass for every row
+                left, right = every.gather(1, 2 * node), every.gather(1, 2 * node + 1)
+            else:
+                kids = stats.view(-1, 2 * stats.shape[1]).index_select(0, node.reshape(-1))
+                kids = kids.view(n, 2 * k, stats.shape[1])  # each draw's two children, side by side
+                mass = self.alpha * torch.bmm(kids, p[:, :, None]).view(n, k, 2) + count.view(-1, 2)[node]
+                left, right = mass[..., 0], mass[..., 1]
+            u = torch.rand(n, k, device=h.device, dtype=h.dtype, generator=generator)
+            node = 2 * node + (u * (left + right) >= left).long()
+        words = self.words.view(self.words.shape[0], -1).index_select(0, node.reshape(-1))
+        s = torch.bmm(words.view(n, k * self.bucket_size, -1), h[:, :, None]).view(n, k, -1)  # (n, k, bucket)
         mass = self.alpha * s * s + 1
-        n_valid = self.counts[-1][node]  # padding beyond V has mass 0
-        mass = mass.masked_fill(torch.arange(self.bucket_size, device=h.device)[None, :] >= n_valid[:, None], 0.0)
-        pick = torch.multinomial(mass, 1, generator=generator).squeeze(1)
-        return node * self.bucket_size + pick
+        valid = torch.arange(self.bucket_size, device=h.device) < self.counts[-1][node][..., None]
+        pick = torch.multinomial(mass.masked_fill(~valid, 0.0).view(n * k, -1), 1, generator=generator)
+        return node * self.bucket_size + pick.view(n, k)

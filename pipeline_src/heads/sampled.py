@@ -29,7 +29,7 @@ from torch import Tensor, nn
 
 from ..io.errors import ConfigError
 from .base import HeadContext, OutputLayer, output_embedding, register
-from .kernel_tree import KernelTree
+from .kernel_tree import KernelTree, draw_macs
 from .kernels import chunked_rows, init_range_field, linear_score_and_log_z
 from .partitions import Plan, fill_frequent
 from .sampling import Negatives, Sampler, log_uniform_probs, unigram_probs
@@ -207,7 +207,7 @@ class SampledSoftmax(_Sampled):
             "target-vocabulary: top each partition's V' up to tau with the most frequent words")})
         kernel_alpha: float = field(default=1.0, metadata={"exclusiveMinimum": 0, "description": (
             "quadratic-kernel: alpha of q(w | h) proportional to alpha (h . w)^2 + 1")})
-        bucket_size: int = field(default=128, metadata={"minimum": 1, "description": (
+        bucket_size: int = field(default=64, metadata={"minimum": 1, "description": (
             "quadratic-kernel: words per leaf of the tree (a d x d statistic per leaf, not per word)")})
         refresh_every: int = field(default=1, metadata={"minimum": 1, "description": (
             "quadratic-kernel: training steps between rebuilds of the tree from the output embeddings")})
@@ -244,17 +244,15 @@ class SampledSoftmax(_Sampled):
         return self.in_dim * (self.opts.tau if self.opts.sampler == "target-vocabulary" else self.opts.negatives + 1)
 
     def flops_per_token(self, train: bool) -> float:
-        """The quadratic kernel's proposal is arithmetic too: a draw costs two children's masses per level
-        (d (d + 1) / 2 multiply-adds each) and a bucket's scores; a rebuild, d^2 per word every
-        ``refresh_every`` steps of (about) 64 x 35 positions. Counted beside the products, once (no backward)."""
+        """The quadratic kernel's proposal is arithmetic too (kernel_tree.draw_macs: the tree's levels and a
+        bucket's scores), and so is a rebuild, d^2 per word every ``refresh_every`` steps of the sweep's 64 x 35
+        positions. Counted beside the products, once (no backward)."""
         flops = super().flops_per_token(train)
         if not train or self.opts.sampler != "quadratic-kernel":
             return flops
-        d, v, b = self.in_dim, self.vocab_size, self.opts.bucket_size
-        levels = max(0, math.ceil(math.log2(max(1, math.ceil(v / b)))))
-        per_draw = levels * d * (d + 1) + b * d
+        d, v = self.in_dim, self.vocab_size
         rebuild = v * d * d / (self.opts.refresh_every * 64 * 35)
-        return flops + 2.0 * (self.opts.negatives * per_draw + rebuild)
+        return flops + 2.0 * (draw_macs(v, d, self.opts.negatives, self.opts.bucket_size) + rebuild)
 
     def plan_epoch(self, targets: list[Tensor], start: int) -> None:
         self.plan = Plan.of(targets, self.opts.tau, self.vocab_size, self.opts.fill, start)

@@ -30,7 +30,7 @@ PROVENANCE = "provenance.json"  # a publication's commit, params file and the ta
 # The result tables under results_dir, in the order a publication lists them; it copies every one that exists.
 TABLES = ("summary.csv", "summary.json", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv",
           "matrix.csv", "bench.csv", "bench.json", "tuning.csv", "tuning_curves.csv", "step-bench.csv", "step-bench.json",
-          "step-breakdown.csv")
+          "step-breakdown.csv", "sampler-costs.csv", "sampler-bias.csv")
 SUMMARY_TABLES = ("summary.csv", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv",
                   "matrix.csv", "tuning.csv", "tuning_curves.csv")  # summarize's own: summary.json lists their digests
 
@@ -108,6 +108,11 @@ def report_path(params: dict) -> Path:
 
 def bench_path(params: dict) -> Path:
     return Path(params["results_dir"]) / "bench.csv"
+
+
+def sampler_costs_path(params: dict) -> Path:
+    """The kernel proposal's rebuild and draw costs (pipeline_src/cost/samplers.py); ``sampler-bias.csv`` beside."""
+    return Path(params["results_dir"]) / "sampler-costs.csv"
 
 
 def step_bench_path(params: dict) -> Path:
