@@ -216,3 +216,40 @@ def test_only_sampled_softmax_takes_the_new_proposals(default_params):
     p["methods"]["nce"]["sampler"] = "unigram"
     p["methods"]["sampled-softmax"] = {**p["methods"]["sampled-softmax"], "sampler": "in-batch"}
     config.validate(p)
+
+
+@pytest.mark.parametrize("v, k", [(37, 3), (5000, 2), (5000, 40)])
+def test_draw_macs_are_the_products_the_sampler_runs(v, k):
+    """The kernel's declared arithmetic against torch's FLOP counter: dense levels, gathered levels, buckets."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from pipeline_src.heads.kernel_tree import draw_macs
+
+    g = torch.Generator().manual_seed(9)
+    tree = KernelTree(alpha=1.0, bucket_size=4)
+    tree.build(torch.randn(v, 6, generator=g))
+    h = torch.randn(5, 6, generator=g)
+    with FlopCounterMode(display=False) as counter:
+        tree.sample(h, k, torch.Generator().manual_seed(1))
+    assert counter.get_total_flops() == 2 * 5 * draw_macs(v, 6, k, 4)
+
+
+def test_gradient_bias_shrinks_with_the_sample_and_is_smaller_for_the_kernel():
+    """Blanc & Rendle's claim on a peaked model: the kernel proposal's gradient is less biased than the unigram
+    one's at the same number of samples, and both biases shrink as the sample grows."""
+    from pipeline_src.cost.samplers import gradient_bias
+
+    g = torch.Generator().manual_seed(10)
+    v, d, n = 400, 8, 64
+    w = torch.randn(v, d, generator=g, dtype=torch.float64)
+    h = 1.5 * torch.randn(n, d, generator=g, dtype=torch.float64)
+    y = torch.distributions.Categorical(logits=h @ w.t()).sample()
+    counts = (1e6 / torch.arange(1, v + 1)).long()
+    df = gradient_bias(h, y, w, torch.zeros(v, dtype=torch.float64), counts,
+                       {"unigram": {"sampler": "unigram", "replacement": True},
+                        "kernel": {"sampler": "quadratic-kernel", "replacement": True, "bucket_size": 8}},
+                       sizes=[2, 32], reps=30)
+    bias = {(r.proposal, r.m): r.bias for r in df.itertuples()}
+    assert bias["unigram", 32] < bias["unigram", 2] and bias["kernel", 32] < bias["kernel", 2]
+    assert bias["kernel", 2] < bias["unigram", 2] and bias["kernel", 32] < bias["unigram", 32] / 2
+    assert (df.noise > 0).all() and (df.noise < df.bias).all()
