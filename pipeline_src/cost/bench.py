@@ -30,6 +30,7 @@ from ..heads.kernels import scratch_bytes
 from ..io import paths
 from ..io.atomic import atomic_path, write_json
 from ..io.digests import sha256_of
+from ..training.optim import RowSparseAdam
 
 
 def sync(device: torch.device) -> None:
@@ -115,9 +116,9 @@ def bench_one(method: str, spec: dict, v: int, n: int, d: int, device: torch.dev
         step()
         sgd.step()
 
-    # Adam as training runs it (pipeline_src/training/optim.py): its lazy sparse variant for rows with sparse gradients
+    # Adam as training runs it (training/optim.py): its lazy sparse variant for rows with sparse gradients
     sparse_ids = {id(p) for p in head.sparse_params()}
-    adams = [torch.optim.SparseAdam(ps, lr=1e-6) if sparse else torch.optim.Adam(ps, lr=1e-6)
+    adams = [RowSparseAdam(ps, lr=1e-6) if sparse else torch.optim.Adam(ps, lr=1e-6)
              for sparse, ps in ((True, [p for p in head.parameters() if id(p) in sparse_ids]),
                                 (False, [p for p in head.parameters() if id(p) not in sparse_ids])) if ps]
 
