@@ -127,13 +127,25 @@ def bench_one(method: str, spec: dict, v: int, n: int, d: int, device: torch.dev
         for opt in adams:
             opt.step()
 
+    def torch_sparse_adam() -> None:  # the peer: torch's own SparseAdam (what training used before RowSparseAdam)
+        step()
+        for opt in peers:
+            opt.step()
+
+    peers = [torch.optim.SparseAdam(ps, lr=1e-6) if sparse else torch.optim.Adam(ps, lr=1e-6)
+             for sparse, ps in ((True, [p for p in head.parameters() if id(p) in sparse_ids]),
+                                (False, [p for p in head.parameters() if id(p) not in sparse_ids])) if ps]
+
     def evaluate() -> None:
         with torch.no_grad():
             head.target_log_prob(h, target)
 
     out = {"method": method, "train_ms": time_fn(step, device, repeats, warmup),
+           "touched": touched_elements(head),  # the gradient the timed steps left
+           "train_flop": head.flops_per_token(train=True) * n, "eval_flop": head.flops_per_token(train=False) * n,
            "update_ms": time_fn(step_and_update, device, repeats, warmup),
            "adam_ms": time_fn(step_and_adam, device, repeats, warmup),
+           "torch_sparse_adam_ms": time_fn(torch_sparse_adam, device, repeats, warmup) if sparse_ids else float("nan"),
            "eval_ms": time_fn(evaluate, device, repeats, warmup),
            "peak_mem_mb": (peak_bytes(step, device, clear) + scratch_bytes(head)) / 2**20,  # + blocks kept
            "params": sum(p.numel() for p in head.parameters()),
@@ -141,6 +153,47 @@ def bench_one(method: str, spec: dict, v: int, n: int, d: int, device: torch.dev
            "adam_state_mb": sum(t.numel() * t.element_size() for opt in adams for st in opt.state.values()
                                 for t in st.values() if torch.is_tensor(t)) / 2**20}
     return out
+
+
+def touched_elements(head: torch.nn.Module) -> int:
+    """Parameter elements the step's gradient holds: every element of a dense gradient, the rows present in a
+    sparse one (what an optimizer must read and write)."""
+    total = 0
+    for p in head.parameters():
+        if p.grad is None:
+            continue
+        if p.grad.is_sparse:
+            g = p.grad.coalesce()
+            total += g._values().numel()
+        else:
+            total += p.numel()
+    return total
+
+
+# bytes an update moves per parameter element it touches, in fp32: SGD reads the weight and its gradient and
+# writes the weight; Adam also reads and writes its two moments
+UPDATE_BYTES = {"sgd": 3 * 4, "adam": 7 * 4}
+
+
+def memory_bandwidth(device: torch.device, repeats: int, mb: int = 256) -> float:
+    """Bytes per second of a large copy (read + write), this machine's measured memory bandwidth."""
+    src = torch.ones(mb * 2**18, device=device)
+    dst = torch.empty_like(src)
+    ms = time_fn(lambda: dst.copy_(src), device, max(repeats, 3), 1)
+    return 2 * src.numel() * 4 / (ms / 1e3)
+
+
+def own_floors(row: dict, gemm_flops_per_s: float, bandwidth: float) -> dict:
+    """A head's own floor: its products' FLOPs at the measured GEMM rate (training: forward and both gradient
+    products; evaluation: one forward), plus for an update the bytes it must move over the elements the step
+    touched at the measured bandwidth; and the head's times against them."""
+    step = 1e3 * row["train_flop"] / gemm_flops_per_s
+    own = {"own_floor_ms": step, "own_eval_floor_ms": 1e3 * row["eval_flop"] / gemm_flops_per_s}
+    for opt, col in (("sgd", "update"), ("adam", "adam")):
+        own[f"own_{col}_floor_ms"] = step + 1e3 * row["touched"] * UPDATE_BYTES[opt] / bandwidth
+    own.update(train_vs_own=row["train_ms"] / own["own_floor_ms"], update_vs_own=row["update_ms"] / own["own_update_floor_ms"],
+               adam_vs_own=row["adam_ms"] / own["own_adam_floor_ms"], eval_vs_own=row["eval_ms"] / own["own_eval_floor_ms"])
+    return own
 
 
 def floor_ms(h: torch.Tensor, w: torch.Tensor, device: torch.device, repeats: int, warmup: int) -> tuple[float, float]:
@@ -211,11 +264,14 @@ def run_bench(params: dict, device: torch.device, quick: bool = False) -> pd.Dat
     if quick:
         vocab_sizes, n, d, repeats = [min(vocab_sizes), 2 * min(vocab_sizes)], min(n, 64), min(d, 32), 2
     rows = []
+    bandwidth = memory_bandwidth(device, repeats)
     for v in vocab_sizes:
         ref = floor_and_reference(v, n, d, device, repeats, b.get("warmup", 1))
+        gemm = 3 * 2 * n * v * d / (ref["floor_ms"] / 1e3)  # the three products' measured rate at this V
         for method in b["methods"]:
             r = bench_one(method, params["methods"][method], v, n, d, device, repeats, b.get("warmup", 1))
-            rows.append({"vocab": v, **r, **ref,
+            rows.append({"vocab": v, **r, **ref, **own_floors(r, gemm, bandwidth),
+                         "gemm_gflops": gemm / 1e9, "bandwidth_gbs": bandwidth / 1e9,
                          "train_vs_floor": r["train_ms"] / ref["floor_ms"],
                          "eval_vs_floor": r["eval_ms"] / ref["floor_eval_ms"],
                          "mem_vs_reference": r["peak_mem_mb"] / ref["reference_peak_mem_mb"]})
@@ -224,7 +280,11 @@ def run_bench(params: dict, device: torch.device, quick: bool = False) -> pd.Dat
     df = pd.DataFrame(rows)
     cols = ["vocab", "method", "train_ms", "update_ms", "adam_ms", "floor_ms", "train_vs_floor", "eval_ms",
             "floor_eval_ms", "eval_vs_floor", "peak_mem_mb", "param_mb", "adam_state_mb", "reference_peak_mem_mb",
-            "mem_vs_reference", "reference_ms", "params"]
+            "mem_vs_reference", "reference_ms", "params",
+            # each head's own floor (its FLOPs at the measured GEMM rate, its update's bytes at the bandwidth)
+            "own_floor_ms", "own_update_floor_ms", "own_adam_floor_ms", "own_eval_floor_ms", "train_vs_own",
+            "update_vs_own", "adam_vs_own", "eval_vs_own", "torch_sparse_adam_ms", "touched", "train_flop",
+            "eval_flop", "gemm_gflops", "bandwidth_gbs"]
     cols += [c for c in df.columns if c.startswith("lce_")]  # the library peer, where PyTorch has it
     df = df[cols]
     out = paths.bench_path(params)

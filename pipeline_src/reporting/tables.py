@@ -196,6 +196,8 @@ def bench_markdown(bench: pd.DataFrame) -> str:
         return cells + ([f"{r.param_mb:,.1f} / {r.adam_state_mb:,.1f}"] if adam else [])
 
     lines = [markdown_table(cols, (row(r) for r in bench.itertuples()))]
+    if "own_floor_ms" in bench:  # benches since each head's own floor
+        lines += ["", own_floor_markdown(bench).rstrip("\n")]
     if "lce_auto_ms" in bench:  # the library peer of the softmax loss, once per V
         lines += ["", "| V | step (ms): F.linear + F.cross_entropy | F.linear_cross_entropy, auto | "
                       "chunks of 256, compact | x floor (auto / 256) | peak MB (auto / 256) | loss error (auto / 256) |",
@@ -206,6 +208,20 @@ def bench_markdown(bench: pd.DataFrame) -> str:
                          f"{r.lce_auto_peak_mem_mb:,.1f} / {r.lce_chunk256_peak_mem_mb:,.1f} | "
                          f"{r.lce_auto_loss_error:.1e} / {r.lce_chunk256_loss_error:.1e} |")
     return "\n".join(lines) + "\n"
+
+
+def own_floor_markdown(bench: pd.DataFrame) -> str:
+    """Each head against its own floor: its products' FLOPs at the GEMM rate measured in the run, plus for an
+    update the bytes of the parameter elements its step touched at the measured bandwidth."""
+    cols = ["V", "method", "own floor (ms)", "step x own", "+ SGD x own", "+ Adam x own", "eval x own",
+            "elements touched", "Adam (ms): ours / torch's SparseAdam"]
+
+    def row(r) -> list[str]:
+        peer = "" if pd.isna(r.torch_sparse_adam_ms) else f"{r.adam_ms:,.1f} / {r.torch_sparse_adam_ms:,.1f}"
+        return [f"{r.vocab:,}", r.method, f"{r.own_floor_ms:,.2f}", fmt_ratio(r.train_vs_own), fmt_ratio(r.update_vs_own),
+                fmt_ratio(r.adam_vs_own), fmt_ratio(r.eval_vs_own), f"{int(r.touched):,}", peer]
+
+    return markdown_table(cols, (row(r) for r in bench.itertuples())) + "\n"
 
 
 def step_bench_markdown(df: pd.DataFrame) -> str:
