@@ -183,11 +183,18 @@ def memory_bandwidth(device: torch.device, repeats: int, mb: int = 256) -> float
     return 2 * src.numel() * 4 / (ms / 1e3)
 
 
+# bytes a step's products move per parameter element they use, in fp32: the weight read by the forward product,
+# read again by the input-gradient product, and its gradient written
+PRODUCT_BYTES = 3 * 4
+
+
 def own_floors(row: dict, gemm_flops_per_s: float, bandwidth: float) -> dict:
-    """A head's own floor: its products' FLOPs at the measured GEMM rate (training: forward and both gradient
-    products; evaluation: one forward), plus for an update the bytes it must move over the elements the step
-    touched at the measured bandwidth; and the head's times against them."""
-    step = 1e3 * row["train_flop"] / gemm_flops_per_s
+    """A head's own floor, a roofline: its products at the measured GEMM rate or the bytes they must move at the
+    measured bandwidth, whichever is slower (a class of a hierarchical softmax is scored for one or two rows: a
+    matrix-vector product, bound by reading its rows, not by arithmetic). Training: its FLOPs (forward and both
+    gradient products) against :data:`PRODUCT_BYTES` for each parameter element the step touched; evaluation:
+    one forward. An update adds the bytes it moves over the touched elements (:data:`UPDATE_BYTES`)."""
+    step = 1e3 * max(row["train_flop"] / gemm_flops_per_s, row["touched"] * PRODUCT_BYTES / bandwidth)
     own = {"own_floor_ms": step, "own_eval_floor_ms": 1e3 * row["eval_flop"] / gemm_flops_per_s}
     for opt, col in (("sgd", "update"), ("adam", "adam")):
         own[f"own_{col}_floor_ms"] = step + 1e3 * row["touched"] * UPDATE_BYTES[opt] / bandwidth
@@ -281,7 +288,7 @@ def run_bench(params: dict, device: torch.device, quick: bool = False) -> pd.Dat
     cols = ["vocab", "method", "train_ms", "update_ms", "adam_ms", "floor_ms", "train_vs_floor", "eval_ms",
             "floor_eval_ms", "eval_vs_floor", "peak_mem_mb", "param_mb", "adam_state_mb", "reference_peak_mem_mb",
             "mem_vs_reference", "reference_ms", "params",
-            # each head's own floor (its FLOPs at the measured GEMM rate, its update's bytes at the bandwidth)
+            # each head's own floor: a roofline of its products, plus its update's bytes (own_floors)
             "own_floor_ms", "own_update_floor_ms", "own_adam_floor_ms", "own_eval_floor_ms", "train_vs_own",
             "update_vs_own", "adam_vs_own", "eval_vs_own", "torch_sparse_adam_ms", "touched", "train_flop",
             "eval_flop", "gemm_gflops", "bandwidth_gbs"]

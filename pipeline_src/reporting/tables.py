@@ -211,8 +211,9 @@ def bench_markdown(bench: pd.DataFrame) -> str:
 
 
 def own_floor_markdown(bench: pd.DataFrame) -> str:
-    """Each head against its own floor: its products' FLOPs at the GEMM rate measured in the run, plus for an
-    update the bytes of the parameter elements its step touched at the measured bandwidth."""
+    """Each head against its own floor (cost/bench.py's own_floors): a roofline of its products (FLOPs at the GEMM
+    rate measured in the run, or the bytes of the parameter elements its step touched at the measured bandwidth),
+    plus for an update the bytes it moves over those elements."""
     cols = ["V", "method", "own floor (ms)", "step x own", "+ SGD x own", "+ Adam x own", "eval x own",
             "elements touched", "Adam (ms): ours / torch's SparseAdam"]
 
