@@ -218,7 +218,7 @@ def test_only_sampled_softmax_takes_the_new_proposals(default_params):
     config.validate(p)
 
 
-@pytest.mark.parametrize("v, k", [(37, 3), (5000, 2), (5000, 40)])
+@pytest.mark.parametrize("v, k", [(37, 3), (5000, 2), (5000, 40), (300, 20)])  # gathered and dense leaves
 def test_draw_macs_are_the_products_the_sampler_runs(v, k):
     """The kernel's declared arithmetic against torch's FLOP counter: dense levels, gathered levels, buckets."""
     from torch.utils.flop_counter import FlopCounterMode

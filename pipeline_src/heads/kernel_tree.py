@@ -27,11 +27,14 @@ from torch import Tensor
 
 def draw_macs(vocab_size: int, dim: int, k: int, bucket_size: int) -> float:
     """Multiply-adds of k draws for one row (:meth:`KernelTree.sample`): every node of a dense level, two children
-    per draw on a gathered one (P = d (d + 1) / 2 each), and a bucket's scores per draw."""
+    per draw on a gathered one (P = d (d + 1) / 2 each), and every word's score (dense leaves) or a bucket's per
+    draw."""
     p = dim * (dim + 1) / 2
     levels = max(0, math.ceil(math.log2(max(1, math.ceil(vocab_size / bucket_size)))))
     nodes = [2 ** level for level in range(1, levels + 1)]
-    return sum(n * p if n <= DENSE_PER_DRAW * k else 2 * k * p for n in nodes) + k * bucket_size * dim
+    words = 2 ** levels * bucket_size  # padded
+    leaves = words * dim if words <= DENSE_LEAVES * k * bucket_size else k * bucket_size * dim
+    return sum(n * p if n <= DENSE_PER_DRAW * k else 2 * k * p for n in nodes) + leaves
 
 
 def packed_outer(h: Tensor) -> Tensor:
@@ -46,6 +49,10 @@ def packed_outer(h: Tensor) -> Tensor:
 # a deeper one gathers each draw's two children (memory-bound). Measured at 10k-1M words, d = 64, 16 draws of
 # 2,240 rows on one thread: 128 beat 8 and 32 by 1.3-4x (docs/bench.md).
 DENSE_PER_DRAW = 128
+# The buckets' words are scored for every row at once where the (padded) vocabulary is at most this many times
+# the words k draws' buckets hold (k x bucket_size); else each draw gathers its bucket. Measured: docs/bench.md.
+DENSE_LEAVES = 16
+LEAF_SCORES = 1 << 22  # at most this many (row, word) scores at once on the dense path
 
 
 class KernelTree:
@@ -106,9 +113,16 @@ class KernelTree:
         h = h.detach().to(self.words.dtype)
         out = torch.empty(h.shape[0], k, dtype=torch.int64, device=h.device)
         rows = max(1, self.chunk // k)
+        if self.dense_leaves(k):  # a chunk's (rows, words) scores stay a few MB
+            rows = max(1, min(rows, LEAF_SCORES // self.words[:, :, 0].numel()))
         for lo in range(0, h.shape[0], rows):
             out[lo:lo + rows] = self._descend(h[lo:lo + rows], k, generator)
         return out
+
+    def dense_leaves(self, k: int) -> bool:
+        """Score every word for each row (one product, compute-bound) rather than gather each draw's bucket
+        (memory-bound), where the words are few against the draws' buckets (:data:`DENSE_LEAVES`)."""
+        return self.words[:, :, 0].numel() <= DENSE_LEAVES * k * self.bucket_size
 
     def _descend(self, h: Tensor, k: int, generator) -> Tensor:
         """k draws for each row of h (n, d): root to bucket by the children's masses, then a word in the bucket.
@@ -128,8 +142,13 @@ class KernelTree:
                 left, right = mass[..., 0], mass[..., 1]
             u = torch.rand(n, k, device=h.device, dtype=h.dtype, generator=generator)
             node = 2 * node + (u * (left + right) >= left).long()
-        words = self.words.view(self.words.shape[0], -1).index_select(0, node.reshape(-1))
-        s = torch.bmm(words.view(n, k * self.bucket_size, -1), h[:, :, None]).view(n, k, -1)  # (n, k, bucket)
+        if self.dense_leaves(k):  # every word's score for every row by one product; each draw reads its bucket's
+            every = h @ self.words.view(-1, h.shape[1]).t()  # (n, words)
+            s = every.gather(1, (node[..., None] * self.bucket_size + torch.arange(
+                self.bucket_size, device=h.device)).view(n, -1)).view(n, k, -1)  # (n, k, bucket)
+        else:  # each draw gathers its bucket's words
+            words = self.words.view(self.words.shape[0], -1).index_select(0, node.reshape(-1))
+            s = torch.bmm(words.view(n, k * self.bucket_size, -1), h[:, :, None]).view(n, k, -1)  # (n, k, bucket)
         mass = self.alpha * s * s + 1
         valid = torch.arange(self.bucket_size, device=h.device) < self.counts[-1][node][..., None]
         pick = torch.multinomial(mass.masked_fill(~valid, 0.0).view(n * k, -1), 1, generator=generator)
