@@ -293,7 +293,7 @@ class SampledSoftmax(_Sampled):
 
     def kernel_draws(self, hidden: Tensor, target: Tensor) -> Negatives:
         """k draws per position from the kernel tree (rebuilt every ``refresh_every`` steps) with expected
-        counts k q(w | h); the target's own k q(y | h) is returned as ``draws`` for ``loss_given``."""
+        counts k q(w | h), and the target's own k q(y | h)."""
         if not self.tree.levels or self._since_build >= self.opts.refresh_every:
             self.tree.build(self.weight)
             self._since_build = 0
@@ -302,11 +302,11 @@ class SampledSoftmax(_Sampled):
         ids = self.tree.sample(hidden, k)  # (N, k)
         h = hidden.detach().double()
         both = self.tree.log_q(h, torch.cat([target[:, None], ids], dim=1)).exp() * k  # (N, 1 + k)
-        return Negatives(ids, both[:, 1:], both[:, :1])
+        return Negatives(ids, both[:, 1:], k, target_count=both[:, 0])
 
     def true_expected_count(self, target: Tensor, neg: Negatives) -> Tensor:
-        if self.opts.sampler == "quadratic-kernel":
-            return neg.draws.squeeze(1)  # k q(y | h), computed with the draws
+        if neg.target_count is not None:
+            return neg.target_count
         draws = neg.draws.squeeze(1) if isinstance(neg.draws, Tensor) else neg.draws
         return self.sampler.expected_count(target, draws)
 

@@ -67,6 +67,9 @@ class Negatives:
     ids: Tensor  # (k,) shared, or (N, k) per example
     expected_count: Tensor  # same shape: expected number of times each id appears among the draws
     draws: Tensor | int  # raw draws behind them: an int when shared, (N, 1) per example
+    # each row's target's expected count (N,), where the proposal depends on the row (the quadratic kernel);
+    # None: the sampler's expected count of the target among ``draws``
+    target_count: Tensor | None = None
 
 
 class Sampler:
