@@ -6,6 +6,7 @@ and writes its outputs atomically under the paths in :mod:`pipeline_src.io.paths
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import sys
 from pathlib import Path
@@ -160,11 +161,13 @@ def _bench_samplers(params: dict, args) -> None:
     from .data.checks import check_prepared
     from .io.atomic import atomic_path
 
+    from .heads.sampled import SampledSoftmax
+
     device = _device(params, args)
-    kernel = params["methods"][args.kernel]
+    kernel = {**dataclasses.asdict(SampledSoftmax.Options()), **params["methods"][args.kernel]}
     b = params["bench"]
-    costs = kernel_costs(b["vocab_sizes"], b["dim"], args.positions, kernel.get("negatives", 16),
-                         kernel.get("bucket_size", 128), kernel.get("kernel_alpha", 1.0), device)
+    costs = kernel_costs(b["vocab_sizes"], b["dim"], args.positions, kernel["negatives"], kernel["bucket_size"],
+                         kernel["kernel_alpha"], device)
     out = paths.sampler_costs_path(params)
     tables = [(out, costs)]
     if args.model:

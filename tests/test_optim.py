@@ -38,7 +38,7 @@ def test_dense_adam_where_every_row_is_in_every_gradient_and_lazy_elsewhere():
     ours, dense = RowSparseAdam([a], lr=0.05, eps=1e-300), torch.optim.Adam([b], lr=0.05, eps=1e-300)
     for _ in range(5):
         g = torch.randn(v, d, generator=gen, dtype=torch.float64)
-        a.grad, b.grad = (g.to_sparse(1) if len(ours.state) else g.to_sparse()), g  # row- and element-sparse
+        a.grad, b.grad = g.to_sparse(1), g
         ours.step(), dense.step()
     assert torch.allclose(a, b, rtol=1e-12, atol=1e-14)  # bias correction by the parameter's step count, as Adam's
     # a step whose gradient leaves out rows moves neither those rows nor their moments (the lazy variant)
@@ -48,3 +48,6 @@ def test_dense_adam_where_every_row_is_in_every_gradient_and_lazy_elsewhere():
     moved = (a.detach() != before).any(1)
     assert moved.nonzero().flatten().tolist() == [3, 7]
     assert torch.equal(ours.state[a]["exp_avg"][~moved], moments[~moved])
+    a.grad = torch.randn(v, d, dtype=torch.float64).to_sparse()  # element-sparse: not a row gradient
+    with pytest.raises(NotImplementedError, match="sparse in 2 dimensions"):
+        ours.step()

@@ -95,7 +95,7 @@ def model_contexts(model_path: Path, prepared: Path, positions: int, device: tor
     model = build_model(ckpt["config"], prepared).to(device).double()
     model.load_state_dict(ckpt["model"])
     model.eval()
-    width = max(1, positions // 35)
+    width = max(1, -(-positions // 35))  # columns of 35 positions enough to hold ``positions``
     data = batchify(load_split(prepared, "valid"), width, device)[:36]
     with torch.no_grad():
         out, _ = model.encoder(data[:-1], model.init_state(width, device))

@@ -58,7 +58,7 @@ LEAF_SCORES = 1 << 22  # at most this many (row, word) scores at once on the den
 class KernelTree:
     """Sufficient statistics of q(w | h) proportional to alpha (h . w)^2 + 1 over buckets of words."""
 
-    def __init__(self, alpha: float, bucket_size: int, chunk: int = 8192):
+    def __init__(self, alpha: float, bucket_size: int, chunk: int = 4096):  # draws at once: 34 MB a gathered level
         self.alpha, self.bucket_size, self.chunk = float(alpha), int(bucket_size), chunk
         self.levels: list[Tensor] = []  # level l: (2^l, P) packed C of each node; the last level = the buckets
         self.counts: list[Tensor] = []  # level l: (2^l,) words under each node
@@ -113,7 +113,7 @@ class KernelTree:
         h = h.detach().to(self.words.dtype)
         out = torch.empty(h.shape[0], k, dtype=torch.int64, device=h.device)
         rows = max(1, self.chunk // k)
-        if self.dense_leaves(k):  # a chunk's (rows, words) scores stay a few MB
+        if self.dense_leaves(k):  # a chunk's (rows, words) scores stay within LEAF_SCORES (16 MB)
             rows = max(1, min(rows, LEAF_SCORES // self.words[:, :, 0].numel()))
         for lo in range(0, h.shape[0], rows):
             out[lo:lo + rows] = self._descend(h[lo:lo + rows], k, generator)

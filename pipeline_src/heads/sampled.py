@@ -218,7 +218,8 @@ class SampledSoftmax(_Sampled):
         self.plan: Plan | None = None
         self.tree = KernelTree(opts.kernel_alpha, opts.bucket_size) if opts.sampler == "quadratic-kernel" else None
         self._since_build = 0
-        self.columns = 0  # score columns per position at the last training step (target-vocabulary, in-batch)
+        self.columns = [0, 0]  # score columns per position summed over training steps, and the steps
+        # (target-vocabulary, in-batch: their number is the data's)
 
     def _apply(self, fn, *args, **kwargs):  # a moved or cast head rebuilds its tree from its weights
         out = super()._apply(fn, *args, **kwargs)
@@ -234,13 +235,13 @@ class SampledSoftmax(_Sampled):
         return Sampler(q, 1, replacement=self.opts.sampler != "in-batch")
 
     def forward_macs(self, exact: bool) -> float:
-        """Training: the scores of the target and the negatives. Their number is data's for two proposals:
-        V' (target-vocabulary) and the batch's distinct targets (in-batch), counted at the last training step
-        (before any: tau, and k + 1)."""
+        """Training: the scores of the target and the negatives. Their number is the data's for two proposals:
+        V' (target-vocabulary) and the batch's distinct targets (in-batch), averaged over the training steps so
+        far (before any: tau, and k + 1)."""
         if exact or self.opts.sampler in UNIGRAM_LIKE + ("quadratic-kernel",):
             return super().forward_macs(exact)
-        if self.columns:
-            return self.in_dim * self.columns
+        if self.columns[1]:
+            return self.in_dim * self.columns[0] / self.columns[1]
         return self.in_dim * (self.opts.tau if self.opts.sampler == "target-vocabulary" else self.opts.negatives + 1)
 
     def flops_per_token(self, train: bool) -> float:
@@ -253,6 +254,11 @@ class SampledSoftmax(_Sampled):
         d, v = self.in_dim, self.vocab_size
         rebuild = v * d * d / (self.opts.refresh_every * 64 * 35)
         return flops + 2.0 * (draw_macs(v, d, self.opts.negatives, self.opts.bucket_size) + rebuild)
+
+    def count_columns(self, n: int) -> None:
+        if self.training:
+            self.columns[0] += n
+            self.columns[1] += 1
 
     def plan_epoch(self, targets: list[Tensor], start: int) -> None:
         self.plan = Plan.of(targets, self.opts.tau, self.vocab_size, self.opts.fill, start)
@@ -279,7 +285,7 @@ class SampledSoftmax(_Sampled):
         """Mean over positions of -s(y) + log sum_{w in V'} exp s(w) (Jean et al. 2015, eq. 9 with a uniform
         proposal over V': every correction is the same constant and cancels). vocab: sorted V', holding y."""
         logits = self.scores(hidden, vocab)  # (N, |V'|), one product for every position
-        self.columns = vocab.numel()
+        self.count_columns(vocab.numel())
         at = torch.searchsorted(vocab, target)  # y's column
         return (torch.logsumexp(logits, dim=1) - logits.gather(1, at[:, None]).squeeze(1)).mean()
 
@@ -288,20 +294,21 @@ class SampledSoftmax(_Sampled):
         hit, removed in ``loss_given``), each expected 1 - (1 - Q(w))^B times among the B targets."""
         ids = torch.unique(target)
         b = target.numel()
-        self.columns = ids.numel() + 1
+        self.count_columns(ids.numel() + 1)
         return Negatives(ids, self.sampler.expected_count(ids, b), b)
 
     def kernel_draws(self, hidden: Tensor, target: Tensor) -> Negatives:
         """k draws per position from the kernel tree (rebuilt every ``refresh_every`` steps) with expected
         counts k q(w | h), and the target's own k q(y | h)."""
-        if not self.tree.levels or self._since_build >= self.opts.refresh_every:
-            self.tree.build(self.weight)
-            self._since_build = 0
-        self._since_build += 1
-        k = self.opts.negatives
-        ids = self.tree.sample(hidden, k)  # (N, k)
-        h = hidden.detach().double()
-        both = self.tree.log_q(h, torch.cat([target[:, None], ids], dim=1)).exp() * k  # (N, 1 + k)
+        with torch.autocast(hidden.device.type, enabled=False):  # the proposal in fp32 under bf16 training too:
+            if not self.tree.levels or self._since_build >= self.opts.refresh_every:  # q is the one sampled from
+                self.tree.build(self.weight)
+                self._since_build = 0
+            self._since_build += 1
+            k = self.opts.negatives
+            ids = self.tree.sample(hidden, k)  # (N, k)
+            h = hidden.detach().double()
+            both = self.tree.log_q(h, torch.cat([target[:, None], ids], dim=1)).exp() * k  # (N, 1 + k)
         return Negatives(ids, both[:, 1:], k, target_count=both[:, 0])
 
     def true_expected_count(self, target: Tensor, neg: Negatives) -> Tensor:

@@ -123,8 +123,9 @@ class RowSparseAdam(torch.optim.SparseAdam):
             state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         state["step"] += 1
         grad = (-grad if maximize else grad).coalesce()
-        if grad.sparse_dim() != 1:  # element-sparse (not an embedding's row gradient): as rows
-            grad = grad.to_dense().to_sparse(1)
+        if grad.sparse_dim() != 1:
+            raise NotImplementedError("RowSparseAdam updates the rows of a row-sparse gradient (an embedding's); "
+                                      f"this one is sparse in {grad.sparse_dim()} dimensions")
         rows, g = grad._indices()[0], grad._values()  # (R,), (R, d): each row once
         if g.numel() == 0:
             return
