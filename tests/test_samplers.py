@@ -88,6 +88,17 @@ def test_target_vocabulary_loss_and_gradient_are_the_papers():
     assert hd.bias_col.grad.to_dense()[outside].abs().max() == 0  # rows outside V' are untouched
 
 
+def test_a_target_vocabulary_of_every_word_is_the_full_softmax():
+    import torch.nn.functional as F
+
+    hd = make("target-vocabulary", tau=V, fill=True)
+    h, t = data()
+    vocab = hd.target_vocabulary(t)  # unplanned: the batch's own targets, filled with the most frequent words
+    assert vocab.tolist() == list(range(V))
+    full = F.cross_entropy(F.linear(h, hd.weight, hd.bias), t)
+    assert hd.loss(h, t).item() == pytest.approx(full.item(), rel=1e-12)
+
+
 def test_a_planned_epoch_trains_each_batch_on_its_partitions_vocabulary():
     hd = make("target-vocabulary", tau=10)
     g = torch.Generator().manual_seed(4)
