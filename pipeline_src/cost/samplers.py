@@ -92,17 +92,17 @@ def model_contexts(model_path: Path, prepared: Path, positions: int, device: tor
     from ..training.step import build_model
 
     ckpt = load_torch(model_path, device, "train the run with keep_models: true")
-    model = build_model(ckpt["config"], prepared).to(device).double()
+    model = build_model(ckpt["config"], prepared).to(device)
     model.load_state_dict(ckpt["model"])
     model.eval()
     width = max(1, -(-positions // 35))  # columns of 35 positions enough to hold ``positions``
     data = batchify(load_split(prepared, "valid"), width, device)[:36]
     with torch.no_grad():
         out, _ = model.encoder(data[:-1], model.init_state(width, device))
-    h = out.reshape(-1, out.shape[-1])[:positions]
+    h = out.reshape(-1, out.shape[-1])[:positions].double()  # the estimates in float64
     y = data[1:].reshape(-1)[:positions]
     head = model.head
     if not hasattr(head, "weight") or getattr(head, "bias", None) is None:
         raise ValueError(f"{model_path}: the bias curve needs a head with one output embedding and bias (softmax)")
     counts = torch.from_numpy(np.load(prepared / paths.NOISE)["counts"])
-    return h, y, head.weight.detach(), head.bias.detach(), counts
+    return h, y, head.weight.detach().double(), head.bias.detach().double(), counts
