@@ -166,8 +166,8 @@ def _bench_samplers(params: dict, args) -> None:
     device = _device(params, args)
     kernel = {**dataclasses.asdict(SampledSoftmax.Options()), **params["methods"][args.kernel]}
     b = params["bench"]
-    costs = kernel_costs(b["vocab_sizes"], b["dim"], args.positions, kernel["negatives"], kernel["bucket_size"],
-                         kernel["kernel_alpha"], device)
+    costs = kernel_costs(b["vocab_sizes"], b["dim"] + kernel["kernel_bias"], args.positions, kernel["negatives"],
+                         kernel["bucket_size"], kernel["kernel_alpha"], device)  # its vectors: d (+ 1 for the bias)
     out = paths.sampler_costs_path(params)
     tables = [(out, costs)]
     if args.model:

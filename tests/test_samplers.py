@@ -148,7 +148,7 @@ def test_packed_outer_gives_the_quadratic_form():
 
 
 def test_tree_statistics_are_their_words_sums_after_an_update():
-    hd = make("quadratic-kernel", bucket_size=4, negatives=3)
+    hd = make("quadratic-kernel", bucket_size=4, negatives=3, kernel_bias=False)
     h, t = data()
     for _ in range(2):  # a step moves the embeddings; the next loss rebuilds the tree from them
         hd.loss(h, t).backward()
@@ -166,7 +166,7 @@ def test_tree_statistics_are_their_words_sums_after_an_update():
 
 
 def test_refresh_every_keeps_the_tree_of_the_weights_it_was_built_from():
-    hd = make("quadratic-kernel", bucket_size=4, negatives=3, refresh_every=3)
+    hd = make("quadratic-kernel", bucket_size=4, negatives=3, refresh_every=3, kernel_bias=False)
     h, t = data()
     hd.loss(h, t)
     built = hd.tree.levels[0].clone()
@@ -217,7 +217,7 @@ def test_gathered_levels_and_buckets_draw_the_same_q(monkeypatch):
 
 
 def test_the_kernel_proposal_stays_in_fp32_under_bf16_autocast():
-    hd = make("quadratic-kernel", bucket_size=4, negatives=3).float()
+    hd = make("quadratic-kernel", bucket_size=4, negatives=3, kernel_bias=False).float()
     h, t = data()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         hd.loss(h.float(), t)
@@ -228,15 +228,20 @@ def test_the_kernel_proposal_stays_in_fp32_under_bf16_autocast():
     assert torch.allclose(root, (w.t() @ w)[i, j], rtol=1e-5)
 
 
-def test_kernel_loss_is_sampled_softmax_with_the_kernels_expected_counts():
-    hd = make("quadratic-kernel", bucket_size=4, negatives=6, kernel_alpha=2.0)
+@pytest.mark.parametrize("kernel_bias", [True, False])
+def test_kernel_loss_is_sampled_softmax_with_the_kernels_expected_counts(kernel_bias):
+    """Each logit corrected by log(k q(w | h)), q(w | h) = (alpha s^2 + 1) / sum of it over V, s the whole score
+    h.w + b (kernel_bias) or h.w: written out from the scores, not from the tree."""
+    hd = make("quadratic-kernel", bucket_size=4, negatives=6, kernel_alpha=2.0, kernel_bias=kernel_bias)
     h, t = data()
     torch.manual_seed(8)
     got = hd.loss(h, t).item()
     torch.manual_seed(8)
-    hd.tree.build(hd.weight)
-    ids = hd.tree.sample(h, 6)
-    log_q = torch.log(hd.tree.probs(h))
+    ids = hd.tree.sample(hd.kernel_rows(h, torch.ones(len(t), 1, dtype=h.dtype)), 6)  # the same draws
+    with torch.no_grad():
+        s = h @ hd.weight.t() + (hd.bias if kernel_bias else 0.0)
+    m = 2.0 * s * s + 1
+    log_q = torch.log(m / m.sum(1, keepdim=True))
     want = 0.0
     for i in range(len(t)):
         y = int(t[i])

@@ -211,6 +211,10 @@ class SampledSoftmax(_Sampled):
             "quadratic-kernel: words per leaf of the tree (a d x d statistic per leaf, not per word)")})
         refresh_every: int = field(default=1, metadata={"minimum": 1, "description": (
             "quadratic-kernel: training steps between rebuilds of the tree from the output embeddings")})
+        kernel_bias: bool = field(default=False, metadata={"description": (
+            "quadratic-kernel: true, the kernel of the whole score, alpha (h . w + b_w)^2 + 1 (h extended by 1, w "
+            "by its bias, where a model may keep word frequency); false, alpha (h . w)^2 + 1, as Blanc & Rendle "
+            "write it")})
 
     def __init__(self, ctx: HeadContext, opts: Options):
         super().__init__(ctx, opts)
@@ -251,7 +255,7 @@ class SampledSoftmax(_Sampled):
         flops = super().flops_per_token(train)
         if not train or self.opts.sampler != "quadratic-kernel":
             return flops
-        d, v = self.in_dim, self.vocab_size
+        d, v = self.in_dim + self.opts.kernel_bias, self.vocab_size  # the kernel's vectors (+ the bias column)
         rebuild = v * d * d / (self.opts.refresh_every * 64 * 35)
         return flops + 2.0 * (draw_macs(v, d, self.opts.negatives, self.opts.bucket_size) + rebuild)
 
@@ -302,14 +306,20 @@ class SampledSoftmax(_Sampled):
         counts k q(w | h), and the target's own k q(y | h)."""
         with torch.autocast(hidden.device.type, enabled=False):  # the proposal in fp32 under bf16 training too:
             if not self.tree.levels or self._since_build >= self.opts.refresh_every:  # q is the one sampled from
-                self.tree.build(self.weight)
+                self.tree.build(self.kernel_rows(self.weight.detach(), self.bias_col.detach()))
                 self._since_build = 0
             self._since_build += 1
             k = self.opts.negatives
+            hidden = self.kernel_rows(hidden.detach(), hidden.new_ones(hidden.shape[0], 1))
             ids = self.tree.sample(hidden, k)  # (N, k)
-            h = hidden.detach().double()
+            h = hidden.double()
             both = self.tree.log_q(h, torch.cat([target[:, None], ids], dim=1)).exp() * k  # (N, 1 + k)
         return Negatives(ids, both[:, 1:], k, target_count=both[:, 0])
+
+    def kernel_rows(self, x: Tensor, extra: Tensor) -> Tensor:
+        """The kernel's vectors: x itself, or x extended by a column (w by its bias b, h by 1) with
+        ``kernel_bias``, so that their dot product is the whole score h . w + b_w."""
+        return torch.cat([x, extra.to(x.dtype)], dim=1) if self.opts.kernel_bias else x
 
     def true_expected_count(self, target: Tensor, neg: Negatives) -> Tensor:
         if neg.target_count is not None:
