@@ -225,6 +225,23 @@ def own_floor_markdown(bench: pd.DataFrame) -> str:
     return markdown_table(cols, (row(r) for r in bench.itertuples())) + "\n"
 
 
+def sampler_costs_markdown(df: pd.DataFrame) -> str:
+    """The kernel proposal's tree at each V: its rebuild (the update), a draw, its memory, beside a unigram draw."""
+    cols = ["V", "tree levels", "rebuild (ms)", "draws", "draws (ms)", "µs per draw", "unigram µs per draw",
+            "tree (MB)"]
+    return markdown_table(cols, ([f"{r.vocab:,}", str(r.levels), f"{r.rebuild_ms:,.1f}", f"{r.draws:,}",
+                                  f"{r.sample_ms:,.0f}", f"{r.us_per_draw:.2f}", f"{r.unigram_us_per_draw:.3f}",
+                                  f"{r.tree_mb:,.1f}"] for r in df.itertuples())) + "\n"
+
+
+def sampler_bias_markdown(df: pd.DataFrame) -> str:
+    """The sampled softmax's gradient bias per proposal (rows) and number of samples m (columns)."""
+    sizes = sorted(df.m.unique())
+    rows = [[proposal, *[f"{g.set_index('m').bias[m]:.3f} (± {g.set_index('m').noise[m]:.3f})" for m in sizes]]
+            for proposal, g in df.groupby("proposal", sort=False)]
+    return markdown_table(["proposal", *[f"m = {m}" for m in sizes]], rows) + "\n"
+
+
 def step_bench_markdown(df: pd.DataFrame) -> str:
     """Whole training steps: the project's and the peer's against the floor measured in the same run."""
     cols = ["threads", "method", "step (ms)", "x floor", "x floor + softmax pass", "PyTorch example (ms)",
@@ -311,6 +328,10 @@ def render_table(path: str) -> str:
         return step_breakdown_markdown(pd.read_csv(file))
     if file.name == "tuning.csv":
         return selected_markdown(pd.read_csv(file))
+    if file.name == "sampler-costs.csv":
+        return sampler_costs_markdown(pd.read_csv(file))
+    if file.name == "sampler-bias.csv":
+        return sampler_bias_markdown(pd.read_csv(file))
     if file.name == "provenance.json":
         return provenance_markdown(read_json(file))
     raise ConfigError(f"no table format for {path}")
