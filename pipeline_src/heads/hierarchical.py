@@ -7,6 +7,8 @@ words get small classes, rare words large ones), ``count`` gives every class |V|
 mass rule would leave empty (one word heavier than 1/C) is dropped, so C may come out smaller. The class
 of every word is a buffer of the head: it is saved in model.pt with the run. A training step costs
 O(d (C + |class of the target|)) per token, about O(d sqrt|V|) at C = sqrt|V|; exact evaluation O(d (C + |V|)).
+The within-class softmaxes run as one autograd function with its backward written out (:class:`WithinClass`):
+no copy of the classes' rows, and the weight's gradient written once, row-sparse and already coalesced.
 """
 from __future__ import annotations
 
@@ -35,6 +37,59 @@ def frequency_classes(counts: Tensor | None, v: int, classes: int, clustering: s
     label = torch.clamp((before * classes).floor().long(), max=classes - 1)  # non-decreasing in id
     starts = torch.nonzero(torch.diff(label, prepend=label[:1] - 1)).squeeze(1)
     return torch.cat([starts, torch.tensor([v])])
+
+
+class WithinClass(torch.autograd.Function):
+    """log p(y | class of y, h) for every row, with its backward written out: per class c present among the
+    targets, logits = h_c W_c^T + b_c over the class's rows of W (a view, not a copy), and in the backward
+    G = grad (onehot(y) - softmax) for its rows: dh_c = G W_c, and dW_c = G^T h_c, db_c = sum of G written
+    straight into the gradient's rows. The weight's gradient is row-sparse and already coalesced (the
+    present classes' rows, in id order) with ``sparse``; dense otherwise."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias_col, target, bounds, word_class, sparse):
+        cls = word_class[target]
+        order = torch.argsort(cls, stable=True)  # rows grouped by class
+        present, counts = torch.unique_consecutive(cls[order], return_counts=True)
+        out = hidden.new_empty(target.shape[0])
+        saved = []
+        for c, rows in zip(present.tolist(), torch.split(order, counts.tolist())):
+            s, e = int(bounds[c]), int(bounds[c + 1])
+            h = hidden[rows]
+            logits = torch.addmm(bias_col[s:e, 0], h, weight[s:e].t())  # (rows, |c|)
+            p = torch.softmax(logits, dim=1)
+            y = target[rows] - s
+            out[rows] = logits.gather(1, y[:, None]).squeeze(1) - torch.logsumexp(logits, dim=1)
+            saved.append((c, s, e, rows, y, p))
+        ctx.saved = saved
+        ctx.sparse, ctx.shape = sparse, weight.shape
+        ctx.save_for_backward(hidden, weight)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        hidden, weight = ctx.saved_tensors
+        grad_h = torch.zeros_like(hidden)
+        total = sum(e - s for _, s, e, *_ in ctx.saved)
+        grad_w = hidden.new_empty(total, weight.shape[1])  # the present classes' rows, in id order
+        grad_b = hidden.new_empty(total, 1)
+        ids, at = [], 0
+        for c, s, e, rows, y, p in sorted(ctx.saved, key=lambda t: t[0]):
+            g = (-p).scatter_add_(1, y[:, None], torch.ones_like(y, dtype=p.dtype)[:, None])  # onehot - p
+            g.mul_(grad[rows][:, None])  # (rows, |c|)
+            grad_h[rows] = g @ weight[s:e]
+            torch.mm(g.t(), hidden[rows], out=grad_w[at:at + e - s])
+            grad_b[at:at + e - s, 0] = g.sum(0)
+            ids.append(torch.arange(s, e, device=hidden.device))
+            at += e - s
+        ids = torch.cat(ids) if ids else torch.zeros(0, dtype=torch.long, device=hidden.device)
+        if ctx.sparse:
+            dw = torch.sparse_coo_tensor(ids[None], grad_w, ctx.shape, is_coalesced=True)
+            db = torch.sparse_coo_tensor(ids[None], grad_b, (ctx.shape[0], 1), is_coalesced=True)
+        else:
+            dw = hidden.new_zeros(ctx.shape).index_copy_(0, ids, grad_w)
+            db = hidden.new_zeros(ctx.shape[0], 1).index_copy_(0, ids, grad_b)
+        return grad_h, dw, db, None, None, None, None
 
 
 @register("hierarchical-softmax", family="structured and self-normalised heads")
@@ -90,9 +145,17 @@ class HierarchicalSoftmax(OutputLayer):
         return F.log_softmax(F.linear(hidden, self.class_weight, self.class_bias), dim=-1)  # (N, C)
 
     def _within(self, hidden: Tensor, target: Tensor) -> Tensor:
-        """(N,) log p(target | its class, h), one small softmax per class present among the targets. The rows
-        of every present class are gathered by one lookup (one sparse gradient: autograd sums the gradients
-        of many lookups of one weight into a dense (V, d) block)."""
+        """(N,) log p(target | its class, h), one small softmax per class present among the targets: fused
+        (:class:`WithinClass`, no copy of the classes' rows, one gradient block written per class), or by
+        autograd under autocast, where the products run in bf16."""
+        if torch.is_autocast_enabled(hidden.device.type):
+            return self._within_autograd(hidden, target)
+        return WithinClass.apply(hidden, self.weight, self.bias_col, target, self.bounds, self.word_class,
+                                 self.opts.sparse)
+
+    def _within_autograd(self, hidden: Tensor, target: Tensor) -> Tensor:
+        """:meth:`_within` through autograd. The rows of every present class are gathered by one lookup (one
+        sparse gradient: autograd sums the gradients of many lookups of one weight into a dense (V, d) block)."""
         cls = self.word_class[target]
         present = torch.unique(cls)  # (P,)
         starts, ends = self.bounds[present], self.bounds[present + 1]
