@@ -12,13 +12,18 @@ def sparse_grad(v, d, rows, gen):
 
 
 @pytest.mark.parametrize("v", [50, 3 * ROW_BLOCK + 7])  # one block, and several with a ragged last one
-def test_the_same_weights_and_state_as_sparse_adam_bitwise(v):
+@pytest.mark.parametrize("ranges", [False, True])  # scattered rows (gathered), or whole ranges (views)
+def test_the_same_weights_and_state_as_sparse_adam_bitwise(v, ranges):
     gen = torch.Generator().manual_seed(0)
     start = torch.randn(v, 5, generator=gen)
     a, b = torch.nn.Parameter(start.clone()), torch.nn.Parameter(start.clone())
     ours, torchs = RowSparseAdam([a], lr=0.01, betas=(0.8, 0.95)), torch.optim.SparseAdam([b], lr=0.01, betas=(0.8, 0.95))
     for step in range(6):
-        rows = torch.randperm(v, generator=gen)[: max(1, v // (step + 2))]  # a different set of rows each step
+        if ranges:  # a hierarchical softmax's classes: a few runs of consecutive rows
+            lo = int(torch.randint(0, v // 2, (1,), generator=gen))
+            rows = torch.cat([torch.arange(lo, lo + v // 4), torch.arange(v - v // 5, v)]).unique()
+        else:  # a sampled head's: scattered
+            rows = torch.randperm(v, generator=gen)[: max(1, v // (step + 2))]  # a different set of rows each step
         g = sparse_grad(v, 5, rows, gen)
         a.grad, b.grad = g.clone(), g.clone()
         ours.step(), torchs.step()

@@ -83,15 +83,17 @@ def build_optimizer(model, tc: TrainConfig) -> MultiOptimizer:
 # Rows updated together: their temporaries (a few MB) stay in cache and are reused, where whole-gradient
 # temporaries (128 MB at 500,000 rows of 64) cost more in fresh pages than in arithmetic
 ROW_BLOCK = 8192
+MIN_RUN = 256  # a run of at least this many consecutive rows is updated through views, not gathered
 
 
 class RowSparseAdam(torch.optim.SparseAdam):
     """``torch.optim.SparseAdam`` (Adam's lazy variant) with the same arithmetic in the same order, on the rows
-    of the coalesced gradient, a block of rows at a time: ``index_select`` the block's moments, update them as
-    dense (rows, d) blocks, ``index_add_`` the changes back (what adding a coalesced sparse tensor does). SparseAdam builds a
-    sparse tensor for each of its three updates and masks the moments by the gradient's indices twice; with
-    many rows (a hierarchical softmax touches every word of every class a batch holds) that bookkeeping, not
-    the arithmetic, was its step. Same state and checkpoints as SparseAdam, and bitwise the same weights
+    of the coalesced gradient, a block of rows at a time: a long run of consecutive rows (a hierarchical softmax's
+    classes) in place through views; scattered rows (a sampled head's) by ``index_select`` of the block's
+    moments, dense (rows, d) arithmetic, and ``index_add_`` of the changes (what adding a coalesced sparse
+    tensor does). SparseAdam builds a sparse tensor for each of its three updates and masks the moments by the
+    gradient's indices twice; with many rows (a hierarchical softmax touches every word of every class a batch
+    holds) that bookkeeping, not the arithmetic, was its step. Same state and checkpoints as SparseAdam, and bitwise the same weights
     (``tests/test_optim.py``).
 
     Lazy: a row's moments decay and its weights move only in a step whose gradient holds it; the bias
@@ -130,13 +132,33 @@ class RowSparseAdam(torch.optim.SparseAdam):
         if g.numel() == 0:
             return
         step_size = lr * math.sqrt(1 - beta2 ** state["step"]) / (1 - beta1 ** state["step"])
-        for lo in range(0, rows.numel(), ROW_BLOCK):
-            self._rows(p, state, rows[lo:lo + ROW_BLOCK], g[lo:lo + ROW_BLOCK], step_size, beta1, beta2, eps)
+        starts, ends = runs(rows)
+        scattered = torch.ones(rows.numel(), dtype=torch.bool, device=rows.device)
+        for a, b in zip(starts, ends):  # long runs of consecutive rows (a hierarchical softmax's classes): views
+            if b - a >= MIN_RUN:
+                scattered[a:b] = False
+                for lo in range(a, b, ROW_BLOCK):
+                    hi = min(lo + ROW_BLOCK, b)
+                    self._range(p, state, int(rows[lo]), g[lo:hi], step_size, beta1, beta2, eps)
+        rest = torch.nonzero(scattered).squeeze(1)
+        for lo in range(0, rest.numel(), ROW_BLOCK):  # the others: gathered, updated, added back
+            at = rest[lo:lo + ROW_BLOCK]
+            self._rows(p, state, rows[at], g[at], step_size, beta1, beta2, eps)
+
+    @staticmethod
+    def _range(p: nn.Parameter, state: dict, first: int, g: Tensor, step_size: float, beta1: float, beta2: float,
+               eps: float) -> None:
+        """SparseAdam's update of the rows first .. first + len(g) - 1, in place through views."""
+        n = g.shape[0]
+        m, v = state["exp_avg"][first:first + n], state["exp_avg_sq"][first:first + n]
+        m.add_(g.sub(m).mul_(1 - beta1))  # old + (1 - beta1)(g - old), as SparseAdam adds its update
+        v.add_(g.pow(2).sub_(v).mul_(1 - beta2))
+        p.data[first:first + n].add_(-step_size * m.div(v.sqrt().add_(eps)))  # update + old = old + update
 
     @staticmethod
     def _rows(p: nn.Parameter, state: dict, rows: Tensor, g: Tensor, step_size: float, beta1: float, beta2: float,
               eps: float) -> None:
-        """SparseAdam's update of one block of rows, operation for operation."""
+        """SparseAdam's update of one block of scattered rows, operation for operation."""
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         old_m = exp_avg.index_select(0, rows)
         m_update = g.sub(old_m).mul_(1 - beta1)
@@ -147,6 +169,12 @@ class RowSparseAdam(torch.optim.SparseAdam):
         numer = m_update.add_(old_m)
         denom = v_update.add_(old_v).sqrt_().add_(eps)
         p.index_add_(0, rows, -step_size * numer.div_(denom))
+
+
+def runs(rows: Tensor) -> tuple[list[int], list[int]]:
+    """Where the sorted, unique ``rows`` break into runs of consecutive ids: (starts, ends) as positions."""
+    breaks = (torch.nonzero(torch.diff(rows) != 1).squeeze(1) + 1).tolist()
+    return [0, *breaks], [*breaks, rows.numel()]
 
 
 def fused_if_cuda(params: list[nn.Parameter]) -> dict:
