@@ -6,7 +6,6 @@ and writes its outputs atomically under the paths in :mod:`pipeline_src.io.paths
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import errno
 import sys
 from pathlib import Path
@@ -157,31 +156,9 @@ def _bench_step(params: dict, args) -> None:
 
 
 def _bench_samplers(params: dict, args) -> None:
-    from .cost.samplers import gradient_bias, kernel_costs, model_contexts
-    from .data.checks import check_prepared
-    from .io.atomic import atomic_path
+    from .cost.samplers import run_sampler_bench
 
-    from .heads.sampled import SampledSoftmax
-
-    device = _device(params, args)
-    kernel = {**dataclasses.asdict(SampledSoftmax.Options()), **params["methods"][args.kernel]}
-    b = params["bench"]
-    costs = kernel_costs(b["vocab_sizes"], b["dim"] + kernel["kernel_bias"], args.positions, kernel["negatives"],
-                         kernel["bucket_size"], kernel["kernel_alpha"], device)  # its vectors: d (+ 1 for the bias)
-    out = paths.sampler_costs_path(params)
-    tables = [(out, costs)]
-    if args.model:
-        h, y, w, bias, counts = model_contexts(Path(args.model), check_prepared(params, args.dataset),
-                                               args.bias_positions, device)
-        proposals = {m: {k: v for k, v in params["methods"][m].items() if k not in ("type", "negatives")}
-                     for m in (args.unigram, args.kernel)}
-        tables.append((out.with_name("sampler-bias.csv"),
-                       gradient_bias(h, y, w, bias, counts, proposals, args.sizes, args.reps)))
-    for path, df in tables:
-        with atomic_path(path) as tmp:
-            df.to_csv(tmp, index=False)
-        print(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-        print(f"wrote {path}")
+    run_sampler_bench(params, _device(params, args), args)
 
 
 def _matrix(params: dict, args) -> None:

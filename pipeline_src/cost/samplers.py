@@ -12,6 +12,7 @@ carries Monte Carlo noise of about the estimate's spread / sqrt(reps); it is rep
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
@@ -106,3 +107,32 @@ def model_contexts(model_path: Path, prepared: Path, positions: int, device: tor
         raise ValueError(f"{model_path}: the bias curve needs a head with one output embedding and bias (softmax)")
     counts = torch.from_numpy(np.load(prepared / paths.NOISE)["counts"])
     return h, y, head.weight.detach().double(), head.bias.detach().double(), counts
+
+
+def run_sampler_bench(params: dict, device: torch.device, args) -> list[pd.DataFrame]:
+    """``bench-samplers``: the kernel proposal's costs at ``bench.vocab_sizes`` (sampler-costs.csv), and with
+    ``args.model`` the gradient's bias of the unigram and kernel proposals on that model (sampler-bias.csv)."""
+    from ..data.checks import check_prepared
+    from ..heads.sampled import SampledSoftmax
+    from ..io import paths
+    from ..io.atomic import atomic_path
+
+    kernel = {**dataclasses.asdict(SampledSoftmax.Options()), **params["methods"][args.kernel]}
+    b = params["bench"]
+    costs = kernel_costs(b["vocab_sizes"], b["dim"] + kernel["kernel_bias"], args.positions, kernel["negatives"],
+                         kernel["bucket_size"], kernel["kernel_alpha"], device)  # its vectors: d (+ 1 for the bias)
+    out = paths.sampler_costs_path(params)
+    tables = [(out, costs)]
+    if args.model:
+        h, y, w, bias, counts = model_contexts(Path(args.model), check_prepared(params, args.dataset),
+                                               args.bias_positions, device)
+        proposals = {m: {k: v for k, v in params["methods"][m].items() if k not in ("type", "negatives")}
+                     for m in (args.unigram, args.kernel)}
+        tables.append((out.with_name("sampler-bias.csv"),
+                       gradient_bias(h, y, w, bias, counts, proposals, args.sizes, args.reps)))
+    for path, df in tables:
+        with atomic_path(path) as tmp:
+            df.to_csv(tmp, index=False)
+        print(df.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        print(f"wrote {path}")
+    return [df for _, df in tables]
