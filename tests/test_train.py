@@ -247,7 +247,7 @@ def test_sampled_head_trains_with_a_sparse_step(data, tmp_path, optimizer):
 
 @pytest.mark.parametrize("sampler", ["target-vocabulary", "in-batch", "quadratic-kernel"])
 def test_each_proposal_trains_through_the_loop_and_resumes_bitwise(data, tmp_path, sampler, monkeypatch):
-    from pipeline_src.heads.sampled import SampledSoftmax
+    from pipeline_src.heads.sampled_softmax import SampledSoftmax
 
     p, raw, prep = data
     spec = {"type": "sampled-softmax", "sampler": sampler, "negatives": 4, "tau": 12, "bucket_size": 4}

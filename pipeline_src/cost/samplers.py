@@ -113,7 +113,7 @@ def run_sampler_bench(params: dict, device: torch.device, args) -> list[pd.DataF
     """``bench-samplers``: the kernel proposal's costs at ``bench.vocab_sizes`` (sampler-costs.csv), and with
     ``args.model`` the gradient's bias of the unigram and kernel proposals on that model (sampler-bias.csv)."""
     from ..data.checks import check_prepared
-    from ..heads.sampled import SampledSoftmax
+    from ..heads.sampled_softmax import SampledSoftmax
     from ..io import paths
     from ..io.atomic import atomic_path
 
