@@ -118,9 +118,7 @@ def bench_one(method: str, spec: dict, v: int, n: int, d: int, device: torch.dev
 
     # Adam as training runs it (training/optim.py): its lazy sparse variant for rows with sparse gradients
     sparse_ids = {id(p) for p in head.sparse_params()}
-    adams = [RowSparseAdam(ps, lr=1e-6) if sparse else torch.optim.Adam(ps, lr=1e-6)
-             for sparse, ps in ((True, [p for p in head.parameters() if id(p) in sparse_ids]),
-                                (False, [p for p in head.parameters() if id(p) not in sparse_ids])) if ps]
+    adams = adam_optimizers(head, sparse_ids, RowSparseAdam)
 
     def step_and_adam() -> None:
         step()
@@ -132,9 +130,7 @@ def bench_one(method: str, spec: dict, v: int, n: int, d: int, device: torch.dev
         for opt in peers:
             opt.step()
 
-    peers = [torch.optim.SparseAdam(ps, lr=1e-6) if sparse else torch.optim.Adam(ps, lr=1e-6)
-             for sparse, ps in ((True, [p for p in head.parameters() if id(p) in sparse_ids]),
-                                (False, [p for p in head.parameters() if id(p) not in sparse_ids])) if ps]
+    peers = adam_optimizers(head, sparse_ids, torch.optim.SparseAdam)
 
     def evaluate() -> None:
         with torch.no_grad():
@@ -153,6 +149,13 @@ def bench_one(method: str, spec: dict, v: int, n: int, d: int, device: torch.dev
            "adam_state_mb": sum(t.numel() * t.element_size() for opt in adams for st in opt.state.values()
                                 for t in st.values() if torch.is_tensor(t)) / 2**20}
     return out
+
+
+def adam_optimizers(head: torch.nn.Module, sparse_ids: set[int], sparse_cls) -> list[torch.optim.Optimizer]:
+    """Adam for the head's dense parameters and ``sparse_cls`` (a sparse Adam) for those in ``sparse_ids``."""
+    groups = ((sparse_cls, [p for p in head.parameters() if id(p) in sparse_ids]),
+              (torch.optim.Adam, [p for p in head.parameters() if id(p) not in sparse_ids]))
+    return [cls(ps, lr=1e-6) for cls, ps in groups if ps]
 
 
 def touched_elements(head: torch.nn.Module) -> int:

@@ -61,7 +61,9 @@ def gradient_bias(h: torch.Tensor, y: torch.Tensor, weight: torch.Tensor, bias: 
     rows = []
     for name, spec in proposals.items():
         for m in sizes:
-            head = build_head({**spec, "type": "sampled-softmax", "negatives": m, "sparse": False},
+            # one tree for all reps: the weights do not change between them (refresh_every: only the kernel's)
+            head = build_head({**spec, "type": "sampled-softmax", "negatives": m, "sparse": False,
+                               "refresh_every": reps + 1},
                               HeadContext(vocab_size=v, in_dim=d, unigram_counts=counts)).double()
             with torch.no_grad():
                 head.weight.copy_(weight)
