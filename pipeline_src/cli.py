@@ -155,6 +155,12 @@ def _bench_step(params: dict, args) -> None:
     run_step_bench(params, _device(params, args))
 
 
+def _bench_cells(params: dict, args) -> None:
+    from .cost.cells import run_cell_bench
+
+    run_cell_bench(params, _device(params, args))
+
+
 def _bench_samplers(params: dict, args) -> None:
     from .cost.samplers import run_sampler_bench
 
@@ -208,9 +214,20 @@ def _restore(params: dict, args) -> None:
 def _restate(params: dict, args) -> None:
     from .reporting.publish import restate
 
-    out = restate(params, Path(args.config), args.name)
+    source = Path(args.config)
+    if args.as_published:  # the statistics it was published with: a change of the statistics' code alone
+        import copy
+
+        from .config import validate
+        from .io.artifacts import read_json
+        from .io.paths import PROVENANCE
+        from .reporting.publish import check_name
+
+        source = check_name(args.name) / PROVENANCE
+        params = validate(copy.deepcopy(read_json(source, "params")["params"]), str(source))
+    out = restate(params, source, args.name)
     print(f"restated {out}: headline.csv and contrasts.csv recomputed from its summary.csv under "
-          f"{args.config}'s statistics; README/docs tables regenerated: commit both")
+          f"{source}'s statistics; README/docs tables regenerated: commit both")
 
 
 def _resolve(params: dict, args) -> None:
@@ -278,6 +295,8 @@ COMMANDS = {
     "bench": (_bench, "time and measure memory of every output layer against the matmul floor", ()),
     "bench-step": (_bench_step, "time whole training steps against their floor and the PyTorch example's step "
                    "(bench.step)", ()),
+    "bench-cells": (_bench_cells, "time each sweep cell's whole training step (its shapes, optimizer and options) "
+                    "against the step's own floor, and the tokens its time budget buys (bench.cells)", ()),
     "bench-samplers": (_bench_samplers, "the kernel proposal's rebuild and draw costs at bench.vocab_sizes, and with "
                        "--model the sampled softmax's gradient bias per proposal and sample size", ()),
     "publish": (_publish, "copy a finished run's tables to benchmarks/NAME with provenance; regenerate README tables",
@@ -313,6 +332,10 @@ def parser() -> argparse.ArgumentParser:
                             help="the run's wall time, as measured by whoever ran it (recorded in provenance.json)")
             sp.add_argument("--replace", action="store_true",
                             help="publish over a publication made from another params file")
+        if name == "restate":
+            sp.add_argument("--as-published", action="store_true",
+                            help="under the params recorded in its provenance.json (the statistics' code changed, "
+                                 "not its settings), instead of --config")
         if name == "stash":
             sp.add_argument("--replace", action="store_true",
                             help="stash into a publication or stash made from another params file")

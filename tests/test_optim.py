@@ -56,3 +56,16 @@ def test_dense_adam_where_every_row_is_in_every_gradient_and_lazy_elsewhere():
     a.grad = torch.randn(v, d, dtype=torch.float64).to_sparse()  # element-sparse: not a row gradient
     with pytest.raises(NotImplementedError, match="sparse in 2 dimensions"):
         ours.step()
+
+
+def test_coalesced_skips_the_sort_only_where_the_rows_are_already_strictly_increasing():
+    from pipeline_src.training.optim import coalesced
+
+    vals = torch.randn(4, 3)
+    for rows, ordered in (([0, 2, 5, 9], True), ([2, 0, 5, 9], False), ([0, 2, 2, 9], False)):
+        g = torch.sparse_coo_tensor(torch.tensor([rows]), vals, (10, 3))
+        assert not g.is_coalesced()
+        got, want = coalesced(g), g.coalesce()
+        assert got.is_coalesced() and torch.equal(got.to_dense(), want.to_dense())
+        assert torch.equal(got._indices(), want._indices()) and torch.equal(got._values(), want._values())
+        assert (got._values().data_ptr() == vals.data_ptr()) == ordered  # no copy where nothing is to be sorted

@@ -120,3 +120,40 @@ def test_bench_step_refuses_what_the_peer_cannot_be(tiny, tmp_path, capsys):
     del p["bench"]["step"]
     assert main(["bench-step", "--config", str(write_params(p, tmp_path / "q.yaml"))]) == 2
     assert "bench.step' is missing" in capsys.readouterr().err
+
+
+def test_bench_cells_times_each_cell_against_the_sum_of_its_own_floor(tiny, tmp_path):
+    """Each cell's row recomputes: the floor is the recurrent kernels, the head's products (its declared FLOPs at
+    the measured rate, or its touched elements' bytes at the measured bandwidth) and the optimizer's bytes over
+    every element the step touched; the tokens its budget buys are its tokens/s times the budget. A sampled head
+    touches a few rows (and the embedding becomes sparse with it); the softmax, all of its parameters."""
+    import pandas as pd
+
+    from pipeline_src.cli import main
+    from pipeline_src.cost.bench import UPDATE_BYTES, products_floor_ms
+    from pipeline_src.io import paths
+
+    p = copy.deepcopy(tiny)
+    p["methods"]["nce"] = {"type": "nce", "negatives": 5}
+    p["datasets"]["tiny"]["training"].update(optimizer="adam", lr=0.01, budget_seconds=60)
+    p["bench"]["cells"] = {"datasets": ["tiny"], "methods": ["softmax", "nce"], "rounds": 1, "min_seconds": 0.05}
+    cfg = write_params(p, tmp_path / "p.yaml")
+    for cmd in ("fetch", "prepare"):
+        assert main([cmd, "--config", str(cfg), "--dataset", "tiny"]) == 0
+    assert main(["bench-cells", "--config", str(cfg)]) == 0
+    df = pd.read_csv(paths.cell_bench_path(validate(p))).set_index("method")
+    soft, nce = df.loc["softmax"], df.loc["nce"]
+    for r in (soft, nce):
+        assert r.own_floor_ms == pytest.approx(r.lstm_ms + r.head_floor_ms + r.update_floor_ms)
+        assert r.update_floor_ms == pytest.approx(1e3 * r.touched * UPDATE_BYTES["adam"] / (r.bandwidth_gbs * 1e9))
+        assert r.step_vs_own == pytest.approx(r.step_ms / r.own_floor_ms)
+        assert r.tokens_per_s == pytest.approx(8 * 10 / r.step_ms * 1e3)  # batch 8 x bptt 10 rows
+        assert r.tokens_in_budget == pytest.approx(r.tokens_per_s * 60)
+        assert r.lstm_ms > 0 and r.head_floor_ms > 0
+    for r in (soft, nce):  # at least what the touched elements' bytes take (the roofline's other side)
+        assert r.head_floor_ms >= products_floor_ms(0, r.head_touched, r.gemm_gflops * 1e9, r.bandwidth_gbs * 1e9)
+    assert nce.head_touched < soft.head_touched and nce.touched < soft.touched  # a few rows, the embedding's too
+    # the cell as training ran it before (torch's SparseAdam) beside it: the sampled head's only, the softmax has none
+    assert pd.isna(soft.before_step_ms) and nce.before_step_ms > 0
+    assert nce.speedup_vs_before == pytest.approx(nce.before_step_ms / nce.step_ms)
+    assert nce.before_tokens_in_budget == pytest.approx(8 * 10 / nce.before_step_ms * 1e3 * 60)

@@ -191,13 +191,18 @@ def memory_bandwidth(device: torch.device, repeats: int, mb: int = 256) -> float
 PRODUCT_BYTES = 3 * 4
 
 
+def products_floor_ms(flop: float, touched: int, gemm_flops_per_s: float, bandwidth: float) -> float:
+    """A step's products at the GEMM rate, or the bytes of the parameter elements they use at the bandwidth."""
+    return 1e3 * max(flop / gemm_flops_per_s, touched * PRODUCT_BYTES / bandwidth)
+
+
 def own_floors(row: dict, gemm_flops_per_s: float, bandwidth: float) -> dict:
     """A head's own floor, a roofline: its products at the measured GEMM rate or the bytes they must move at the
     measured bandwidth, whichever is slower (a class of a hierarchical softmax is scored for one or two rows: a
     matrix-vector product, bound by reading its rows, not by arithmetic). Training: its FLOPs (forward and both
     gradient products) against :data:`PRODUCT_BYTES` for each parameter element the step touched; evaluation:
     one forward. An update adds the bytes it moves over the touched elements (:data:`UPDATE_BYTES`)."""
-    step = 1e3 * max(row["train_flop"] / gemm_flops_per_s, row["touched"] * PRODUCT_BYTES / bandwidth)
+    step = products_floor_ms(row["train_flop"], row["touched"], gemm_flops_per_s, bandwidth)
     own = {"own_floor_ms": step, "own_eval_floor_ms": 1e3 * row["eval_flop"] / gemm_flops_per_s}
     for opt, col in (("sgd", "update"), ("adam", "adam")):
         own[f"own_{col}_floor_ms"] = step + 1e3 * row["touched"] * UPDATE_BYTES[opt] / bandwidth

@@ -243,6 +243,7 @@ def _head_runner(cfg: dict, prepared, data: torch.Tensor, device: torch.device):
 
     def call(xy):
         _, state[0] = train_step(model, opt, xy[0], xy[1], state[0], mtc)
+    call.model, call.optimizer = model, opt  # what the step trains and with what (read by the cell bench)
     return call, _cycle(data, mtc.bptt)
 
 

@@ -30,7 +30,7 @@ PROVENANCE = "provenance.json"  # a publication's commit, params file and the ta
 # The result tables under results_dir, in the order a publication lists them; it copies every one that exists.
 TABLES = ("summary.csv", "summary.json", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv",
           "matrix.csv", "bench.csv", "bench.json", "tuning.csv", "tuning_curves.csv", "step-bench.csv", "step-bench.json",
-          "step-breakdown.csv", "sampler-costs.csv", "sampler-bias.csv")
+          "step-breakdown.csv", "sampler-costs.csv", "sampler-bias.csv", "cell-bench.csv", "cell-bench.json")
 SUMMARY_TABLES = ("summary.csv", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv",
                   "matrix.csv", "tuning.csv", "tuning_curves.csv")  # summarize's own: summary.json lists their digests
 
@@ -118,6 +118,11 @@ def sampler_costs_path(params: dict) -> Path:
 def step_bench_path(params: dict) -> Path:
     """Whole training steps against their floor and the peer (pipeline_src/cost/stepbench.py)."""
     return Path(params["results_dir"]) / "step-bench.csv"
+
+
+def cell_bench_path(params: dict) -> Path:
+    """Each sweep cell's whole training step against its own floor (pipeline_src/cost/cells.py)."""
+    return Path(params["results_dir"]) / "cell-bench.csv"
 
 
 def matrix_fit_path(params: dict, vocab: int, dim: int, seed: int) -> Path:

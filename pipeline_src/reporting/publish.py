@@ -86,7 +86,7 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     kind, summary, command = _what_to_publish(params, params_file, results)
     if kind == "runs":  # every run from this params file (and, when tuned, its selection)
         check_summary_current(params, summary)
-    if kind != "step":
+    if kind not in ("step", "cells"):
         check_bench(params, str(params_file))  # a bench.csv is copied whenever there is one
     dirty = _dirty_files()  # before this publication's own files change under benchmarks/
     copied = _copy_tables(params, results, out, kind, say)
@@ -141,6 +141,12 @@ def _what_to_publish(params: dict, params_file: Path, results: Path) -> tuple[st
             raise ConfigError(f"{paths.step_bench_path(params)} was made by another bench.step: rerun "
                               f"`python -m pipeline_src bench-step --config {params_file}` before publishing")
         return "step", pd.DataFrame(NO_RUNS), f"python -m pipeline_src bench-step --config {params_file}"
+    if not summary.exists() and paths.cell_bench_path(params).exists():  # `bench-cells` alone: the sweep's cells
+        meta = read_json(paths.cell_bench_path(params).with_suffix(".json"), "cells")
+        if meta["cells"] != params["bench"].get("cells"):
+            raise ConfigError(f"{paths.cell_bench_path(params)} was made by another bench.cells: rerun "
+                              f"`python -m pipeline_src bench-cells --config {params_file}` before publishing")
+        return "cells", pd.DataFrame(NO_RUNS), f"python -m pipeline_src bench-cells --config {params_file}"
     if not summary.exists() and (results / "references").is_dir():  # `reference` alone: every dataset's, current
         from .summarize import _write, reference_rows
 
@@ -149,7 +155,8 @@ def _what_to_publish(params: dict, params_file: Path, results: Path) -> tuple[st
             f"python -m pipeline_src reference --config {params_file} --dataset {d} --name {r}"
             for d in run_datasets(params) for r in params.get("references", {}))
     if not summary.exists():
-        raise ConfigError(f"{results} has no summary.csv, bench.csv, step-bench.csv or references: nothing to publish")
+        raise ConfigError(f"{results} has no summary.csv, bench.csv, step-bench.csv, cell-bench.csv or references: "
+                          f"nothing to publish")
     info = summary.with_suffix(".json")
     partial = info.exists() and read_json(info, "partial")["partial"]  # then published after the finished runs
     return "runs", read_csv(summary, "dataset", "method", "seed", "config_hash"), (
@@ -163,7 +170,8 @@ def _copy_tables(params: dict, results: Path, out: Path, kind: str, say) -> list
     earlier = _earlier_files(out)
     out.mkdir(parents=True, exist_ok=True)
     info = paths.summary_path(params).with_suffix(".json")
-    made = set(read_json(info).get("tables") or []) if info.is_file() and kind not in ("bench", "step") else None
+    alone = kind in ("bench", "step", "cells")  # a bench's tables, not a summary's
+    made = set(read_json(info).get("tables") or []) if info.is_file() and not alone else None
     copied = []
     for t in paths.TABLES:
         if made is not None and t in paths.SUMMARY_TABLES and t not in made:

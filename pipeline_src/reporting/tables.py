@@ -15,7 +15,6 @@ from ..io.paths import REPOSITORY
 from .style import fmt_ratio
 
 
-
 def markdown_table(cols: list[str], rows) -> str:
     """A Markdown table: a header of ``cols`` and one line per row of already formatted cells."""
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -119,9 +118,15 @@ def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame
         ci = f"{level}% CI" if at.ppl_low.notna().any() else "one seed: no CI"
         truth = at[[f"{b}_gap_nll" for b in BANDS]].notna().any().any()  # real text: each band's perplexity
         band, key, digits = ("gap", "gap_nll", 3) if truth else ("ppl", "ppl", 1)
-        cols = ["rank", "method", f"test ppl [{ci}]", f"verdict vs {ref}", "tokens in budget",
+        old = at.status.isna().all()  # a headline from before the status column: its verdicts are against ref
+        used = pd.Series([ref]) if old else at.verdict_reference.dropna()
+        against = f"verdict vs {used.iloc[0]}" if len(used) else "verdict (no method learned)"
+        if len(used) and used.iloc[0] != ref:
+            against += f" ({ref} did not learn)"
+        cols = ["rank", "method", f"test ppl [{ci}]", against, "tokens in budget",
                 *[f"{band}: {b}{share[b]}" for b in BANDS]]
-        rows = [[str(r.rank_at_size), r.method, "—" if pd.isna(r.ppl) else _interval(r.ppl, r.ppl_low, r.ppl_high, 1),
+        rows = [["—" if pd.isna(r.rank_at_size) else str(r.rank_at_size), r.method,
+                 "—" if pd.isna(r.ppl) else _interval(r.ppl, r.ppl_low, r.ppl_high, 1),
                  "—" if pd.isna(r.verdict) else r.verdict,
                  _millions(r.tokens_reached), *[_fixed(getattr(r, f"{b}_{key}"), digits) for b in BANDS]]
                 for r in at.itertuples()]
@@ -252,6 +257,20 @@ def step_bench_markdown(df: pd.DataFrame) -> str:
                                   f"{r.softmax_pass_ms:.1f}", f"{r.tokens_per_s:,.0f}"] for r in df.itertuples())) + "\n"
 
 
+def cell_bench_markdown(df: pd.DataFrame) -> str:
+    """Each sweep cell's whole step against its own floor, and the tokens its budget buys, now and before."""
+    cols = ["|V|", "method", "step (ms)", "own floor (ms): LSTM + head + update", "x own floor", "tokens/s",
+            "tokens in budget", "before: step (ms)", "before: tokens in budget", "speed-up"]
+    vocab = {"zipf-10k": "10k", "zipf-100k": "100k", "zipf-1m": "1M"}
+    return markdown_table(cols, ([vocab.get(r.dataset, r.dataset), r.method, _num(r.step_ms, 1),
+                                  f"{r.own_floor_ms:.1f}: {r.lstm_ms:.1f} + {r.head_floor_ms:.1f} + "
+                                  f"{r.update_floor_ms:.1f}",
+                                  f"{r.step_vs_own:.2f}", f"{r.tokens_per_s:,.0f}", _millions(r.tokens_in_budget),
+                                  _num(r.before_step_ms, 1), _millions(r.before_tokens_in_budget),
+                                  "—" if pd.isna(r.speedup_vs_before) else f"{r.speedup_vs_before:.2f}x"]
+                                 for r in df.itertuples())) + "\n"
+
+
 def step_breakdown_markdown(df: pd.DataFrame) -> str:
     """Where a step's time goes, ms per step by part of the step and kind of op, one column per method."""
     wide = df.pivot(index="part", columns="method", values="ms_per_step")
@@ -324,6 +343,8 @@ def render_table(path: str) -> str:
         return bench_markdown(pd.read_csv(file))
     if file.name == "step-bench.csv":
         return step_bench_markdown(pd.read_csv(file))
+    if file.name == "cell-bench.csv":
+        return cell_bench_markdown(pd.read_csv(file))
     if file.name == "step-breakdown.csv":
         return step_breakdown_markdown(pd.read_csv(file))
     if file.name == "tuning.csv":

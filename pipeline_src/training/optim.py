@@ -124,7 +124,7 @@ class RowSparseAdam(torch.optim.SparseAdam):
             state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
             state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
         state["step"] += 1
-        grad = (-grad if maximize else grad).coalesce()
+        grad = coalesced(-grad if maximize else grad)
         if grad.sparse_dim() != 1:
             raise NotImplementedError("RowSparseAdam updates the rows of a row-sparse gradient (an embedding's); "
                                       f"this one is sparse in {grad.sparse_dim()} dimensions")
@@ -184,6 +184,18 @@ def fused_if_cuda(params: list[nn.Parameter]) -> dict:
     return {"fused": True} if params and params[0].is_cuda else {}
 
 
+def coalesced(grad: Tensor) -> Tensor:
+    """``grad.coalesce()``, without its sort and copy where the row indices are already strictly increasing (a
+    hierarchical softmax's gradient is written coalesced, but autograd's accumulation drops the flag: at 1M
+    words coalescing its 970,000 rows again cost 200 ms a step). Checked, not assumed: one pass over the indices."""
+    if grad.is_coalesced():
+        return grad
+    idx = grad._indices()
+    if idx.shape[0] == 1 and bool((idx[0, 1:] > idx[0, :-1]).all()):
+        return torch.sparse_coo_tensor(idx, grad._values(), grad.shape, is_coalesced=True)
+    return grad.coalesce()
+
+
 def clip_grad_norm(params, max_norm: float) -> None:
     """Scale all gradients so their global L2 norm is at most ``max_norm`` (sparse ones included)."""
     params = [p for p in params if p.grad is not None]
@@ -193,7 +205,7 @@ def clip_grad_norm(params, max_norm: float) -> None:
     grads = []
     for p in params:
         if p.grad.is_sparse:
-            p.grad = p.grad.coalesce()
+            p.grad = coalesced(p.grad)
             grads.append(p.grad._values())
         else:
             grads.append(p.grad)
