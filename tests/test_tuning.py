@@ -10,7 +10,7 @@ from conftest import tiny_params
 
 from pipeline_src.config import ConfigError, data_config, validate
 from pipeline_src.config.runspec import final_config, selection_key, trial_config, trials
-from pipeline_src.config.tuning import points, select
+from pipeline_src.config.tuning import edge_of, points, select
 from pipeline_src.data.prepare import prepare
 from pipeline_src.data.synthetic import generate
 from pipeline_src.io import paths
@@ -146,3 +146,49 @@ def test_a_partial_summary_of_a_tuned_sweep_lists_the_selections_not_made_yet(de
     rows, curves = tuning_tables(p, partial=True, missing=missing)
     assert missing == ["tuning/tiny/adaptive-softmax"]
     assert set(rows.method) == {"softmax"} and len(rows) == 2 and list(curves.trials) == [1, 2]
+
+
+def test_latin_hypercube_covers_the_range_and_crosses_options_with_the_rate(default_params, tmp_path):
+    p = tuned(default_params, tmp_path, trials=8)
+    p["tuning"]["design"] = "latin-hypercube"
+    ada, soft = points(p, "tiny", "adaptive-softmax"), points(p, "tiny", "softmax")
+    assert points(p, "tiny", "adaptive-softmax") == ada  # drawn up front, the same every time
+    lrs = np.array([pt["training"]["lr"] for pt in ada])
+    assert list(lrs) == [pt["training"]["lr"] for pt in soft]  # every method sees the same rates in the same order
+    u = (np.log(lrs) - math.log(1e-3)) / (math.log(1e-1) - math.log(1e-3))
+    assert sorted(np.floor(u * 8).astype(int)) == list(range(8))  # every eighth of the log range holds a trial
+    # the first list of choices is crossed with the rate: each value at a rate of the lower and the upper half
+    low_half = u < 0.5
+    for c in ([5], [10], [5, 15]):
+        has = np.array([pt["method"]["cutoffs"] == c for pt in ada])
+        assert (has & low_half).any() and (has & ~low_half).any(), c
+    # a range of the method's own is a Latin hypercube column of its own
+    dv = np.array([pt["method"]["div_value"] for pt in ada])
+    assert sorted(np.floor((dv - 1.5) / 2.5 * 8).astype(int)) == list(range(8))
+    # the Sobol design is still the default (the earlier publications' points stay reproducible)
+    p_sobol = dict(p, tuning={k: v for k, v in p["tuning"].items() if k != "design"})
+    assert points(p_sobol, "tiny", "adaptive-softmax") != ada
+
+
+def test_a_widened_range_moves_one_cell_and_an_edge_pick_is_flagged(default_params, tmp_path):
+    p = tuned(default_params, tmp_path, trials=8)
+    p["tuning"].update(design="latin-hypercube", lr_ranges={"softmax": {"tiny": [0.01, 1.0]}})
+    lrs = [pt["training"]["lr"] for pt in points(p, "tiny", "softmax")]
+    assert min(lrs) >= 0.01 and max(lrs) <= 1.0
+    u = (np.log(lrs) - math.log(0.01)) / (math.log(1.0) - math.log(0.01))
+    assert sorted(np.floor(u * 8).astype(int)) == list(range(8))
+    assert all(pt["training"]["lr"] <= 0.1 for pt in points(p, "tiny", "adaptive-softmax"))  # not widened
+    p["tuning"]["lr_ranges"] = {"softmax": {"tiny": [1.0, 0.01]}}
+    with pytest.raises(ConfigError, match=r"tuning.lr_ranges.softmax.tiny.*below"):
+        points(p, "tiny", "softmax")
+    assert edge_of(0.1, [0.1, 0.2, 0.3]) == "lowest" and edge_of(0.3, [0.1, 0.2, 0.3]) == "highest"
+    assert edge_of(0.2, [0.1, 0.2, 0.3]) is None
+
+
+def test_a_widened_range_of_an_unknown_cell_is_named(default_params, tmp_path):
+    p = tuned(default_params, tmp_path)
+    for ranges, key in (({"nope": {"tiny": [0.01, 1.0]}}, "tuning.lr_ranges.nope"),
+                        ({"softmax": {"elsewhere": [0.01, 1.0]}}, "tuning.lr_ranges.softmax.elsewhere"),
+                        ({"softmax": {"tiny": [1.0, 0.01]}}, "tuning.lr_ranges.softmax.tiny")):
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            validate(dict(p, tuning={**p["tuning"], "lr_ranges": ranges}))

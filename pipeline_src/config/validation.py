@@ -170,6 +170,15 @@ def _check_tuning(params: dict, source: str) -> None:
         lo, hi = tuning["lr"][opt]
         if not 0 < lo < hi:
             raise ConfigError(f"{source}: key 'tuning.lr.{opt}': need 0 < low < high, got [{lo}, {hi}]")
+    for name, ranges in (tuning.get("lr_ranges") or {}).items():
+        if name not in params["methods"]:
+            raise _undefined(source, f"tuning.lr_ranges.{name}", name, "methods", params)
+        for ds, (lo, hi) in ranges.items():
+            if ds not in params["datasets"]:
+                raise _undefined(source, f"tuning.lr_ranges.{name}.{ds}", ds, "datasets", params)
+            if not 0 < lo < hi:
+                raise ConfigError(f"{source}: key 'tuning.lr_ranges.{name}.{ds}': need 0 < low < high, got "
+                                  f"[{lo}, {hi}]")
     for name, space in (tuning.get("space") or {}).items():
         if name not in params["methods"]:
             raise _undefined(source, f"tuning.space.{name}", name, "methods", params)
