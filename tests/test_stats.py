@@ -164,3 +164,30 @@ def test_the_report_says_whether_a_sampled_row_is_the_objective_or_a_setting():
         "where their output bias starts and, at test time, by NEGLM-B's factor Q(w), which gives a word Q never "
         "draws probability 0."]  # MoS against MoC is not a sampled pair
     assert sampled_findings(con.iloc[:0], summary) == [] and sampled_findings(None, summary) == []
+
+
+def _runs(rows):
+    """Per-run test rows (dataset d) from (method, seed, nll, kept valid ppl); the unigram line is 100."""
+    return pd.DataFrame([{"dataset": "d", "method": m, "seed": s, "split": "test", "nll": nll, "kept_valid_ppl": k,
+                          "unigram_valid_ppl": 100.0} for m, s, nll, k in rows])
+
+
+def test_no_verdict_from_a_method_that_did_not_learn_and_a_collapsed_reference_is_replaced():
+    from pipeline_src.reporting.stats import headline
+
+    rows = [(m, s, nll + 0.01 * s, k) for m, nll, k in (("softmax", 5.0, 90.0), ("a", 4.0, 95.0), ("b", 4.5, 80.0))
+            for s in (1, 2, 3)]
+    rows[4] = ("a", 2, 4.02, 100.0)  # a's second seed ends at its unigram line: a did not learn
+    head = headline(_runs(rows), "softmax").set_index("method")
+    assert head.loc["a", "status"] == head.loc["a", "verdict"] == "did not learn, 1 of 3 seeds"
+    assert pd.isna(head.loc["a", "delta_nll"]) and pd.isna(head.loc["a", "p_holm"])  # no paired numbers either
+    assert head.loc["b", "verdict"] == "better" and head.loc["softmax", "verdict"] == "reference"
+    # the reference collapsed: the best method that learned is the reference, and the row says so
+    rows = [(m, s, nll, 150.0 if m == "softmax" else k) for m, s, nll, k in rows]
+    head = headline(_runs(rows), "softmax").set_index("method")
+    assert set(head.verdict_reference) == {"b"} and head.loc["b", "verdict"] == "reference"
+    assert head.loc["softmax", "verdict"] == "did not learn, 3 of 3 seeds"
+    assert "softmax did not learn" in head.loc["b", "reference_note"]
+    # nothing learned: no verdict at all
+    head = headline(_runs([(m, s, nll, 150.0) for m, s, nll, _ in rows]), "softmax")
+    assert set(head.verdict) == {"did not learn, 3 of 3 seeds"} and head.verdict_reference.isna().all()

@@ -202,3 +202,23 @@ def test_real_text_without_a_truth_is_read_by_each_band_s_perplexity_over_seeds(
     assert "| 1 | softmax | 200.0 [190.0, 210.0] | reference | 0.00M | 20.0 | 50.0 | — |" in md
     table = by_size(head[head.dataset == "z10k"], wt2)
     assert table.frequent_ppl.round(9).tolist() == [20.0] * 3  # not the mean of ppl (25.0)
+
+
+def test_a_method_that_did_not_learn_neither_wins_ranks_nor_crosses_over():
+    """The old reading named hs the winner at 1M; one of its seeds ended above its unigram line, so now it has no
+    verdict, no rank, and nce wins there; nce's crossover holds (its verdicts stay against softmax)."""
+    head, runs = _tables()
+    head["status"], head["verdict_reference"] = "learned", "softmax"
+    at = (head.dataset == "z1m") & (head.method == "hs")
+    head.loc[at, ["status", "verdict"]] = "did not learn, 1 of 2 seeds"
+    table = by_size(head, runs)
+    assert winners(table).set_index("vocab").winner.to_dict() == {10_000: "softmax", 100_000: "nce", 1_000_000: "nce"}
+    at_1m = table[table.vocab == 1_000_000].set_index("method")
+    assert at_1m.rank_at_size.isna().to_dict() == {"nce": False, "softmax": False, "hs": True}
+    assert at_1m.rank_at_size.dropna().to_dict() == {"nce": 1, "softmax": 2}
+    cross = crossovers(table, "softmax").set_index("method")
+    assert math.isnan(cross.loc["hs", "from_vocab"]) and cross.loc["nce", "from_vocab"] == 100_000
+    # where the reference did not learn, verdicts against its stand-in are no crossover evidence
+    head.loc[head.dataset == "z100k", "verdict_reference"] = "hs"
+    cross = crossovers(by_size(head, runs), "softmax").set_index("method")
+    assert cross.loc["nce", "from_vocab"] == 1_000_000 and cross.loc["nce", "no verdict"] == [100_000]

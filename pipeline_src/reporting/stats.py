@@ -68,11 +68,43 @@ def holm(pvalues, alpha: float) -> np.ndarray:
     return out
 
 
-HEADLINE_COLUMNS = ["dataset", "method", "type", "seeds", "nll", "nll_low", "nll_high", "ppl", "ppl_low", "ppl_high",
-                    "reference", "pairs", "delta_nll", "delta_low", "delta_high", "ppl_ratio", "improve_share",
+HEADLINE_COLUMNS = ["dataset", "method", "type", "seeds", "status", "nll", "nll_low", "nll_high", "ppl", "ppl_low",
+                    "ppl_high", "reference", "verdict_reference", "pairs", "delta_nll", "delta_low", "delta_high",
+                    "ppl_ratio", "improve_share",
                     "p_value", "p_holm", "verdict", "gap_nll", "tokens_per_s_train", "train_time_s", "peak_mem_mb",
                     "params", "head_flops_per_token_train", "head_flops_per_token_eval", "logprob_rank", "head_dim",
-                    "best_model_ppl", "paper_ppl", "vs_paper"]
+                    "best_model_ppl", "paper_ppl", "vs_paper", "reference_note"]
+
+LEARNED = "learned"
+
+
+def learned_runs(runs: pd.DataFrame) -> pd.Series:
+    """Per run row: whether its kept weights' validation perplexity is below its unigram line (the add-one unigram
+    model of the train counts on the same validation tokens; a diverged run has none and did not learn); a run
+    without the line counts as learned (records from before it)."""
+    if not {"kept_valid_ppl", "unigram_valid_ppl"} <= set(runs.columns):
+        return pd.Series(True, index=runs.index)
+    kept, line = runs.kept_valid_ppl.astype(float), runs.unigram_valid_ppl.astype(float)
+    return ~(line.notna() & (kept.isna() | (kept >= line)))
+
+
+def learn_status(runs: pd.DataFrame) -> str:
+    """A method's runs (one row per seed): ``learned``, or ``did not learn, k of n seeds`` when any seed ended at or
+    above its unigram line: such a method gets no verdict and cannot win, rank or cross over."""
+    ok = learned_runs(runs)
+    return LEARNED if ok.all() else f"did not learn, {int((~ok).sum())} of {len(ok)} seeds"
+
+
+def verdict_reference(runs: pd.DataFrame, status: dict, reference: str) -> str | None:
+    """The method verdicts compare against: ``reference`` where it learned, else the best (lowest mean nll) method
+    that did, else None (no verdict at this size)."""
+    if status.get(reference) == LEARNED:
+        return reference
+    learned = [m for m, s in status.items() if s == LEARNED]
+    if not learned:
+        return None
+    means = runs[runs.method.isin(learned)].groupby("method").nll.mean()
+    return min(learned, key=lambda m: (means[m], m))
 
 
 def headline(summary: pd.DataFrame, reference: str, confidence: float = 0.95, resamples: int = 9999,
@@ -86,7 +118,9 @@ def headline(summary: pd.DataFrame, reference: str, confidence: float = 0.95, re
     rows = []
     df = summary[summary.split == split]
     for ds, g in df.groupby("dataset", sort=False):
-        ref = g[g.method == reference].set_index("seed").nll
+        status = {m: learn_status(gm) for m, gm in g.groupby("method", sort=False)}
+        ref_used = verdict_reference(g, status, reference)
+        ref = g[g.method == ref_used].set_index("seed").nll
         block = []
         for method, gm in g.groupby("method", sort=False):
             nll = gm.set_index("seed").nll.sort_index()
@@ -94,7 +128,8 @@ def headline(summary: pd.DataFrame, reference: str, confidence: float = 0.95, re
             row = {"dataset": ds, "method": method, "type": gm["type"].iloc[0] if "type" in gm else None,
                    "seeds": len(nll), "nll": m, "nll_low": lo, "nll_high": hi,
                    "ppl": math.exp(m), "ppl_low": math.exp(lo) if not math.isnan(lo) else math.nan,
-                   "ppl_high": math.exp(hi) if not math.isnan(hi) else math.nan, "reference": reference}
+                   "ppl_high": math.exp(hi) if not math.isnan(hi) else math.nan, "reference": reference,
+                   "verdict_reference": ref_used, "status": status[method]}
             for col in ("gap_nll", "tokens_per_s_train", "train_time_s", "tokens_reached", "peak_mem_mb", "params",
                         "head_flops_per_token_train", "head_flops_per_token_eval", "logprob_rank", "head_dim"):
                 if col in gm and gm[col].notna().any():
@@ -106,8 +141,10 @@ def headline(summary: pd.DataFrame, reference: str, confidence: float = 0.95, re
             published = ((paper or {}).get("ppl") or {}).get(method)
             if published is not None and (paper or {}).get("split", "test") == split:
                 row.update(paper_ppl=float(published), vs_paper=row["ppl"] / published - 1)
-            if method != reference:
+            if method != ref_used and status[method] == LEARNED and ref_used is not None:
                 row.update(paired(nll, ref, confidence, resamples, interval))
+            if method == ref_used and ref_used != reference:
+                row["reference_note"] = f"{reference} did not learn: the best method that did is the reference"
             block.append(row)
         out = pd.DataFrame(block)
         if "p_value" in out:
@@ -169,7 +206,13 @@ def contrasts(summary: pd.DataFrame, pairs, confidence: float = 0.95, resamples:
 
 
 def verdict(row: dict, alpha: float) -> str:
-    if row["method"] == row["reference"]:
+    status = row.get("status")
+    if isinstance(status, str) and status != LEARNED:  # no verdict from a run that did not learn
+        return status
+    ref = row.get("verdict_reference", row["reference"])  # the reference, or the best method that learned
+    if not isinstance(ref, str):
+        return "no verdict: no method learned"
+    if row["method"] == ref:
         return "reference"
     if "pairs" not in row or pd.isna(row.get("pairs")):
         return "no paired reference"

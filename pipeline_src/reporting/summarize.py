@@ -24,6 +24,10 @@ from ..io.digests import SEAL, check_file, check_seal, sha256_of
 from ..io.errors import StaleError
 from .stats import contrasts, expected_best, headline
 
+# per band: perplexity, gap to the truth and tokens given the target's band (not a proper score: scoring.py), then
+# the band split of its nll, the band's part (alloc) and the within-band part, and their gaps to the truth's split
+BAND_PARTS = ("ppl", "gap_nll", "tokens", "alloc_nll", "within_nll", "alloc_gap", "within_gap")
+
 
 @dataclass(frozen=True)
 class _Split:
@@ -82,17 +86,26 @@ COLUMNS: list[tuple[str, Callable[[_Split], Any]]] = [
     ("collapse_budget_ended", lambda r: r.part("collapsed").get("budget_ended")),
     ("unigram_valid_ppl", lambda r: r.metrics.get("unigram_valid_ppl")),
     ("kept_valid_ppl", lambda r: _kept_valid_ppl(r.metrics)),
+    ("status", lambda r: _status(r.metrics)),  # learned: below its unigram line on valid (stats.learned_runs)
     ("zero_prob_words", lambda r: r.part("rank").get("zero_probability_words")),
     ("zero_prob_tokens", lambda r: r.scores.get("zero_prob_tokens")),
     *[(k, lambda r, k=k: r.argmax[k]) for k in ("unargmaxable", "argmax_words",
                                                                   "argmax_lp_s_per_word", "argmax_reached_share")],
     ("budget_seconds", lambda r: r.part("budget").get("seconds")),
     ("tokens_reached", lambda r: (r.part("budget").get("reached") or {}).get("tokens")),
-    *[(k, lambda r, k=k: r.bands[k]) for k in (f"{band}_{what}" for band in BANDS
-                                                              for what in ("ppl", "gap_nll", "tokens"))],
+    *[(k, lambda r, k=k: r.bands[k]) for k in (f"{band}_{what}" for band in BANDS for what in BAND_PARTS)],
+    # the log-loss of predicting the target's band (a proper score), and its gap to the truth's
+    *[(k, lambda r, k=k: r.scores.get(k)) for k in ("band_alloc_nll", "band_alloc_gap")],
     ("config_hash", lambda r: run_hash(r.metrics["config"])),
 ]
 SUMMARY_COLUMNS = [name for name, _ in COLUMNS]
+
+
+def _status(metrics: dict) -> str:
+    """``learned`` when the kept weights' validation perplexity is below the run's unigram line, else ``did not
+    learn`` (a diverged run too; no verdict rests on it: stats.learn_status). A record without the line: learned."""
+    kept, line = _kept_valid_ppl(metrics), metrics.get("unigram_valid_ppl")
+    return "did not learn" if line is not None and (kept is None or kept >= line) else "learned"
 
 
 def summary_rows(metrics: dict, vocab: int | None = None) -> list[dict]:
@@ -109,14 +122,16 @@ def _kept_valid_ppl(metrics: dict) -> float | None:
 
 
 ANYTIME_COLUMNS = ["dataset", "method", "seed", "point", "fraction", "train_seconds", "tokens", "steps", "valid_nll",
-                   "valid_ppl", "validation_s"]
+                   "valid_ppl", "validation_s", "epochs"]
 
 
 def anytime_rows(metrics: dict) -> list[dict]:
-    """A budgeted run's anytime curve (training/budget.py), one row per point; none without a budget."""
-    points = (metrics.get("budget") or {}).get("anytime") or []
+    """A budgeted run's anytime curve (training/budget.py), one row per point, then its points at equal data
+    (``training.anytime_epochs``: ``epochs`` set, ``point`` and ``fraction`` empty); none without a budget."""
+    budget = metrics.get("budget") or {}
     key = {"dataset": metrics["dataset"], "method": metrics["method"], "seed": metrics["seed"]}
-    return [{**key, **{k: p.get(k) for k in ANYTIME_COLUMNS[3:]}} for p in points]
+    return [{**key, **{k: p.get(k) for k in ANYTIME_COLUMNS[3:]}}
+            for p in (budget.get("anytime") or []) + (budget.get("token_points") or [])]
 
 
 def argmax_columns(metrics: dict) -> dict:
@@ -132,8 +147,8 @@ def argmax_columns(metrics: dict) -> dict:
 def band_columns(split_metrics: dict) -> dict:
     """A split's per-band perplexity, gap to the truth and token count as flat columns (NaN before bands)."""
     bands = split_metrics.get("bands") or {}
-    return {f"{band}_{what}": (bands.get(band) or {}).get(what) for band in BANDS
-            for what in ("ppl", "gap_nll", "tokens")}
+    return {f"{band}_{what}": (bands.get(band) or {}).get(what) for band in BANDS for what in BAND_PARTS}
+
 
 
 def check_current(path, record: dict, cfg: dict) -> None:
@@ -400,9 +415,13 @@ def tuning_tables(params: dict, partial: bool = False,
                 continue
             sel = read_json(path, "trials", "trial")
             check_seal(path, sel, f"`python -m pipeline_src select --dataset {dataset} --method {method}`")
+            lr_dim = sel.get("space", [{}])[0]
             for r in sel["trials"]:
                 rows.append({**r, "selected": r["trial"] == sel["trial"],  # null: a diverged trial (JSON has no inf)
-                             **{k: math.inf for k in ("valid_nll", "valid_ppl") if r.get(k, 0) is None}})
+                             **{k: math.inf for k in ("valid_nll", "valid_ppl") if r.get(k, 0) is None},
+                             "lr_low": lr_dim.get("low"), "lr_high": lr_dim.get("high"),  # the range tuned over
+                             # the pick at the lowest or highest rate tried: the range may not hold the optimum
+                             "lr_edge": sel.get("lr_edge") if r["trial"] == sel["trial"] else None})
             nll = [r["valid_nll"] if r["status"] == "ok" else math.log(vocab) for r in sel["trials"]]
             for n, e in enumerate(expected_best(nll), start=1):
                 curves.append({"dataset": dataset, "method": method, "trials": n, "expected_best_valid_nll": e,

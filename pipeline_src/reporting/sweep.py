@@ -10,9 +10,10 @@ import pandas as pd
 
 from ..data.bands import BANDS
 from ..io.errors import ConfigError
+from .stats import LEARNED
 
-SIZE_COLUMNS = ["vocab", "dataset", "method", "ppl", "ppl_low", "ppl_high", "delta_nll", "delta_low", "delta_high",
-                "verdict", "rank_at_size", "tokens_reached", *[f"{b}_gap_nll" for b in BANDS],
+SIZE_COLUMNS = ["vocab", "dataset", "method", "status", "verdict_reference", "ppl", "ppl_low", "ppl_high", "delta_nll",
+                "delta_low", "delta_high", "verdict", "rank_at_size", "tokens_reached", *[f"{b}_gap_nll" for b in BANDS],
                 *[f"{b}_ppl" for b in BANDS]]
 VERDICTS = ("better", "no clear difference", "worse")  # anything else (one seed, no paired reference): no verdict
 
@@ -41,7 +42,8 @@ def is_sweep(summary: pd.DataFrame) -> bool:
 
 def by_size(head: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     """One row per (|V|, method): the headline's test perplexity, interval and verdict against the reference,
-    its rank at that size (1 = lowest perplexity; a run without a perplexity ranks last), the tokens its budget
+    its rank at that size among the methods that learned (1 = lowest perplexity; a run without a perplexity ranks
+    last; a method that did not learn has none), the tokens its budget
     bought, and per frequency band on the test split the mean gap to the truth (nats; NaN without a truth) and
     the perplexity over seeds (exp of the mean nll: what real text, without a truth, is read by)."""
     test = summary[summary.split == "test"]
@@ -53,18 +55,28 @@ def by_size(head: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     out = head.copy()
     out["vocab"] = out.dataset.map(sizes(summary))
     out = out.join(bands, on=["dataset", "method"])
-    out["rank_at_size"] = out.groupby("vocab").ppl.rank(method="min", na_option="bottom").astype(int)
+    learned = _learned(out)
+    ppl = out.ppl.where(learned)  # a method that did not learn has no rank (NaN), one that diverged ranks last
+    out["rank_at_size"] = ppl.groupby(out.vocab).rank(method="min", na_option="bottom").where(learned).astype("Int64")
     return out.reindex(columns=SIZE_COLUMNS).sort_values(["vocab", "rank_at_size", "method"], ignore_index=True)
+
+
+def _learned(table: pd.DataFrame) -> pd.Series:
+    """Rows whose method learned (``status``; a headline from before the column: every row)."""
+    if "status" not in table:
+        return pd.Series(True, index=table.index)
+    return table.status.isna() | (table.status == LEARNED)
 
 
 def winners(table: pd.DataFrame) -> pd.DataFrame:
     """Per |V|: the method with the lowest test perplexity, the runner-up (None when one method with a
     perplexity ran at that size), whether their intervals are apart (``clear``: the winner's upper end below the
     runner-up's lower end) and whether there are intervals to compare at all (``intervals``: not with one
-    seed). A method without a perplexity (every run diverged) neither wins nor comes second; a size where no
-    method has one is left out."""
+    seed). A method without a perplexity (every run diverged) or that did not learn (a seed at or above its unigram
+    line: ``status``) neither wins nor comes second; a size where no method has one is left out."""
     rows = []
-    for vocab, at in table[table.ppl.notna()].groupby("vocab"):
+    learned = _learned(table)
+    for vocab, at in table[table.ppl.notna() & learned].groupby("vocab"):
         at = at.sort_values(["ppl", "method"], kind="stable")
         first = at.iloc[0]
         second = at.iloc[1] if len(at) > 1 else None
@@ -89,6 +101,9 @@ def crossovers(table: pd.DataFrame, reference: str) -> pd.DataFrame:
     for method, own in table[table.method != reference].groupby("method"):
         if own.vocab.nunique() < 2:
             continue
+        if "verdict_reference" in own:  # a verdict against another method (the reference did not learn) is none
+            same = own.verdict_reference.isna() | (own.verdict_reference == reference)  # NaN: a headline from before
+            own = own.assign(verdict=own.verdict.where(same, "no verdict"))
         verdict = dict(zip(own.vocab, own.verdict))
         better = [verdict.get(v) == "better" for v in every]
         start = next((i for i in range(len(every)) if all(better[i:])), None)
