@@ -119,6 +119,15 @@ def test_a_zipfian_dataset_runs_through_fetch_prepare_train_evaluate_with_its_tr
     mean = sum(b["nll"] * b["tokens"] for b in bands.values() if b["tokens"]) / m["tokens"]
     assert mean == pytest.approx(m["nll"], rel=1e-9)  # the bands partition the scored tokens
     assert all(b["gap_nll"] == pytest.approx(b["nll"] - b["true_nll"]) for b in bands.values() if b["tokens"])
+    # the band split (scoring.py): each band's two parts add up to its nll, the truth's too, and each gap splits
+    for b in (b for b in bands.values() if b["tokens"]):
+        assert b["alloc_nll"] + b["within_nll"] == pytest.approx(b["nll"], abs=1e-9)
+        assert b["true_alloc_nll"] + b["true_within_nll"] == pytest.approx(b["true_nll"], abs=1e-9)
+        assert b["true_within_nll"] >= 0 and b["true_alloc_nll"] >= 0  # conditionals of the truth
+    share = {k: b["tokens"] / m["tokens"] for k, b in bands.items()}
+    assert m["band_alloc_nll"] == pytest.approx(sum(share[k] * b["alloc_nll"] for k, b in bands.items()
+                                                    if b["tokens"]), rel=1e-9)
+    assert m["true_band_alloc_nll"] <= m["band_alloc_nll"] + 0.05  # the truth predicts the band about as well or better
 
 
 def test_frequency_bands_and_per_band_nll():

@@ -80,12 +80,17 @@ def sample_stream(logp: np.ndarray, order: int, n_tokens: int, rng: np.random.Ge
 
 def stream_log_probs(logp: np.ndarray, order: int, stream: np.ndarray) -> np.ndarray:
     """log p(stream[t] | previous n-1 symbols), with the all-<eos> context before the start."""
-    m = logp.shape[1]
+    return logp[stream_contexts(order, logp.shape[1], stream), stream]
+
+
+def stream_contexts(order: int, m: int, stream: np.ndarray) -> np.ndarray:
+    """(T,) the row of the (m^(n-1), m) table each token is drawn from: its previous n-1 symbols, with the
+    all-<eos> context before the start."""
     padded = np.concatenate([np.zeros(order - 1, dtype=np.int64), stream])
     ctx = np.zeros(len(stream), dtype=np.int64)
     for j in range(order - 1):
         ctx = ctx * m + padded[j:j + len(stream)]
-    return logp[ctx, stream]
+    return ctx
 
 
 def write_text(path: Path, stream: np.ndarray, names: list[str]) -> None:

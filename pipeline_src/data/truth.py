@@ -29,13 +29,28 @@ class SyntheticTruth:
 
         return true_stream(self.log_prob, self.order, self.to_sym[ids.astype(np.int64)])[positions]
 
+    def band_log_mass_at(self, ids: np.ndarray, positions: np.ndarray, split: str, band_of_id: np.ndarray,
+                         bands: int) -> np.ndarray:
+        """(n,) log q*(band of the target | context) of the tokens at ``positions``: the true mass on the band's
+        words (a symbol's band is its model id's; one without an id, the last band)."""
+        from .synthetic import stream_contexts
+
+        m = self.log_prob.shape[1]
+        sym_band = np.full(m, bands - 1)
+        mapped = self.to_sym >= 0
+        sym_band[self.to_sym[mapped]] = band_of_id[mapped]
+        mass = np.stack([np.logaddexp.reduce(self.log_prob[:, sym_band == b], axis=1) if (sym_band == b).any()
+                         else np.full(self.log_prob.shape[0], -np.inf) for b in range(bands)], axis=1)
+        ctx = stream_contexts(self.order, m, self.to_sym[ids.astype(np.int64)])[positions]
+        return mass[ctx, band_of_id[ids[positions].astype(np.int64)]]
+
 
 class TokenTruth:
     """A corpus that stores the true log p of every token of its valid and test splits (the Zipfian language:
     no dense table at a million words), aligned with the prepared stream token for token."""
 
-    def __init__(self, raw: Path):
-        self.raw = raw
+    def __init__(self, raw: Path, prepared: Path | None = None):
+        self.raw, self.prepared = raw, prepared
 
     def log_probs_at(self, ids: np.ndarray, positions: np.ndarray, split: str) -> np.ndarray:
         path = self.raw / f"truth-{split}.npy"
@@ -45,11 +60,29 @@ class TokenTruth:
                              f"rerun fetch and prepare")
         return lp[positions]
 
+    def band_log_mass_at(self, ids: np.ndarray, positions: np.ndarray, split: str, band_of_id: np.ndarray,
+                         bands: int) -> np.ndarray:
+        """(n,) log q*(band of the target | context) of the tokens at ``positions``, from the class language's
+        tables (``truth.npz``: :func:`zipfian.band_log_mass` per class context)."""
+        from .prepare import load_vocab
+        from .zipfian import band_log_mass, class_contexts
+
+        z = np.load(self.raw / paths.TRUTH)
+        sym_index = {str(s): i for i, s in enumerate(z["symbols"])}
+        to_sym = np.array([sym_index.get(t, -1) for t in load_vocab(self.prepared)])  # <unk>: no word (-1)
+        mapped = to_sym >= 0
+        word_band = np.full(len(z["symbols"]), bands - 1)
+        word_band[to_sym[mapped]] = band_of_id[mapped]
+        table = band_log_mass(z["log_t"], z["word_class"], z["log_emit"], word_band, bands)  # (C*C, bands)
+        cls = z["word_class"][to_sym[ids.astype(np.int64)]]
+        ctx = class_contexts(cls, z["log_t"].shape[1])[positions]
+        return table[ctx, band_of_id[ids[positions].astype(np.int64)]]
+
 
 def load_truth(raw: Path, prepared: Path):
     """The corpus's exact truth, or None (a corpus without one)."""
     if (raw / "truth-test.npy").exists():
-        return TokenTruth(raw)
+        return TokenTruth(raw, prepared)
     if (raw / paths.TRUTH).exists():
         return SyntheticTruth(raw, prepared)
     return None

@@ -74,10 +74,7 @@ class ZipfLanguage:
     def token_log_probs(self, stream: np.ndarray) -> np.ndarray:
         """(T,) exact log p(stream[t] | its sentence so far), the stream made of whole sentences."""
         cls = self.word_class[stream]
-        prev1 = np.concatenate([[0], cls[:-1]])
-        prev2 = np.concatenate([[0, 0], cls[:-2]])
-        prev2 = np.where(prev1 == 0, 0, prev2)  # the first word of a sentence: (<eos>, <eos>)
-        return self.log_t[self.context(prev2, prev1), cls] + self.log_emit[stream]
+        return self.log_t[class_contexts(cls, self.c), cls] + self.log_emit[stream]
 
     def dense_log_probs(self) -> np.ndarray:
         """(C*C, V) log p(w | context) for every class context: small V only (tests, the rank)."""
@@ -126,6 +123,27 @@ class ZipfLanguage:
             t += 1
         chain, step, cls = (np.concatenate(x) for x in (chains, steps, classes))
         return cls[np.lexsort((step, chain))]
+
+
+def class_contexts(cls: np.ndarray, c: int) -> np.ndarray:
+    """(T,) the row of T each token is drawn from: the classes of the two tokens before it in its sentence (the
+    first word of a sentence: (<eos>, <eos>), row 0), for a stream of classes ``cls`` made of whole sentences."""
+    prev1 = np.concatenate([[0], cls[:-1]])
+    prev2 = np.concatenate([[0, 0], cls[:-2]])
+    prev2 = np.where(prev1 == 0, 0, prev2)
+    return prev2 * c + prev1
+
+
+def band_log_mass(log_t: np.ndarray, word_class: np.ndarray, log_emit: np.ndarray, word_band: np.ndarray,
+                  bands: int) -> np.ndarray:
+    """(C*C, bands) log q*(band | class context): each context's true mass on each band's words,
+    logsumexp over classes c of log T[context, c] + log sum of E[w | c] over the band's words of class c."""
+    c = log_t.shape[1]
+    emit = np.zeros((c, bands))
+    np.add.at(emit, (word_class, word_band), np.exp(log_emit))  # (C, bands): each class's mass per band
+    with np.errstate(divide="ignore"):
+        log_emit_band = np.log(emit)
+    return np.logaddexp.reduce(log_t[:, :, None] + log_emit_band[None], axis=1)
 
 
 def _log_dirichlet_around(rng: np.random.Generator, alpha: np.ndarray, rows: int) -> np.ndarray:

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..data.bands import BANDS
 from ..data.batching import batchify, scored_positions
 from ..data.streaming import stream, stream_log_probs  # noqa: F401  (evaluate's names, as before)
 from ..data.truth import load_truth
@@ -15,7 +16,7 @@ from ..io import paths
 from ..io.atomic import write_json
 from ..io.digests import seal, sha256_of
 from .argmax import LP_MAX_VOCAB, argmax_diagnostic
-from .scoring import per_band
+from .scoring import band_log_mass, band_of_ids, per_band
 
 
 def self_normalisation_stats(score: Tensor, log_z: Tensor) -> dict:
@@ -98,7 +99,17 @@ def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.devi
             true_lp = truth.log_probs_at(ids, positions.reshape(-1), split)
             true_nll = float(-true_lp.mean())
             row.update(true_nll=true_nll, gap_nll=nll - true_nll)
-        row["bands"] = per_band(-lp.double().numpy().reshape(-1), ids[positions.reshape(-1)], counts, true_lp)
+        alloc = true_alloc = None
+        if split == "test":  # the band split (scoring.py): the band's part of each token's loss, and the truth's
+            alloc = -band_log_mass(model, data, bptt, band_of_ids(counts)).double().numpy().reshape(-1)
+            row["band_alloc_nll"] = float(alloc.mean())  # the log-loss of predicting the target's band: proper
+            if truth is not None:
+                true_alloc = -truth.band_log_mass_at(ids, positions.reshape(-1), split, band_of_ids(counts),
+                                                     len(BANDS))
+                row.update(true_band_alloc_nll=float(true_alloc.mean()),
+                           band_alloc_gap=row["band_alloc_nll"] - float(true_alloc.mean()))
+        row["bands"] = per_band(-lp.double().numpy().reshape(-1), ids[positions.reshape(-1)], counts, true_lp,
+                                alloc, true_alloc)
         out[split] = row
     n_ctx = run_cfg["evaluation"].get("rank_contexts", 0)
     if n_ctx:
