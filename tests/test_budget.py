@@ -44,6 +44,29 @@ def test_a_token_budget_stops_at_the_step_that_reaches_it_and_draws_its_anytime_
     assert {(r["dataset"], r["method"], r["seed"]) for r in rows} == {("tiny", "softmax", s["seed"])}
 
 
+def test_points_at_equal_data_validate_after_the_step_that_reaches_each_epoch_count(tiny_data, tmp_path):
+    """``anytime_epochs``: a validation at the first step whose tokens reach 0.5, 1 and 2 epochs of train; the
+    1-epoch point is the model that ends the first epoch, validated on the same subset as the epoch's own."""
+    from pipeline_src.data.prepare import load_split
+    from pipeline_src.reporting.summarize import anytime_rows
+
+    p, raw, prep = tiny_data
+    tokens_per_step = 8 * 10
+    epoch = (len(load_split(prep, "train")) // 8 - 1) * 8  # the tokens one epoch scores (batch 8)
+    s = train(_cfg(p, budget_tokens=3 * epoch, anytime_points=2, anytime_epochs=[2, 0.5, 1], valid_tokens=400),
+              prep, tmp_path / "run", CPU)
+    pts = s["budget"]["token_points"]
+    assert [pt["epochs"] for pt in pts] == [0.5, 1, 2]
+    for pt in pts:
+        assert pt["epochs"] * epoch <= pt["tokens"] < pt["epochs"] * epoch + tokens_per_step
+    first = (tmp_path / "run/history.csv").read_text().splitlines()
+    valid_nll = float(first[1].split(",")[first[0].split(",").index("valid_nll")])  # epoch 1's own validation
+    assert pts[1]["tokens"] == epoch and pts[1]["valid_nll"] == pytest.approx(valid_nll, abs=1e-12)
+    rows = anytime_rows({**s, "dataset": "tiny", "method": "softmax"})
+    assert [r["epochs"] for r in rows if r["point"] is None] == [0.5, 1, 2]
+    assert len([r for r in rows if r["point"] is not None]) == 2  # the anytime curve's points stay as they were
+
+
 def test_a_time_budget_keeps_validation_out_and_replays_as_the_tokens_it_reached(tiny_data, tmp_path, monkeypatch):
     import time
 

@@ -62,6 +62,8 @@ class TrainConfig:
     budget_tokens: int | None = None  # or after the step that reaches this many training tokens
     budget_clock: str = "wall"  # a step's seconds: "wall" (perf_counter) or "cpu" (this process's CPU time)
     anytime_points: int = 10  # with a budget: validations at equal fractions of it (the anytime curve)
+    # with a budget: also validations once the tokens seen reach these many epochs of train (the equal-data reading)
+    anytime_epochs: list = dataclasses.field(default_factory=list)
     valid_tokens: int | None = None  # validate in training on this prefix of the valid split (None: all of it)
 
 

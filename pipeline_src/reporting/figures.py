@@ -167,7 +167,10 @@ def budgeted(summary: pd.DataFrame, dataset: str) -> bool:
 def anytime(points: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: dict):
     """Validation perplexity against training seconds under a budget (the anytime curve): at each point, the
     mean over seeds of the seconds and of the perplexity, the band from the lowest to the highest seed; the
-    truth of a synthetic language's whole valid split as a dashed line."""
+    truth of a synthetic language's whole valid split as a dashed line. The points at equal data
+    (``epochs`` set) are not on it: they are the equal-tokens table's."""
+    if "epochs" in points:
+        points = points[points.epochs.isna()]
     return _valid_ppl_figure(points, summary, dataset, style, "point", "train_seconds",
                              "training seconds (the budget's clock)", "valid perplexity (the fixed subset)",
                              "truth (whole valid split)")

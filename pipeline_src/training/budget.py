@@ -36,12 +36,19 @@ class Budget:
     seconds: float | None
     tokens: int | None
     points: int
+    epochs: tuple = ()  # training.anytime_epochs: validations at equal data as well
 
     @classmethod
     def of(cls, tc) -> "Budget | None":
         if tc.budget_seconds is None and tc.budget_tokens is None:
             return None
-        return cls(tc.budget_seconds, tc.budget_tokens, tc.anytime_points)
+        return cls(tc.budget_seconds, tc.budget_tokens, tc.anytime_points, tuple(sorted(tc.anytime_epochs)))
+
+    def epochs_due(self, st: RunState, epoch_tokens: int) -> float | None:
+        """The next of ``epochs`` the tokens seen have reached (``epoch_tokens``: one epoch's), or None."""
+        if len(st.token_points) < len(self.epochs) and st.tokens >= self.epochs[len(st.token_points)] * epoch_tokens:
+            return self.epochs[len(st.token_points)]
+        return None
 
     def used(self, st: RunState) -> float:
         """The share of the budget spent (1.0 and above: spent)."""
@@ -57,7 +64,8 @@ class Budget:
         return len(st.anytime) < self.points and self.used(st) >= (len(st.anytime) + 1) / self.points
 
     def describe(self) -> dict:
-        return {"seconds": self.seconds, "tokens": self.tokens, "anytime_points": self.points}
+        return {"seconds": self.seconds, "tokens": self.tokens, "anytime_points": self.points,
+                **({"anytime_epochs": list(self.epochs)} if self.epochs else {})}
 
 
 def anytime_point(st: RunState, budget: Budget, validate) -> dict:
@@ -72,4 +80,19 @@ def anytime_point(st: RunState, budget: Budget, validate) -> dict:
              "train_seconds": st.seconds, "tokens": st.tokens, "steps": st.steps,
              "valid_nll": nll, "valid_ppl": safe_exp(nll), "validation_s": seconds}
     st.anytime.append(point)
+    return point
+
+
+def token_point(st: RunState, epochs: float, validate) -> dict:
+    """Validate now at ``epochs`` of data (the step that first reached them), append the point to
+    ``st.token_points`` and return it."""
+    from .guard import safe_exp
+
+    t0 = time.perf_counter()
+    nll = validate()
+    seconds = time.perf_counter() - t0
+    st.validation_s += seconds
+    point = {"epochs": epochs, "tokens": st.tokens, "train_seconds": st.seconds, "steps": st.steps,
+             "valid_nll": nll, "valid_ppl": safe_exp(nll), "validation_s": seconds}
+    st.token_points.append(point)
     return point

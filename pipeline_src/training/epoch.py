@@ -35,7 +35,7 @@ from ..io.runtime import (
 )
 from . import checkpoints
 from .averaging import ParameterAverage
-from .budget import Budget, anytime_point, step_clock
+from .budget import Budget, anytime_point, step_clock, token_point
 from .guard import CHECK_EVERY, LossGuard, check_validation, collapse, safe_exp
 from .optim import build_optimizer
 from .schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
@@ -251,6 +251,12 @@ def _budget_step(run: Run, guard: LossGuard, bar) -> bool:
         p = anytime_point(st, run.budget, run.validate)
         print(f"anytime {p['point']}/{run.budget.points}: {p['train_seconds']:.1f} s, {p['tokens']:,} tokens, "
               f"valid ppl {p['valid_ppl']:.2f}", file=sys.stderr)
+    epoch_tokens = (run.train_data.shape[0] - 1) * run.train_data.shape[1]  # the tokens one epoch scores
+    while (epochs := run.budget.epochs_due(st, epoch_tokens)) is not None:
+        _check(guard, bar, run)
+        p = token_point(st, epochs, run.validate)
+        print(f"equal data, {epochs:g} epochs: {p['tokens']:,} tokens, valid ppl {p['valid_ppl']:.2f}",
+              file=sys.stderr)
     st.budget_spent = run.budget.spent(st)
     return st.budget_spent
 
@@ -339,7 +345,8 @@ def finish(run: Run, trial: bool) -> dict:
         **({"collapsed": st.collapsed} if st.collapsed else {}),
         **({"budget": {**run.budget.describe(), "spent": st.budget_spent,
                        "reached": {"seconds": st.seconds, "tokens": st.tokens, "steps": st.steps},
-                       "validation_s": st.validation_s, "anytime": st.anytime}} if run.budget else {}),
+                       "validation_s": st.validation_s, "anytime": st.anytime,
+                       **({"token_points": st.token_points} if st.token_points else {})}} if run.budget else {}),
     }
     if run.finetune:  # epoch 0 = no finetuning epoch validated better than the trained weights
         summary.update(best_epoch=run.best_model["epoch"], start_valid_nll=st.start_valid_nll,

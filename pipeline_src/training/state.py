@@ -26,6 +26,7 @@ class RunState:
     collapsed: dict | None = None  # the first epoch validated no better than the unigram model (guard.collapse)
     steps: int = 0  # optimizer steps over every epoch and call
     anytime: list[dict] = field(default_factory=list)  # with a budget: validations at its fractions (budget.py)
+    token_points: list[dict] = field(default_factory=list)  # and at training.anytime_epochs of data (budget.py)
     budget_spent: bool = False
     validation_s: float = 0.0  # time spent validating during training (never in a budget)
 
