@@ -112,3 +112,24 @@ def test_the_sweep_figure_plots_each_method_s_gap_to_the_truth_across_sizes_and_
     ax = by_vocab(by_size(head, blind), blind, None, style).axes[0]
     nce = [line for line in ax.get_lines() if line.get_color() == "C1" and len(line.get_ydata()) == 2][0]
     assert list(nce.get_ydata()) == [500.0, 1500.0] and ax.get_yscale() == "log" and ax.get_ylabel() == "test perplexity"
+
+
+def test_the_tuning_figure_draws_each_method_s_trials_against_the_rate_and_names_an_edge_pick():
+    import math
+
+    rows = []
+    for m, best in (("softmax", 3), ("hs", 1)):
+        for i, lr in enumerate([0.001, 0.003, 0.01, 0.03]):
+            ppl = math.inf if (m == "hs" and i == 0) else 100.0 + abs(i - best) * 10
+            rows.append({"dataset": "d", "method": m, "trial": i, "lr": lr, "valid_ppl": ppl, "selected": i == best,
+                         "opt_clustering": ("mass", "count")[i % 2] if m == "hs" else None,
+                         "lr_edge": "highest" if (m == "softmax" and i == best) else None})
+    style = {"softmax": {"color": "C0"}, "hs": {"color": "C1"}}
+    fig = figures.tuning_by_lr(pd.DataFrame(rows), "d", style)
+    panels = [ax for ax in fig.axes if ax.axison]
+    assert [ax.get_title() for ax in panels] == ["softmax (pick at the highest rate)", "hs"]
+    ring = [ln for ln in panels[0].lines if ln.get_label() == "pick"][0]
+    assert list(ring.get_xdata()) == [0.03] and list(ring.get_ydata()) == [100.0]
+    hs = panels[1]
+    assert sorted(ln.get_label() for ln in hs.lines) == ["clustering count", "clustering mass", "diverged", "pick"]
+    assert sum(len(ln.get_xdata()) for ln in hs.lines if ln.get_label().startswith("clustering")) == 3  # finite ones

@@ -222,6 +222,53 @@ def by_vocab(table: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame | No
     return fig
 
 
+def tuning_by_lr(trials: pd.DataFrame, dataset: str, style: dict):
+    """Each method's tuning trials at one dataset (tuning.csv): validation perplexity against the learning rate
+    (log-log), one small panel a method, the method's first tuned option as the marker, its pick ringed and an
+    edge pick (the lowest or highest rate tried: the range may not hold the optimum) named in the panel's title.
+    A diverged trial is drawn at the top of its panel as an x."""
+    import numpy as np
+
+    plt = _plt()
+    own = trials[trials.dataset == dataset]
+    methods = list(dict.fromkeys(own.method))
+    cols = min(4, len(methods))
+    rows = -(-len(methods) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.1 * cols, 2.4 * rows), squeeze=False, sharex=True)
+    markers = ["o", "s", "^", "D", "v", "P"]
+    for ax, m in zip(axes.flat, methods):
+        g = own[own.method == m]
+        opt = next((c for c in g.columns if c.startswith("opt_") and g[c].notna().any()), None)
+        ok = g[np.isfinite(g.valid_ppl.astype(float))]
+        top = ok.valid_ppl.max() if len(ok) else 1.0
+        values = list(dict.fromkeys(g[opt].astype(str))) if opt else [None]
+        for k, v in enumerate(values):
+            part = ok if opt is None else ok[ok[opt].astype(str) == v]
+            ax.plot(part.lr, part.valid_ppl, markers[k % len(markers)], color=style[m]["color"], mec="k", mew=0.4,
+                    ms=5, ls="none", label=None if opt is None else f"{opt[4:]} {v}")
+        bad = g[~np.isfinite(g.valid_ppl.astype(float))]
+        if len(bad):
+            ax.plot(bad.lr, [top] * len(bad), "x", color="k", ms=6, label="diverged")
+        pick = g[g.selected]
+        ax.plot(pick.lr, pick.valid_ppl, "o", ms=11, mfc="none", mec="k", mew=1.2, label="pick")
+        edge = pick.lr_edge.dropna().iloc[0] if "lr_edge" in pick and pick.lr_edge.notna().any() else None
+        ax.set_title(m + (f" (pick at the {edge} rate)" if edge else ""), fontsize=8, color="C3" if edge else "k")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.tick_params(labelsize=7)
+        if opt is not None:
+            ax.legend(fontsize=6, loc="best")
+    for ax in list(axes.flat)[len(methods):]:
+        ax.axis("off")
+    for ax in axes[-1]:
+        ax.set_xlabel("learning rate", fontsize=8)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("valid perplexity", fontsize=8)
+    fig.suptitle(f"{dataset}: tuning trials (each method's own option as the marker, its pick ringed)", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
 def _placeholder(text: str):
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8, 1.2))
