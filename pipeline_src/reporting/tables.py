@@ -34,6 +34,12 @@ def headline_markdown(head: pd.DataFrame, refs: pd.DataFrame | None = None, leve
             h = pd.concat([h, kn[["method", "nll", "ppl", "gap_nll", "train_time_s", "row_kind"]]], ignore_index=True)
         h = h.sort_values("nll")
         ref = h.reference.dropna().iloc[0]
+        note = ""
+        if "verdict_reference" in h and h.status.notna().any():  # verdicts against a stand-in, or none
+            used = h.verdict_reference.dropna()
+            note = f" ({ref} did not learn: verdicts against {used.iloc[0]})" if len(used) and used.iloc[0] != ref \
+                else " (no method learned: no verdicts)" if not len(used) else ""
+            ref = used.iloc[0] if len(used) else ref
         seeds = int(h.seeds.max())
         ci = f"{level}% CI" if seeds > 1 else "one seed: no CI"
         cols = ["method", f"test ppl [{ci}]", f"Δ nll vs {ref} [{ci}]", "verdict"]
@@ -82,7 +88,8 @@ def headline_markdown(head: pd.DataFrame, refs: pd.DataFrame | None = None, leve
             cells += [rank, f"{r.train_time_s:.0f}"] + ([_millions(r.tokens_reached)] if budget else []) \
                 + [f"{r.head_flops_per_token_train / 1e3:.1f}"]
             rows.append(cells)
-        title = f"**{ds}** ({seeds} seeds{' at most' if uneven else ''})\n" if len(head.dataset.unique()) > 1 else ""
+        title = f"**{ds}** ({seeds} seeds{' at most' if uneven else ''}){note}\n" if len(head.dataset.unique()) > 1 \
+            else (f"*{note.strip(' ()')}*\n" if note else "")
         out.append(title + markdown_table(cols, rows))
     return "\n\n".join(out) + "\n"
 
