@@ -266,7 +266,7 @@ def step_bench_markdown(df: pd.DataFrame) -> str:
 
 def cell_bench_markdown(df: pd.DataFrame) -> str:
     """Each sweep cell's whole step against its own floor, and the tokens its budget buys, now and before."""
-    cols = ["|V|", "method", "step (ms)", "own floor (ms): LSTM + head + update", "x own floor", "tokens/s",
+    cols = ["V", "method", "step (ms)", "own floor (ms): LSTM + head + update", "x own floor", "tokens/s",
             "tokens in budget", "before: step (ms)", "before: tokens in budget", "speed-up"]
     vocab = {"zipf-10k": "10k", "zipf-100k": "100k", "zipf-1m": "1M"}
     return markdown_table(cols, ([vocab.get(r.dataset, r.dataset), r.method, _num(r.step_ms, 1),
