@@ -155,6 +155,36 @@ def _bench_step(params: dict, args) -> None:
     run_step_bench(params, _device(params, args))
 
 
+def _check_head(params: dict, args) -> None:
+    """The conformance kit (heads/conformance.py) on one head: a method of the params file, a registered head type,
+    or a head from outside the repository (heads/plugins.py); one line a property, exit 1 on a failure."""
+    import yaml
+
+    from .config import validate
+    from .heads.conformance import check
+    from .heads.options import options_of
+
+    if args.head in params["methods"]:
+        spec = dict(params["methods"][args.head])
+    else:
+        spec = {"type": args.head}
+    for item in args.option:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ConfigError(f"--option {item!r}: write key=value (e.g. --option negatives=20)")
+        spec[key] = yaml.safe_load(value)
+    options_of(spec["type"])  # a missing module or a class that is no output layer: one line
+    validate({**params, "methods": {**params["methods"], "checked": spec}}, f"check-head {args.head}")
+    results = check(spec)
+    for r in results:
+        print(r.line())
+    failed = [r.prop for r in results if r.ok is False]
+    print(f"{spec['type']}: {len(results) - len(failed)} of {len(results)} properties hold"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    if failed:
+        raise SystemExit(1)
+
+
 def _bench_cells(params: dict, args) -> None:
     from .cost.cells import run_cell_bench
 
@@ -295,6 +325,9 @@ COMMANDS = {
     "bench": (_bench, "time and measure memory of every output layer against the matmul floor", ()),
     "bench-step": (_bench_step, "time whole training steps against their floor and the PyTorch example's step "
                    "(bench.step)", ()),
+    "check-head": (_check_head, "hold one output layer (a method, a head type, or 'module:Class' / 'file.py:Class' "
+                   "from outside) to the contract on small random shapes: one line a property, exit 1 on a failure",
+                   ()),
     "bench-cells": (_bench_cells, "time each sweep cell's whole training step (its shapes, optimizer and options) "
                     "against the step's own floor, and the tokens its time budget buys (bench.cells)", ()),
     "bench-samplers": (_bench_samplers, "the kernel proposal's rebuild and draw costs at bench.vocab_sizes, and with "
@@ -332,6 +365,10 @@ def parser() -> argparse.ArgumentParser:
                             help="the run's wall time, as measured by whoever ran it (recorded in provenance.json)")
             sp.add_argument("--replace", action="store_true",
                             help="publish over a publication made from another params file")
+        if name == "check-head":
+            sp.add_argument("head", help="a method of --config, a head type, or 'module:Class' / 'path/file.py:Class'")
+            sp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                            help="set one of the head's options (repeatable)")
         if name == "restate":
             sp.add_argument("--as-published", action="store_true",
                             help="under the params recorded in its provenance.json (the statistics' code changed, "

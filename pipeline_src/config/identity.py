@@ -45,7 +45,21 @@ def canonical(cfg: dict) -> dict:
     method = out.get("method")
     if isinstance(method, dict) and method.get("type") in head_options():
         out["method"] = drop_defaults(method, option_defaults(method["type"]))  # a head's: from its options schema
+    elif isinstance(method, dict) and isinstance(method.get("type"), str) and _plugin(method["type"]):
+        # a head from outside the repository: its source file is part of what made the run
+        from ..heads.base import plugin_class
+        from ..heads.plugins import source_sha256
+
+        out["method"] = {**drop_defaults(method, option_defaults(method["type"])),
+                         "source_sha256": source_sha256(plugin_class(method["type"]))}
     return out
+
+
+def _plugin(type_name: str) -> bool:
+    from ..heads.options import head_options
+    from ..heads.plugins import is_plugin
+
+    return is_plugin(type_name, set(head_options()))
 
 
 def run_hash(cfg: dict) -> str:

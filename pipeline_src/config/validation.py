@@ -34,12 +34,13 @@ _Validator = jsonschema.validators.extend(
         "integer", lambda checker, x: isinstance(x, int) and not isinstance(x, bool)))
 
 
-def schema() -> dict:
-    """The params schema, with each registered head's options schema spliced in."""
+def schema(plugins: dict | None = None) -> dict:
+    """The params schema, with each registered head's options schema spliced in (and ``plugins``': type ->
+    options schema of the heads from outside the repository a params file names, heads/plugins.py)."""
     from ..heads.options import head_options
 
     s = yaml.safe_load(SCHEMA_PATH.read_text())
-    heads = head_options()
+    heads = {**head_options(), **(plugins or {})}
     method = s["$defs"]["method"]
     method["properties"] = {"type": {"enum": sorted(heads)}}
     method["allOf"] = [{"if": {"properties": {"type": {"const": name}}}, "then": options}
@@ -67,11 +68,29 @@ def _format_error(err: jsonschema.ValidationError, source: str) -> str:
     return f"{source}: key '{where}': {msg}"
 
 
+def _plugin_options(params: dict, source: str, origin) -> dict:
+    """The options schema of each head from outside the repository that ``methods`` names (loading it: a
+    missing module or a class that is no output layer is one line naming the key)."""
+    from ..heads.options import head_options, options_of
+    from ..heads.plugins import is_plugin
+
+    built_in, out = set(head_options()), {}
+    for name, method in (params.get("methods") or {}).items():
+        t = method.get("type") if isinstance(method, dict) else None
+        if isinstance(t, str) and t not in out and is_plugin(t, built_in):
+            where = origin(["methods", name, "type"]) if origin else source
+            try:
+                out[t] = options_of(t)
+            except ConfigError as e:
+                raise ConfigError(f"{where}: key 'methods.{name}.type': {e}") from None
+    return out
+
+
 def validate(params: dict, source: str = DEFAULT_PARAMS, origin=None) -> dict:
     """Validate ``params`` and check cross-references; return it with defaults filled in. ``origin(keys)``:
     the file of an ``extends:`` chain that wrote a key path (a schema error names it)."""
     _check_finite(params, lambda keys: origin(keys) if origin else source)
-    validator = _Validator(schema())
+    validator = _Validator(schema(_plugin_options(params, source, origin)))
     errors = sorted(validator.iter_errors(params), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     if errors:
         # The deepest errors are the most specific (a bad method option, not "allOf failed").
@@ -156,7 +175,7 @@ def _check_names(params: dict, source: str) -> None:
 def _check_tuning(params: dict, source: str) -> None:
     """The trial budget, a learning-rate range for every optimizer a tuned dataset uses, and every point of a
     method's space (its range's ends, each of its choices) a value the method's options accept."""
-    from ..heads.options import head_options
+    from ..heads.options import options_of
 
     tuning = params["tuning"]
     for key in ("trials", "seed", "epochs", "lr"):
@@ -183,7 +202,7 @@ def _check_tuning(params: dict, source: str) -> None:
         if name not in params["methods"]:
             raise _undefined(source, f"tuning.space.{name}", name, "methods", params)
         method = params["methods"][name]
-        options = head_options()[method["type"]]
+        options = options_of(method["type"])
         fields = set(options["properties"]) - {"type"}
         check = _Validator(options)
         for opt, dim in space.items():

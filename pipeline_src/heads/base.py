@@ -10,6 +10,7 @@ V = vocabulary size.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +68,11 @@ class OutputLayer(nn.Module):
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         """Training loss, a scalar averaged over positions. hidden (N, d), target (N,)."""
         raise NotImplementedError
+
+    def loss_penalty(self, hidden: Tensor, target: Tensor) -> Tensor | None:
+        """For a head that ``trains_exact_likelihood`` with a term beside it (a self-normalisation penalty): that
+        term, so that ``loss`` = the mean nll of ``log_prob`` + this (the conformance kit checks it). None: none."""
+        return None
 
     def plan_epoch(self, targets: list[Tensor], start: int) -> None:
         """For a head that ``plans_epochs``: the epoch's training targets, one (T, B) segment per step in the
@@ -169,10 +175,38 @@ def registry() -> dict[str, type[OutputLayer]]:
     return dict(_REGISTRY)
 
 
+@functools.lru_cache(maxsize=None)
+def plugin_class(type_name: str) -> type[OutputLayer]:
+    """The head class a plugin type names (heads/plugins.py), checked: a one-line ConfigError for a missing module,
+    file or class, one that is no OutputLayer, an Options that is no dataclass and a family not among FAMILIES."""
+    from ..io.errors import ConfigError
+    from .plugins import find
+
+    cls = find(type_name)
+    attr = getattr(cls, "__name__", repr(cls))
+    if not (isinstance(cls, type) and issubclass(cls, OutputLayer)):
+        raise ConfigError(f"method type {type_name!r}: {attr} is not a subclass of pipeline_src.heads.base."
+                          f"OutputLayer (the output-layer contract, docs/methods.md)")
+    if not dataclasses.is_dataclass(cls.Options):
+        raise ConfigError(f"method type {type_name!r}: {attr}.Options is not a dataclass (its options' schema)")
+    if cls.family not in FAMILIES:
+        raise ConfigError(f"method type {type_name!r}: {attr}.family is {cls.family!r}; declare one of "
+                          f"{list(FAMILIES)}")
+    if not cls.name:
+        cls.name = type_name
+    return cls
+
+
 def build_head(spec: dict, ctx: HeadContext) -> OutputLayer:
     """Build a head from a validated method spec such as ``{"type": "softmax", "chunk_size": 512}``."""
     spec = dict(spec)
-    cls = registry()[spec.pop("type")]
+    name = spec.pop("type")
+    spec.pop("source_sha256", None)  # a plugin's identity in a canonical config (config/identity.py), no option
+    heads = registry()
+    if name in heads:
+        cls = heads[name]
+    else:  # a head from outside the repository (heads/plugins.py)
+        cls = plugin_class(name)
     return cls(ctx, cls.Options(**spec))
 
 

@@ -169,8 +169,8 @@ class HierarchicalSoftmax(OutputLayer):
         for c, s, w, b in zip(present.tolist(), starts.tolist(), w_all, b_all):
             rows = torch.nonzero(cls == c).squeeze(1)
             logits = F.linear(hidden[rows], w, b)  # (rows, |c|)
-            out = out.index_put((rows,), logits.gather(1, (target[rows] - s)[:, None]).squeeze(1)
-                                - torch.logsumexp(logits, dim=1))
+            out = out.index_put((rows,), (logits.gather(1, (target[rows] - s)[:, None]).squeeze(1)
+                                          - torch.logsumexp(logits, dim=1)).to(out.dtype))  # bf16 under autocast
         return out
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:

@@ -76,6 +76,16 @@ def _facts() -> dict[str, dict]:
     return data
 
 
+def options_of(type_name: str) -> dict:
+    """A head type's options schema: a registered head's, or a plugin's (``heads/plugins.py``: imports it)."""
+    built_in = head_options()
+    if type_name in built_in:
+        return built_in[type_name]
+    from .base import options_schema, plugin_class
+
+    return options_schema(plugin_class(type_name))
+
+
 def option_defaults(type_name: str) -> dict:
-    return {k: v["default"] for k, v in head_options()[type_name]["properties"].items()
+    return {k: v["default"] for k, v in options_of(type_name)["properties"].items()
             if isinstance(v, dict) and "default" in v}

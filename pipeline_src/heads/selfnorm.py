@@ -80,6 +80,13 @@ class SelfNormalisedSoftmax(OutputLayer):
         penalty = chunked_mean_nll(neg_penalty, h, rows, self.opts.chunk_size) * h.shape[0] / n
         return penalty - score.mean()
 
+    def loss_penalty(self, hidden: Tensor, target: Tensor) -> Tensor | None:
+        """Devlin's: alpha times the mean of log^2 Z over the rows (the infrequent variant trains no likelihood)."""
+        if self.opts.variant != "devlin":
+            return None
+        _, log_z = self.self_normalisation(hidden, target)
+        return self.opts.alpha * (log_z * log_z).mean()
+
     def self_normalisation(self, hidden: Tensor, target: Tensor,
                            chunk_size: int | None = None) -> tuple[Tensor, Tensor]:
         """(unnormalised log p of the targets (N,), log Z (N,)); their difference is the exact log p."""

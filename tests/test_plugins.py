@@ -1,0 +1,113 @@
+"""Your own output layer without editing the repository (pipeline_src/heads/plugins.py), and the conformance kit
+every head is held to (pipeline_src/heads/conformance.py, `check-head`): every registered head passes it, a broken
+one fails it by name, a plugin is validated, hashed by its source, trained and evaluated like a built-in head."""
+import copy
+
+import pytest
+from conftest import write_params
+
+from pipeline_src.cli import main
+from pipeline_src.config import ConfigError, canonical, run_config, run_hash, validate
+from pipeline_src.heads import registry
+from pipeline_src.heads.conformance import check
+from pipeline_src.io import paths
+
+PLUGIN = "tests/data/plugin_head.py:ScaledSoftmax"
+
+
+@pytest.mark.parametrize("name", sorted(registry()))
+def test_every_registered_head_passes_the_conformance_kit(name):
+    failed = [r.line() for r in check({"type": name}) if r.ok is False]
+    assert failed == []
+
+
+BROKEN = '''
+from dataclasses import dataclass
+import torch.nn.functional as F
+from torch import nn
+from pipeline_src.heads.base import OutputLayer
+
+
+class Unnormalised(OutputLayer):
+    family = "softmax and its controls"
+
+    @dataclass(frozen=True)
+    class Options:
+        pass
+
+    def __init__(self, ctx, opts):
+        super().__init__(ctx, opts)
+        self.proj = nn.Linear(ctx.in_dim, ctx.vocab_size)
+
+    def loss(self, hidden, target):
+        return F.cross_entropy(self.proj(hidden), target)
+
+    def log_prob(self, hidden):
+        return F.log_softmax(self.proj(hidden), dim=-1) + 0.1  # forgot something
+
+    def forward_macs(self, exact):
+        return 2 * self.in_dim * self.vocab_size  # counted twice
+
+
+class NotAHead:
+    pass
+'''
+
+
+def test_a_broken_head_fails_the_kit_by_name_and_exits_non_zero(tmp_path, monkeypatch, capsys):
+    (tmp_path / "mine.py").write_text(BROKEN)
+    monkeypatch.chdir(tmp_path)
+    write_params({"extends": str(paths.REPOSITORY / "params.yaml")}, tmp_path / "params.yaml")
+    with pytest.raises(SystemExit) as e:
+        main(["check-head", "mine.py:Unnormalised"])
+    out = capsys.readouterr().out
+    assert e.value.code == 1
+    assert "FAIL normalised" in out and "FAIL exact loss" in out and "FAIL FLOPs" in out
+    assert "PASS determinism" in out and "failed: normalised, exact loss, FLOPs" in out.splitlines()[-1]
+    for bad, says in (("mine.py:NotAHead", "NotAHead is not a subclass of pipeline_src.heads.base.OutputLayer"),
+                      ("nowhere.py:X", "no file nowhere.py"), ("mine.py:Missing", "mine.py has no 'Missing'"),
+                      ("no_such_pkg.heads:X", "no module 'no_such_pkg'")):
+        assert main(["check-head", bad]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and says in err and "Traceback" not in err, err
+
+
+def test_a_plugin_is_validated_hashed_by_its_source_and_trained_like_a_built_in_head(tiny, tmp_path, monkeypatch):
+    monkeypatch.chdir(paths.REPOSITORY)  # where Snakemake, DVC and SLURM run the steps
+    p = copy.deepcopy(tiny)
+    p["methods"]["mine"] = {"type": PLUGIN, "init_scale": 2.0}
+    p["run"]["methods"] = ["mine"]
+    bad = copy.deepcopy(p)
+    bad["methods"]["mine"]["init_scale"] = 0
+    with pytest.raises(ConfigError, match=r"key 'methods.mine.init_scale': 0 is less than or equal to the minimum"):
+        validate(bad)
+    v = validate(p)
+    method = canonical(run_config(v, "tiny", "mine"))["method"]
+    assert method["init_scale"] == 2.0 and len(method["source_sha256"]) == 16
+    assert "source_sha256" not in canonical(run_config(v, "tiny", "softmax"))["method"]  # built-in hashes as before
+    cfg = write_params(p, tmp_path / "params.yaml")
+    common = ["--config", str(cfg), "--dataset", "tiny"]
+    assert main(["fetch", *common]) == 0 and main(["prepare", *common]) == 0
+    run = [*common, "--method", "mine", "--seed", "0"]
+    assert main(["train", *run]) == 0 and main(["evaluate", *run]) == 0
+    metrics = __import__("json").loads(paths.metrics_path(v, "tiny", "mine", 0).read_text())
+    assert metrics["splits"]["test"]["nll"] > 0 and metrics["config_hash"] == run_hash(run_config(v, "tiny", "mine"))
+
+
+def test_editing_a_plugin_s_source_changes_its_runs_identity(tiny, tmp_path, monkeypatch):
+    from pipeline_src.heads import plugins
+
+    src = (paths.REPOSITORY / "tests/data/plugin_head.py").read_text()
+    (tmp_path / "head_a.py").write_text(src)
+    (tmp_path / "head_b.py").write_text(src + "\n# an edit\n")
+    monkeypatch.chdir(tmp_path)
+    p = copy.deepcopy(tiny)
+    hashes = []
+    for f in ("head_a.py", "head_b.py"):
+        p["methods"]["mine"] = {"type": f"{f}:ScaledSoftmax"}
+        hashes.append(canonical(run_config(validate(copy.deepcopy(p)), "tiny", "mine"))["method"]["source_sha256"])
+    assert hashes[0] != hashes[1]
+    # an installed package's entry point names the same class
+    monkeypatch.setattr(plugins, "entry_points", lambda: {"scaled-softmax": "head_a.py:ScaledSoftmax"})
+    p["methods"]["mine"] = {"type": "scaled-softmax"}
+    assert canonical(run_config(validate(copy.deepcopy(p)), "tiny", "mine"))["method"]["source_sha256"] == hashes[0]
