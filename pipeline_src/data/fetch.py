@@ -34,6 +34,13 @@ def fetch_dataset(params: dict, dataset: str, say=print) -> None:
             f"{truth['zipf_exponent_fitted']:.3f} fitted on train ({truth['train_types_seen']:,} types seen), true "
             f"test ppl {truth['test_ppl']:.2f} (unigram {truth['test_unigram_ppl']:.2f}), log-prob rank "
             f"{truth['log_prob_rank']}, {truth['generation_s']:.1f} s")
+    elif corpus["type"] == "zipfian-topics":
+        from .topics import generate
+
+        truth = generate(corpus, out, params["seed"])
+        say(f"zipfian language with {truth['topics']} document topics: {truth['vocab_size']:,} words, true test ppl "
+            f"{truth['test_ppl']:.2f}, memoryless line {truth['test_memoryless_ppl']:.2f}, knowing the topic worth "
+            f"{truth['topic_value_nats']:.3f} nats a token, {truth['generation_s']:.1f} s")
     elif corpus["type"] == "local":
         from .corpora import copy_local
 

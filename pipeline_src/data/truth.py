@@ -61,13 +61,16 @@ class TokenTruth:
         return lp[positions]
 
     def band_log_mass_at(self, ids: np.ndarray, positions: np.ndarray, split: str, band_of_id: np.ndarray,
-                         bands: int) -> np.ndarray:
+                         bands: int) -> np.ndarray | None:
         """(n,) log q*(band of the target | context) of the tokens at ``positions``, from the class language's
-        tables (``truth.npz``: :func:`zipfian.band_log_mass` per class context)."""
+        tables (``truth.npz``: :func:`zipfian.band_log_mass` per class context); None for the topic language
+        (not computed yet: the truth's split of its bands is left out, the model's is not)."""
         from .prepare import load_vocab
         from .zipfian import band_log_mass, class_contexts
 
         z = np.load(self.raw / paths.TRUTH)
+        if "home" in z.files:  # the topic language (topics.py): its band masses need the posterior over topics
+            return None
         sym_index = {str(s): i for i, s in enumerate(z["symbols"])}
         to_sym = np.array([sym_index.get(t, -1) for t in load_vocab(self.prepared)])  # <unk>: no word (-1)
         mapped = to_sym >= 0

@@ -103,9 +103,10 @@ def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.devi
         if split == "test":  # the band split (scoring.py): the band's part of each token's loss, and the truth's
             alloc = -band_log_mass(model, data, bptt, band_of_ids(counts)).double().numpy().reshape(-1)
             row["band_alloc_nll"] = float(alloc.mean())  # the log-loss of predicting the target's band: proper
-            if truth is not None:
-                true_alloc = -truth.band_log_mass_at(ids, positions.reshape(-1), split, band_of_ids(counts),
-                                                     len(BANDS))
+            mass = None if truth is None else truth.band_log_mass_at(ids, positions.reshape(-1), split,
+                                                                     band_of_ids(counts), len(BANDS))
+            if mass is not None:
+                true_alloc = -mass
                 row.update(true_band_alloc_nll=float(true_alloc.mean()),
                            band_alloc_gap=row["band_alloc_nll"] - float(true_alloc.mean()))
         row["bands"] = per_band(-lp.double().numpy().reshape(-1), ids[positions.reshape(-1)], counts, true_lp,
