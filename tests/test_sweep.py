@@ -4,6 +4,7 @@ softmax for good, and the gap to the truth per band."""
 import math
 
 import pandas as pd
+import pytest
 
 from pipeline_src.reporting.sweep import by_size, crossovers, winners
 
@@ -222,3 +223,17 @@ def test_a_method_that_did_not_learn_neither_wins_ranks_nor_crosses_over():
     head.loc[head.dataset == "z100k", "verdict_reference"] = "hs"
     cross = crossovers(by_size(head, runs), "softmax").set_index("method")
     assert cross.loc["nce", "from_vocab"] == 1_000_000 and cross.loc["nce", "no verdict"] == [100_000]
+
+
+def test_the_equal_data_table_reads_the_points_at_epochs_over_the_seeds_that_reached_them():
+    from pipeline_src.reporting.sweep import equal_tokens
+
+    rows = [{"dataset": "d", "method": m, "seed": s, "point": None, "fraction": None, "epochs": e,
+             "tokens": 1000 * e, "valid_nll": nll + 0.1 * s} for m, e, s, nll in
+            [("a", 0.5, 1, 5.0), ("a", 0.5, 2, 5.0), ("a", 1, 1, 4.0), ("b", 0.5, 1, 6.0), ("b", 0.5, 2, 6.0)]]
+    rows.append({"dataset": "d", "method": "a", "seed": 1, "point": 1, "fraction": 1.0, "epochs": None,
+                 "tokens": 3000, "valid_nll": 3.0})  # an anytime point by time: not in this table
+    t = equal_tokens(pd.DataFrame(rows)).set_index(["method", "epochs"])
+    assert t.loc[("a", 0.5), "valid_ppl"] == pytest.approx(math.exp(5.15)) and t.loc[("a", 0.5), "seeds"] == 2
+    assert t.loc[("a", 1.0), "seeds"] == 1 and ("b", 1.0) not in t.index  # b's budget ended before one epoch
+    assert list(equal_tokens(pd.DataFrame(rows).drop(columns="epochs")).columns)[:3] == ["dataset", "method", "epochs"]

@@ -160,3 +160,18 @@ def _crossover_line(c: dict) -> str:
 
 def _sizes(vocabs: list[int]) -> str:
     return ", ".join(f"{v:,}" for v in vocabs) or "none"
+
+
+def equal_tokens(points: pd.DataFrame) -> pd.DataFrame:
+    """The equal-data reading beside the equal-time one: per dataset, method and epochs of data
+    (``training.anytime_epochs``, the rows of anytime.csv with ``epochs`` set), the validation perplexity at that
+    data, exp of the mean nll over the seeds that reached it, and how many did (``seeds``; a method whose budget
+    ended before the point has none there)."""
+    cols = ["dataset", "method", "epochs", "tokens", "valid_ppl", "seeds"]
+    if "epochs" not in points or points.epochs.isna().all():
+        return pd.DataFrame(columns=cols)
+    at = points[points.epochs.notna()]
+    out = at.groupby(["dataset", "method", "epochs"], sort=False).agg(
+        tokens=("tokens", "mean"), valid_nll=("valid_nll", "mean"), seeds=("seed", "nunique")).reset_index()
+    out["valid_ppl"] = np.exp(out.valid_nll)
+    return out[cols].sort_values(["dataset", "epochs", "valid_ppl"], ignore_index=True)
