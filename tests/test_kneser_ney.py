@@ -118,3 +118,22 @@ def test_data_whose_discount_estimates_leave_their_range_still_gives_every_word_
         for h in range(30):
             p = m.next_probs([h])
             assert p.min() > 0 and p.sum() == pytest.approx(1.0, abs=1e-12), (seed, h)
+
+
+@pytest.mark.parametrize("order, sentences", [(1, True), (2, True), (3, True), (3, False)])
+def test_the_band_mass_is_the_model_s_distribution_summed_over_the_band(order, sentences):
+    """KneserNey.band_log_mass (the band split, evaluation/scoring.py) against next_probs summed over the band of
+    each target, position by position (the stream's virtual <eos> before the first token where sentences are kept)."""
+    rng = np.random.default_rng(0)
+    v = 30
+    train = rng.integers(0, v, 3000)
+    train[rng.random(3000) < 0.15] = 0
+    test = rng.integers(0, v, 300)
+    test[rng.random(300) < 0.15] = 0
+    band = rng.integers(0, 3, v)
+    kn = KneserNey(order, v, sentences=sentences).fit(train)
+    got = kn.band_log_mass(test, band, 3)
+    for t in range(test.size):
+        history = ([0] if sentences else []) + list(test[:t])
+        p = kn.next_probs(history)
+        assert got[t] == pytest.approx(np.log(p[band == band[test[t]]].sum()), abs=1e-12)

@@ -39,6 +39,11 @@ def test_the_row_keeps_the_order_best_on_valid_and_scores_against_the_truth(kn_r
     assert n == test["tokens"]  # every scored token is in exactly one band
     mean = sum(b["tokens"] * b["nll"] for b in bands.values() if b["nll"] is not None) / n
     assert mean == pytest.approx(test["nll"], rel=1e-9)
+    # the band split of Kneser-Ney's loss and of the truth's: each band's parts add up, and so do the gaps
+    for b in (b for b in bands.values() if b["tokens"]):
+        assert b["alloc_nll"] + b["within_nll"] == pytest.approx(b["nll"], abs=1e-9)
+        assert b["alloc_gap"] + b["within_gap"] == pytest.approx(b["gap_nll"], abs=1e-9)
+    assert test["band_alloc_gap"] == pytest.approx(test["band_alloc_nll"] - test["true_band_alloc_nll"])
 
 
 def test_a_row_made_under_other_orders_is_refused_naming_the_key(kn_run, tmp_path):

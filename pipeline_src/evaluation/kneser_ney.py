@@ -162,8 +162,9 @@ class KneserNey:
             p = np.where(seen, mixed, p)
         return p
 
-    def log_prob(self, tokens: np.ndarray) -> np.ndarray:
-        """(T,) natural log p(token_t | its history) for every token of a split (after fit)."""
+    def _positions(self, tokens: np.ndarray) -> tuple[np.ndarray, int, list, list]:
+        """(the stream, its first predicted position, per order the context id of each position (-1: none), per
+        order the k-gram id ending there (-1: unseen))."""
         toks, first, lo = self._stream(tokens)
         n = toks.size
         ok = self._allowed(1, first, lo, n)
@@ -174,8 +175,32 @@ class KneserNey:
             before = np.where(ok, before, -1)
             contexts.append(before)
             grams.append(self._lookup(level.keys, np.where(before >= 0, before * self.V + toks, -1)))
-        p = self._interpolate(toks, contexts, grams)
-        return np.log(p[first:])
+        return toks, first, contexts, grams
+
+    def log_prob(self, tokens: np.ndarray) -> np.ndarray:
+        """(T,) natural log p(token_t | its history) for every token of a split (after fit)."""
+        toks, first, contexts, grams = self._positions(tokens)
+        return np.log(self._interpolate(toks, contexts, grams)[first:])
+
+    def band_log_mass(self, tokens: np.ndarray, word_band: np.ndarray, bands: int) -> np.ndarray:
+        """(T,) natural log of the mass the model puts on the band of each token's word given its history (the
+        band split, evaluation/scoring.py): the interpolation of :meth:`_interpolate` summed over the band's
+        words, order by order (the kept mass of a context's continuations in the band, plus gamma times the
+        lower order's band mass), from |band| / V at order 0; never a sum over the vocabulary per position."""
+        toks, first, contexts, _ = self._positions(tokens)
+        target = np.asarray(word_band)[toks]
+        m = (np.bincount(word_band, minlength=bands) / self.V)[target]
+        for k, level in enumerate(self.levels, start=1):
+            ctx = contexts[k - 1]
+            prefix = level.keys // self.V if k > 1 else np.zeros(level.keys.size, dtype=np.int64)
+            last = level.keys % self.V if k > 1 else level.keys
+            kept = np.zeros((level.total.size, bands))  # per context: its continuations' kept mass in each band
+            np.add.at(kept, (prefix, np.asarray(word_band)[last]), level.adjusted - level.discount)
+            c = np.maximum(ctx, 0)
+            total = level.total[c]
+            seen = (ctx >= 0) & (total > 0)
+            m = np.where(seen, (kept[c, target] + level.gamma[c] * m) / np.where(seen, total, 1.0), m)
+        return np.log(m[first:])
 
     def next_probs(self, history) -> np.ndarray:
         """(V,) p(w | history) for every word w: the whole distribution after one context (tests, checks)."""

@@ -32,8 +32,12 @@ def keeps_sentences(option, corpus_type: str) -> bool:
     return corpus_type != "synthetic" if option == "auto" else bool(option)
 
 
-def _split_row(lp: np.ndarray, ids: np.ndarray, counts: np.ndarray, truth, split: str) -> dict:
-    from .scoring import per_band
+def _split_row(lp: np.ndarray, ids: np.ndarray, counts: np.ndarray, truth, split: str,
+               band_mass: np.ndarray | None = None) -> dict:
+    """A split's scores; with ``band_mass`` (the model's log mass on each target's band) the band split too, and
+    the truth's where the corpus gives it (evaluation/scoring.py)."""
+    from ..data.bands import BANDS
+    from .scoring import band_of_ids, per_band
 
     nll = float(-lp.mean())
     if not np.isfinite(nll):  # every Kneser-Ney probability is positive by construction: a bug, never a row
@@ -43,7 +47,17 @@ def _split_row(lp: np.ndarray, ids: np.ndarray, counts: np.ndarray, truth, split
     if truth is not None:
         true_lp = truth.log_probs_at(ids, np.arange(len(ids)), split)
         row.update(true_nll=float(-true_lp.mean()), gap_nll=nll - float(-true_lp.mean()))
-    row["bands"] = per_band(-lp, ids, counts, true_lp)
+    alloc = true_alloc = None
+    if band_mass is not None:
+        alloc = -band_mass
+        row["band_alloc_nll"] = float(alloc.mean())
+        mass = None if truth is None else truth.band_log_mass_at(ids, np.arange(len(ids)), split, band_of_ids(counts),
+                                                                 len(BANDS))
+        if mass is not None:
+            true_alloc = -mass
+            row.update(true_band_alloc_nll=float(true_alloc.mean()),
+                       band_alloc_gap=float(alloc.mean() - true_alloc.mean()))
+    row["bands"] = per_band(-lp, ids, counts, true_lp, alloc, true_alloc)
     return row
 
 
@@ -76,8 +90,12 @@ def kn_reference(params: dict, dataset: str) -> dict:
     _, order, model, valid_lp = best
     counts = np.load(prepared / paths.NOISE)["counts"]
     truth = load_truth(raw, prepared)
+    from ..data.bands import BANDS
+    from .scoring import band_of_ids
+
+    test_mass = model.band_log_mass(split["test"], band_of_ids(counts), len(BANDS))  # the band split, on test
     splits = {"valid": _split_row(valid_lp, split["valid"], counts, truth, "valid"),
-              "test": _split_row(model.log_prob(split["test"]), split["test"], counts, truth, "test")}
+              "test": _split_row(model.log_prob(split["test"]), split["test"], counts, truth, "test", test_mass)}
     cfg = reference_config(params, dataset, "kn")
     return {"dataset": dataset, "method": "kn", "kind": "count-based reference", "order": order,
             "sentences": sentences, "orders": orders, "splits": splits,

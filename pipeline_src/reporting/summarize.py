@@ -164,7 +164,10 @@ def check_current(path, record: dict, cfg: dict) -> None:
 
 REFERENCE_COLUMNS = ["dataset", "method", "kind", "order", "split", "nll", "ppl", "true_nll", "gap_nll", "tokens",
                      "fit_seconds", "fit_seconds_all_orders", "train_tokens", "vocab",
-                     *[f"{band}_{what}" for band in BANDS for what in ("ppl", "gap_nll", "tokens")], "config_hash"]
+                     *[f"{band}_{what}" for band in BANDS for what in ("ppl", "gap_nll", "tokens")], "config_hash",
+                     # the band split (evaluation/scoring.py), on test
+                     "band_alloc_nll", "band_alloc_gap",
+                     *[f"{band}_{what}" for band in BANDS for what in BAND_PARTS[3:]]]
 
 
 def reference_rows(params: dict, partial: bool, missing: list) -> pd.DataFrame:
@@ -191,7 +194,8 @@ def reference_rows(params: dict, partial: bool, missing: list) -> pd.DataFrame:
                 rows.append({"dataset": dataset, "method": rec["method"], "kind": rec["kind"], "order": rec["order"],
                              "split": split, **{k: m.get(k) for k in ("nll", "ppl", "true_nll", "gap_nll", "tokens")},
                              **{k: rec[k] for k in ("fit_seconds", "fit_seconds_all_orders", "train_tokens", "vocab")},
-                             **band_columns(m), "config_hash": rec["config_hash"]})
+                             **band_columns(m), "config_hash": rec["config_hash"],
+                             **{k: m.get(k) for k in ("band_alloc_nll", "band_alloc_gap")}})
     return pd.DataFrame(rows, columns=REFERENCE_COLUMNS)
 
 
