@@ -130,8 +130,11 @@ def _summarize(params: dict, args) -> None:
 
 
 def _report(params: dict, args) -> None:
-    from .reporting.report import render
+    from .reporting.report import render, render_publication
 
+    if args.name:  # a publication's committed tables: no data, no training
+        print(f"wrote {render_publication(args.name, Path(params['results_dir']) / 'reports')}")
+        return
     render(params, Path(args.config))
     print(f"wrote {paths.report_path(params)}")
 
@@ -369,6 +372,10 @@ def parser() -> argparse.ArgumentParser:
             sp.add_argument("head", help="a method of --config, a head type, or 'module:Class' / 'path/file.py:Class'")
             sp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                             help="set one of the head's options (repeatable)")
+        if name == "report":
+            sp.add_argument("--name", default=None,
+                            help="render benchmarks/NAME's report from its committed tables (no data, no training) "
+                                 "into results_dir/reports/NAME.html")
         if name == "restate":
             sp.add_argument("--as-published", action="store_true",
                             help="under the params recorded in its provenance.json (the statistics' code changed, "

@@ -198,3 +198,25 @@ def test_a_deliberately_broken_notebook_fails_the_checks(reports, tmp_path):
     with pytest.raises(Exception, match="deliberately broken"):
         render(params, Path("params.yaml"), failing)
     assert not (tmp_path / "results" / "report.html").exists()
+
+
+def test_a_publication_s_report_renders_from_its_committed_tables_alone(tmp_path, monkeypatch):
+    """`report --name NAME`: no data, no records, no training; the publication's own statistics; an edited table
+    refused by the digest its summary.json holds."""
+    import pipeline_src.reporting.publish as pub
+    from pipeline_src.io.errors import StaleError
+    from pipeline_src.reporting.report import render_publication
+
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "benchmarks" / "large-vocab", tmp_path / "benchmarks" / "large-vocab",
+                    ignore=shutil.ignore_patterns("records"))
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
+    html = render_publication("large-vocab", tmp_path / "reports").read_text(encoding="utf-8")
+    body = re.sub(r"<(style|script)[^>]*>.*?</\1>", "", html, flags=re.S)
+    assert "Traceback" not in body and "Partial results: this summary holds 72 of 81 runs" in html
+    assert "No method learned here" in html  # 1M words: every method has a seed above its unigram line
+    assert "softmax did not learn, so the verdicts are against <strong>sampled-softmax</strong>" in html  # 100k
+    head = tmp_path / "benchmarks" / "large-vocab" / "headline.csv"
+    head.write_text(head.read_text().replace("worse", "better"))
+    with pytest.raises(StaleError, match="headline.csv is not what .*summary.csv's runs give"):
+        render_publication("large-vocab", tmp_path / "reports")

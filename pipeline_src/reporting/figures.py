@@ -227,6 +227,7 @@ def tuning_by_lr(trials: pd.DataFrame, dataset: str, style: dict):
     (log-log), one small panel a method, the method's first tuned option as the marker, its pick ringed and an
     edge pick (the lowest or highest rate tried: the range may not hold the optimum) named in the panel's title.
     A diverged trial is drawn at the top of its panel as an x."""
+    import matplotlib.ticker
     import numpy as np
 
     plt = _plt()
@@ -238,14 +239,16 @@ def tuning_by_lr(trials: pd.DataFrame, dataset: str, style: dict):
     markers = ["o", "s", "^", "D", "v", "P"]
     for ax, m in zip(axes.flat, methods):
         g = own[own.method == m]
-        opt = next((c for c in g.columns if c.startswith("opt_") and g[c].notna().any()), None)
+        # the option that splits the markers: a list of choices (a few values), not a range (every trial its own)
+        opt = next((c for c in g.columns if c.startswith("opt_") and _choices(g[c].dropna())), None)
         ok = g[np.isfinite(g.valid_ppl.astype(float))]
         top = ok.valid_ppl.max() if len(ok) else 1.0
         values = list(dict.fromkeys(g[opt].astype(str))) if opt else [None]
+        shown = {v: v[:-2] if v.endswith(".0") else v for v in values if v is not None}  # 800.0 (a NaN column) -> 800
         for k, v in enumerate(values):
             part = ok if opt is None else ok[ok[opt].astype(str) == v]
             ax.plot(part.lr, part.valid_ppl, markers[k % len(markers)], color=style[m]["color"], mec="k", mew=0.4,
-                    ms=5, ls="none", label=None if opt is None else f"{opt[4:]} {v}")
+                    ms=5, ls="none", label=None if opt is None else f"{opt[4:]} {shown[v]}")
         bad = g[~np.isfinite(g.valid_ppl.astype(float))]
         if len(bad):
             ax.plot(bad.lr, [top] * len(bad), "x", color="k", ms=6, label="diverged")
@@ -256,6 +259,7 @@ def tuning_by_lr(trials: pd.DataFrame, dataset: str, style: dict):
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.tick_params(labelsize=7)
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # the decades labelled, not every minor tick
         if opt is not None:
             ax.legend(fontsize=6, loc="best")
     for ax in list(axes.flat)[len(methods):]:
@@ -267,6 +271,15 @@ def tuning_by_lr(trials: pd.DataFrame, dataset: str, style: dict):
     fig.suptitle(f"{dataset}: tuning trials (each method's own option as the marker, its pick ringed)", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def _choices(values: pd.Series) -> bool:
+    """Whether a tuned option's values look like a list of choices: a few, and none a non-integer number (a range's
+    draws are each their own value)."""
+    if not 0 < values.astype(str).nunique() <= 5:
+        return False
+    numbers = pd.to_numeric(values, errors="coerce")
+    return bool(numbers.isna().any() or (numbers == numbers.round()).all())
 
 
 def _placeholder(text: str):

@@ -11,17 +11,63 @@ NOTEBOOK = REPOSITORY / "workflow" / "notebooks" / "report.ipynb"
 
 
 def render(params: dict, params_file: Path, notebook: Path = NOTEBOOK) -> Path:
-    import nbformat
-    import papermill
-    from nbconvert import HTMLExporter
-
     from .summarize import check_bench, check_summary_current
 
     check_summary_current(params)  # the notebook reads the tables as they are: refuse them when stale
     check_bench(params, str(params_file))
-    html_path = paths.report_path(params)
-    nb_path = html_path.with_suffix(".ipynb")
-    parameters = {
+    return _execute(params, _parameters(params), paths.report_path(params), notebook)
+
+
+def render_publication(name: str, out_dir: Path, notebook: Path = NOTEBOOK) -> Path:
+    """A publication's report from its committed tables alone (``benchmarks/NAME``): no data, no records, no
+    training. Its tables are checked against the digests its summary.json lists (an edited table is refused), the
+    statistics are those it was published (or restated) with, and the page goes to ``out_dir/NAME.html``."""
+    from ..io.artifacts import read_json
+    from ..io.digests import check_file
+    from ..io.errors import ConfigError
+    from .publish import check_name
+
+    pub = check_name(name, "report")
+    if not (pub / "summary.csv").is_file():
+        raise ConfigError(f"{pub} holds no summary.csv (a bench or references alone): no report to render")
+    params = read_json(pub / paths.PROVENANCE, "params")["params"]
+    info = read_json(pub / "summary.json") if (pub / "summary.json").is_file() else {}
+    for table, digest in (info.get("tables") or {}).items():
+        if (pub / table).is_file():
+            check_file(pub / table, digest, pub / "summary.json", f"`python -m pipeline_src publish --name {name}`")
+    _check_verdicts(pub, params, name)
+    at = {**params, "results_dir": str(pub)}  # every table path of the publication, as results_dir would hold it
+    return _execute(params, _parameters(at), Path(out_dir) / f"{name}.html", notebook)
+
+
+def _check_verdicts(pub: Path, params: dict, name: str) -> None:
+    """The headline and contrasts must be what the publication's own per-run rows give under its statistics (a
+    publication from before table digests is checked this way too): an edited verdict is refused."""
+    import io
+
+    import pandas as pd
+
+    from ..config import validate
+    from ..io.artifacts import read_csv
+    from ..io.errors import StaleError
+    from .summarize import verdict_tables
+
+    head, con = verdict_tables(read_csv(pub / "summary.csv", "dataset", "method", "seed", "split", "nll"),
+                               validate(dict(params), str(pub / paths.PROVENANCE)))
+    for file, frame in (("headline.csv", head), ("contrasts.csv", con)):
+        if not (pub / file).is_file():
+            continue
+        want = pd.read_csv(io.StringIO(frame.to_csv(index=False)))
+        try:
+            pd.testing.assert_frame_equal(pd.read_csv(pub / file), want, check_exact=False, rtol=1e-9)
+        except AssertionError:
+            raise StaleError(f"{pub / file} is not what {pub / 'summary.csv'}'s runs give under its statistics "
+                             f"(edited, or made by other code): `python -m pipeline_src restate --name {name} "
+                             f"--as-published`") from None
+
+
+def _parameters(params: dict) -> dict:
+    return {
         "summary_csv": str(paths.summary_path(params).resolve()),
         "history_csv": str(paths.history_path(params).resolve()),
         "anytime_csv": str(paths.anytime_path(params).resolve()),
@@ -36,6 +82,15 @@ def render(params: dict, params_file: Path, notebook: Path = NOTEBOOK) -> Path:
         "confidence": params["statistics"]["confidence"],
         "interval": params["statistics"]["interval"],
     }
+
+
+def _execute(params: dict, parameters: dict, html_path: Path, notebook: Path) -> Path:
+    import nbformat
+    import papermill
+    from nbconvert import HTMLExporter
+
+    html_path.parent.mkdir(parents=True, exist_ok=True)
+    nb_path = html_path.with_suffix(".ipynb")
     with atomic_path(nb_path, suffix=".ipynb") as tmp:
         papermill.execute_notebook(str(notebook), str(tmp), parameters=parameters, progress_bar=False,
                                    kernel_name="python3", cwd=str(html_path.parent.resolve()))
