@@ -214,6 +214,12 @@ def _publish(params: dict, args) -> None:
     print(f"published {params['results_dir']} to {out}; README/docs tables regenerated: commit both")
 
 
+def _freeze_budgets(params: dict, args) -> None:
+    from .records.budgets import frozen_budgets
+
+    print(frozen_budgets(args.name), end="")
+
+
 def _stash(params: dict, args) -> None:
     from .records.stash import stash
     from .reporting.publish import check_name, check_stash
@@ -339,6 +345,9 @@ COMMANDS = {
                 ("name",)),
     "restate": (_restate, "recompute a publication's headline and contrasts from its committed per-run rows "
                 "(benchmarks/NAME/summary.csv) under the params file's statistics; no retraining", ("name",)),
+    "freeze-budgets": (_freeze_budgets, "print the training.budget_tokens_by_method block that replays a publication's "
+                       "time budgets as each method's tokens (its calibration as comments): the same runs anywhere",
+                       ("name",)),
     "stash": (_stash, "copy every finished, current record (trials, selections, final runs under keep_models: false, "
               "references) to benchmarks/NAME/records with their sha256: a long run resumes in another clone", ("name",)),
     "restore": (_restore, "put benchmarks/NAME/records back under results_dir, each checked against its sha256 and "

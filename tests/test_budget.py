@@ -2,6 +2,7 @@
 validates at fixed fractions of it, keeps validation out of the budget, resumes with its accounting, and a
 time budget replays as the token budget it reached, to the same model."""
 import copy
+import json
 import math
 
 import pytest
@@ -155,3 +156,49 @@ def test_a_cpu_clock_budget_counts_this_process_s_cpu_time_not_time_spent_waitin
     tc = epoch.TrainConfig(**{**run_config(p, "tiny", "softmax")["training"], "budget_clock": "cpu"})
     with pytest.raises(ConfigError, match="key 'training.budget_clock': 'cpu' .* on cuda"):
         budget.step_clock(tc, torch.device("cuda"))
+
+
+def test_a_time_budget_frozen_per_method_is_that_method_s_token_budget_alone(tiny_data, tmp_path, monkeypatch):
+    """training.budget_tokens_by_method: a listed method's runs stop after the step that reaches its tokens (the
+    same run on any machine: two runs give the same weights), the others keep the time budget, and one method's
+    number moves no other method's hash; freeze-budgets prints the block from a publication's runs."""
+    import pandas as pd
+    import yaml
+
+    from pipeline_src.config import run_hash
+
+    p, raw, prep = tiny_data
+    p = copy.deepcopy(p)
+    p["methods"]["nce"] = {"type": "nce", "negatives": 5}
+    p["datasets"]["tiny"]["training"].update(budget_seconds=30.0, epochs=50,
+                                             budget_tokens_by_method={"softmax": 1600})
+    p = validate(p)
+    soft, nce = run_config(p, "tiny", "softmax"), run_config(p, "tiny", "nce")
+    assert soft["training"]["budget_tokens"] == 1600 and "budget_seconds" not in soft["training"]
+    assert nce["training"]["budget_seconds"] == 30.0 and "budget_tokens_by_method" not in nce["training"]
+    other = copy.deepcopy(p)
+    other["datasets"]["tiny"]["training"]["budget_tokens_by_method"] = {"softmax": 1600, "nce": 800}
+    assert run_hash(run_config(other, "tiny", "softmax")) == run_hash(soft)  # softmax's number alone makes it
+    runs = [train(soft, prep, tmp_path / f"run{i}", CPU) for i in (0, 1)]
+    assert runs[0]["budget"]["reached"]["tokens"] == runs[1]["budget"]["reached"]["tokens"] == 1600
+    a, b = _weights(tmp_path / "run0"), _weights(tmp_path / "run1")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    bad = copy.deepcopy(p)
+    bad["datasets"]["tiny"]["training"]["budget_tokens_by_method"] = {"nope": 10}
+    with pytest.raises(ConfigError, match=r"training.budget_tokens_by_method.nope .*not defined under 'methods'"):
+        validate(bad)
+    # freeze-budgets: each method's mean tokens over its seeds, in whole steps (batch 8 x bptt 10 here)
+    import pipeline_src.reporting.publish as pub
+    from pipeline_src.records.budgets import frozen_budgets
+
+    out = tmp_path / "benchmarks" / "calib"
+    out.mkdir(parents=True)
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
+    pd.DataFrame({"dataset": "tiny", "method": ["softmax", "softmax", "nce"], "split": "test", "seed": [0, 1, 0],
+                  "tokens_reached": [1600, 1680, 8000], "budget_seconds": 30.0}).to_csv(out / "summary.csv", index=False)
+    (out / "provenance.json").write_text(json.dumps({"params": p, "commit": "abc" * 14, "cpu_model": "a CPU",
+                                                      "published": "2026-11-26"}))
+    text = frozen_budgets("calib")
+    assert "a CPU" in text and "tokens/s: softmax 56, nce 267" in text
+    assert yaml.safe_load(text) == {"datasets": {"tiny": {"training": {"budget_tokens_by_method":
+                                                                        {"softmax": 1680, "nce": 8000}}}}}

@@ -83,6 +83,9 @@ def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
         raise ConfigError(f"unknown method {method!r}; defined: {sorted(params['methods'])}")
     overrides = overrides or {}
     training = {**dataclasses.asdict(train_config(params, dataset)), **overrides.get("training", {})}
+    frozen = training.pop("budget_tokens_by_method", None) or {}
+    if method in frozen:  # a time budget frozen into this method's tokens: the same run on any machine
+        training.update(budget_tokens=int(frozen[method]), budget_seconds=None)
     cfg = {
         "data": data_config(params, dataset),
         "method_name": method,

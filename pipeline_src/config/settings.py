@@ -60,6 +60,10 @@ class TrainConfig:
     finetune_lr: float | None = None  # its learning rate (None = lr; MoS's PTB command finetunes at 25 after 20)
     budget_seconds: float | None = None  # stop after this much training-step time (training/budget.py)
     budget_tokens: int | None = None  # or after the step that reaches this many training tokens
+    # a time budget frozen per method: method -> the tokens it reaches (run_config turns it into the run's
+    # budget_tokens; a method not listed keeps budget_seconds). Not part of any run's config: one method's number
+    # changes that method's runs alone
+    budget_tokens_by_method: dict = dataclasses.field(default_factory=dict)
     budget_clock: str = "wall"  # a step's seconds: "wall" (perf_counter) or "cpu" (this process's CPU time)
     anytime_points: int = 10  # with a budget: validations at equal fractions of it (the anytime curve)
     # with a budget: also validations once the tokens seen reach these many epochs of train (the equal-data reading)
