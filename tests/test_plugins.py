@@ -111,3 +111,12 @@ def test_editing_a_plugin_s_source_changes_its_runs_identity(tiny, tmp_path, mon
     monkeypatch.setattr(plugins, "entry_points", lambda: {"scaled-softmax": "head_a.py:ScaledSoftmax"})
     p["methods"]["mine"] = {"type": "scaled-softmax"}
     assert canonical(run_config(validate(copy.deepcopy(p)), "tiny", "mine"))["method"]["source_sha256"] == hashes[0]
+
+
+def test_an_options_field_the_schema_cannot_express_is_one_line(tmp_path, monkeypatch, capsys):
+    (tmp_path / "listy.py").write_text(BROKEN.replace("        pass\n", "        sizes: list = None\n", 1))
+    monkeypatch.chdir(tmp_path)
+    write_params({"extends": str(paths.REPOSITORY / "params.yaml")}, tmp_path / "params.yaml")
+    assert main(["check-head", "listy.py:Unnormalised"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Options has a field the options schema cannot express" in err, err

@@ -191,3 +191,21 @@ def test_no_verdict_from_a_method_that_did_not_learn_and_a_collapsed_reference_i
     # nothing learned: no verdict at all
     head = headline(_runs([(m, s, nll, 150.0) for m, s, nll, _ in rows]), "softmax")
     assert set(head.verdict) == {"did not learn, 3 of 3 seeds"} and head.verdict_reference.isna().all()
+
+
+def test_the_stand_in_is_chosen_on_valid_a_reference_not_run_is_no_stand_in_and_contrasts_follow_the_rule():
+    from pipeline_src.reporting.stats import contrasts, headline
+
+    rows = [(m, s, nll + 0.01 * s, k) for m, nll, k in (("softmax", 5.0, 150.0), ("a", 4.0, 95.0), ("b", 4.5, 80.0))
+            for s in (1, 2, 3)]
+    test = _runs(rows)
+    valid = test.assign(split="valid", nll=test.method.map({"softmax": 5.0, "a": 4.9, "b": 4.1}))  # b best on valid
+    head = headline(pd.concat([test, valid]), "softmax").set_index("method")
+    assert set(head.verdict_reference) == {"b"} and head.loc["a", "verdict"] == "better"  # a beats b on test
+    assert "lowest validation nll" in head.loc["b", "reference_note"]
+    # a reference that did not run at this dataset: no paired reference, as before the rule (not "did not learn")
+    head = headline(test[test.method != "softmax"], "softmax").set_index("method")
+    assert set(head.verdict) == {"no paired reference"} and pd.isna(head.reference_note).all()
+    con = contrasts(test, [["a", "softmax"], ["a", "b"]]).set_index("control")
+    assert con.loc["softmax", "verdict"] == "softmax did not learn, 3 of 3 seeds" and pd.isna(con.loc["softmax", "p_value"])
+    assert con.loc["b", "verdict"] == "better"

@@ -237,3 +237,14 @@ def test_the_equal_data_table_reads_the_points_at_epochs_over_the_seeds_that_rea
     assert t.loc[("a", 0.5), "valid_ppl"] == pytest.approx(math.exp(5.15)) and t.loc[("a", 0.5), "seeds"] == 2
     assert t.loc[("a", 1.0), "seeds"] == 1 and ("b", 1.0) not in t.index  # b's budget ended before one epoch
     assert list(equal_tokens(pd.DataFrame(rows).drop(columns="epochs")).columns)[:3] == ["dataset", "method", "epochs"]
+
+
+def test_a_size_where_no_method_learned_says_so_not_that_every_run_diverged():
+    from pipeline_src.reporting.sweep import winner_lines
+
+    head, runs = _tables()
+    head["status"], head["verdict_reference"] = "learned", "softmax"
+    head.loc[head.dataset == "z1m", "status"] = "did not learn, 1 of 2 seeds"
+    lines = winner_lines(by_size(head, runs))
+    assert lines[-1] == ("- |V| = 1,000,000: no method learned at this size (every one has a seed at or above its "
+                         "unigram line): no winner.")

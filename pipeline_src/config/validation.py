@@ -75,7 +75,8 @@ def _plugin_options(params: dict, source: str, origin) -> dict:
     from ..heads.plugins import is_plugin
 
     built_in, out = set(head_options()), {}
-    for name, method in (params.get("methods") or {}).items():
+    methods = params.get("methods")
+    for name, method in (methods.items() if isinstance(methods, dict) else ()):  # else the schema says what is wrong
         t = method.get("type") if isinstance(method, dict) else None
         if isinstance(t, str) and t not in out and is_plugin(t, built_in):
             where = origin(["methods", name, "type"]) if origin else source

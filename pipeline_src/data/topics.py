@@ -15,10 +15,13 @@ Three exact lines per split (``truth.json``; the per-token arrays beside it):
 
 - **the truth**, p(w_t | everything before it in its document): the topic's posterior updated token by token (the
   forward recursion over z, O(K) a token, as cumulative sums of log p(w | context, z) within each document);
-- **the memoryless line**, the best a model without memory beyond the last two words can do: the topic-marginal
-  class trigram, sum over z of p(w | context, z) / K;
+- **the memoryless line** (the topic-marginal trigram), sum over z of p(w | context, z) / K: the truth with the
+  topic averaged out, what a model that takes no evidence of the topic from anything it has read achieves. It is
+  not the best a trigram model can do: the last two words carry some evidence of z, so a trigram (Kneser-Ney's
+  KN3 with enough data) can land below it;
 - **the topic-known line**, a model told z: their gap, memoryless minus topic-known, is what knowing the topic is
-  worth per token (``topic_value_nats``); the truth's gap to the memoryless line is what memory can win.
+  worth per token (``topic_value_nats``); the truth's gap to the memoryless line (``memory_value_nats``) is what
+  reading the topic off the document can win, an upper bound on what memory beyond a trigram wins.
 
 The boundary ``<eos>`` costs log(1 / doc_sentences) in every line (whether a document ends does not depend on z),
 and the first word of a document is drawn from the prior over z.
@@ -70,23 +73,25 @@ class TopicLanguage:
         cdf = np.cumsum(np.exp(b.log_t), axis=1)
         cdf /= cdf[:, -1:]
         base_key, home_key = _keys(b, self.home, self.k)
-        docs, topics, total = [], [], 0
-        while total < n_tokens:
+        docs, topics, total, last_boundary = [], [], 0, -1
+        open_topic = None  # the topic of a document still open when a round of sentences ends: it goes on
+        while total < n_tokens or last_boundary < n_tokens - 1:
             cls = b._sentences(cdf, rng)  # whole sentences, one after another
             ends = np.flatnonzero(cls == 0)
-            n_sent = ends.size
-            last = rng.random(n_sent) < self.p_end  # a document ends after this sentence
-            last[-1] = True
+            last = rng.random(ends.size) < self.p_end  # a document ends after this sentence
             doc_of_sentence = np.concatenate([[0], np.cumsum(last)[:-1]])
-            doc_topic = rng.integers(0, self.k, int(last.sum()))
-            topic = doc_topic[doc_of_sentence]  # (sentences,)
-            sentence = np.repeat(np.arange(n_sent), np.diff(np.concatenate([[-1], ends])))
-            z = topic[sentence]  # each token's topic
-            words = self._words(cls, z, base_key, home_key, rng)
+            doc_topic = rng.integers(0, self.k, int(doc_of_sentence[-1]) + 1)
+            if open_topic is not None:
+                doc_topic[0] = open_topic
+            sentence = np.repeat(np.arange(ends.size), np.diff(np.concatenate([[-1], ends])))
+            words = self._words(cls, doc_topic[doc_of_sentence][sentence], base_key, home_key, rng)
             # the boundary after each document's last sentence: an extra <eos> after that sentence's own
             out = np.insert(words, ends[last] + 1, 0)
+            if last.any():
+                last_boundary = total + int(np.flatnonzero((out[:-1] == 0) & (out[1:] == 0))[-1]) + 1
             docs.append(out)
-            topics.append(doc_topic)
+            topics.append(doc_topic[:int(last.sum())])  # the documents this round closed, in order
+            open_topic = None if last[-1] else int(doc_topic[-1])
             total += out.size
         stream, doc_topics = np.concatenate(docs), np.concatenate(topics)
         bounds = np.flatnonzero((stream[:-1] == 0) & (stream[1:] == 0)) + 1  # each boundary's position

@@ -81,9 +81,16 @@ def options_of(type_name: str) -> dict:
     built_in = head_options()
     if type_name in built_in:
         return built_in[type_name]
+    from ..io.errors import ConfigError
     from .base import options_schema, plugin_class
 
-    return options_schema(plugin_class(type_name))
+    cls = plugin_class(type_name)
+    try:
+        return options_schema(cls)
+    except Exception as e:  # an Options field this schema cannot express (a list, a Literal, a missing annotation)
+        raise ConfigError(f"method type {type_name!r}: {cls.__name__}.Options has a field the options schema cannot "
+                          f"express (int, float, bool, str, tuple[...] or one of them | None): "
+                          f"{type(e).__name__}: {e}") from None
 
 
 def option_defaults(type_name: str) -> dict:

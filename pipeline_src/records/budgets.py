@@ -30,9 +30,12 @@ def frozen_budgets(name: str) -> str:
         raise ConfigError(f"{pub / 'summary.csv'}: no run under a time budget (budget_seconds) to freeze")
     out = ["datasets:", f"  # frozen from benchmarks/{name} (commit {prov['commit'][:12]}, {prov['cpu_model']}, published "
            f"{prov['published']}): each method's mean tokens over its seeds under its time budget"]
+    from ..config import train_config, validate
+
+    params = validate(dict(prov["params"]), str(pub / paths.PROVENANCE))
     for ds, g in runs.groupby("dataset", sort=False):
-        tc = prov["params"]["datasets"][ds]["training"]
-        step = int(tc["batch_size"]) * int(tc.get("bptt", 35))  # tokens a step trains on
+        tc = train_config(params, ds)  # the dataset's training settings over the file's defaults
+        step = tc.batch_size * tc.bptt  # tokens a step trains on
         seconds = float(g.budget_seconds.iloc[0])
         frozen = {m: int(math.ceil(gm.tokens_reached.mean() / step) * step) for m, gm in g.groupby("method", sort=False)}
         out.append(f"  # {ds}: {seconds:g} s of training steps; tokens/s: "

@@ -96,15 +96,16 @@ def learn_status(runs: pd.DataFrame) -> str:
 
 
 def verdict_reference(runs: pd.DataFrame, status: dict, reference: str) -> str | None:
-    """The method verdicts compare against: ``reference`` where it learned, else the best (lowest mean nll) method
-    that did, else None (no verdict at this size)."""
-    if status.get(reference) == LEARNED:
+    """The method verdicts compare against: ``reference`` where it learned (or did not run here: then no paired
+    reference, as before), else the best method that did, chosen by its mean nll on ``runs`` (the validation
+    split's rows, so the stand-in is not picked on the numbers it is then tested on), else None (no verdict)."""
+    if reference not in status or status[reference] == LEARNED:
         return reference
     learned = [m for m, s in status.items() if s == LEARNED]
     if not learned:
         return None
     means = runs[runs.method.isin(learned)].groupby("method").nll.mean()
-    return min(learned, key=lambda m: (means[m], m))
+    return min(learned, key=lambda m: (means.get(m, math.inf), m))
 
 
 def headline(summary: pd.DataFrame, reference: str, confidence: float = 0.95, resamples: int = 9999,
@@ -117,9 +118,11 @@ def headline(summary: pd.DataFrame, reference: str, confidence: float = 0.95, re
     alpha = 1.0 - confidence
     rows = []
     df = summary[summary.split == split]
+    valid = summary[summary.split == "valid"]
     for ds, g in df.groupby("dataset", sort=False):
         status = {m: learn_status(gm) for m, gm in g.groupby("method", sort=False)}
-        ref_used = verdict_reference(g, status, reference)
+        chooser = valid[valid.dataset == ds] if (valid.dataset == ds).any() else g  # a stand-in chosen on valid
+        ref_used = verdict_reference(chooser, status, reference)
         ref = g[g.method == ref_used].set_index("seed").nll
         block = []
         for method, gm in g.groupby("method", sort=False):
@@ -144,7 +147,8 @@ def headline(summary: pd.DataFrame, reference: str, confidence: float = 0.95, re
             if method != ref_used and status[method] == LEARNED and ref_used is not None:
                 row.update(paired(nll, ref, confidence, resamples, interval))
             if method == ref_used and ref_used != reference:
-                row["reference_note"] = f"{reference} did not learn: the best method that did is the reference"
+                row["reference_note"] = (f"{reference} did not learn: the reference is the method that learned with the "
+                                         f"lowest validation nll")
             block.append(row)
         out = pd.DataFrame(block)
         if "p_value" in out:
@@ -188,19 +192,27 @@ def contrasts(summary: pd.DataFrame, pairs, confidence: float = 0.95, resamples:
     df = summary[summary.split == split]
     for ds, g in df.groupby("dataset", sort=False):
         nll = {m: gm.set_index("seed").nll.sort_index() for m, gm in g.groupby("method", sort=False)}
+        status = {m: learn_status(gm) for m, gm in g.groupby("method", sort=False)}
         block = []
         for method, control in pairs:
             if method not in nll or control not in nll:
                 continue
             row = {"dataset": ds, "method": method, "control": control,
                    "seeds": len(nll[method]), "control_seeds": len(nll[control]),
-                   "ppl": math.exp(nll[method].mean()), "control_ppl": math.exp(nll[control].mean()),
-                   **paired(nll[method], nll[control], confidence, resamples, interval)}
+                   "ppl": math.exp(nll[method].mean()), "control_ppl": math.exp(nll[control].mean())}
+            bad = next((f"{m} {status[m]}" for m in (method, control) if status[m] != LEARNED), None)
+            if bad is None:
+                row.update(paired(nll[method], nll[control], confidence, resamples, interval))
+            else:  # no verdict rests on a run that did not learn
+                row["status"] = bad
             block.append(row)
         if block:
-            out = pd.DataFrame(block).reindex(columns=CONTRAST_COLUMNS)
+            frame = pd.DataFrame(block)
+            out = frame.reindex(columns=CONTRAST_COLUMNS)
             out["p_holm"] = holm(out.p_value.values, alpha)
             out["verdict"] = [verdict({**r, "reference": r["control"]}, alpha) for r in out.to_dict("records")]
+            if "status" in frame:  # a side that did not learn: that is the verdict
+                out["verdict"] = frame.status.where(frame.status.notna(), out.verdict)
             rows.append(out)
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=CONTRAST_COLUMNS)
 

@@ -121,8 +121,13 @@ def winner_lines(table: pd.DataFrame, refs: pd.DataFrame | None = None) -> list[
     kn = {} if refs is None or refs.empty or "vocab" not in refs else \
         {int(r.vocab): r for r in refs[refs.split == "test"].itertuples() if pd.notna(r.vocab)}
     won = {int(w.vocab): _winner_line(w, kn.get(int(w.vocab))) for w in winners(table).itertuples()}
-    return [won.get(int(v), f"- |V| = {int(v):,}: no method has a test perplexity at this size (every run diverged).")
-            for v in sorted(table.vocab.unique())]
+    def none(v) -> str:
+        at = table[table.vocab == v]
+        if at.ppl.notna().any():  # perplexities, but from methods that did not learn
+            return (f"- |V| = {int(v):,}: no method learned at this size (every one has a seed at or above its "
+                    f"unigram line): no winner.")
+        return f"- |V| = {int(v):,}: no method has a test perplexity at this size (every run diverged)."
+    return [won.get(int(v), none(v)) for v in sorted(table.vocab.unique())]
 
 
 def crossover_lines(table: pd.DataFrame, reference: str) -> list[str]:
