@@ -262,8 +262,10 @@ def _restate(params: dict, args) -> None:
         from .io.paths import PROVENANCE
         from .reporting.publish import check_name
 
-        source = check_name(args.name) / PROVENANCE
-        params = validate(copy.deepcopy(read_json(source, "params")["params"]), str(source))
+        from .io.paths import REPOSITORY
+
+        source = (check_name(args.name) / PROVENANCE).relative_to(REPOSITORY)  # recorded as a repository path
+        params = validate(copy.deepcopy(read_json(REPOSITORY / source, "params")["params"]), str(source))
     out = restate(params, source, args.name)
     print(f"restated {out}: headline.csv and contrasts.csv recomputed from its summary.csv under "
           f"{source}'s statistics; README/docs tables regenerated: commit both")
