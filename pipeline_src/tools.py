@@ -1,0 +1,126 @@
+"""The tools around the pipeline behind ``python -m pipeline_src``: the benches (bench, bench-step, bench-cells,
+bench-samplers), the conformance kit (check-head), and publications and records (publish, restate, freeze-budgets,
+stash, restore). Each takes the validated params and the parsed arguments (:mod:`cli`)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .config import ConfigError
+from .io import paths
+from .steps import _device
+
+
+def _bench(params: dict, args) -> None:
+    from .cost.bench import run_bench
+
+    run_bench(params, _device(params, args), quick=args.quick)
+
+
+def _bench_step(params: dict, args) -> None:
+    from .cost.stepbench import run_step_bench
+
+    run_step_bench(params, _device(params, args))
+
+
+def _check_head(params: dict, args) -> None:
+    """The conformance kit (heads/conformance.py) on one head: a method of the params file, a registered head type,
+    or a head from outside the repository (heads/plugins.py); one line a property, exit 1 on a failure."""
+    import yaml
+
+    from .config import validate
+    from .heads.conformance import check
+    from .heads.options import options_of
+
+    if args.head in params["methods"]:
+        spec = dict(params["methods"][args.head])
+    else:
+        spec = {"type": args.head}
+    for item in args.option:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise ConfigError(f"--option {item!r}: write key=value (e.g. --option negatives=20)")
+        spec[key] = yaml.safe_load(value)
+    options_of(spec["type"])  # a missing module or a class that is no output layer: one line
+    validate({**params, "methods": {**params["methods"], "checked": spec}}, f"check-head {args.head}")
+    results = check(spec)
+    for r in results:
+        print(r.line())
+    failed = [r.prop for r in results if r.ok is False]
+    print(f"{spec['type']}: {len(results) - len(failed)} of {len(results)} properties hold"
+          + (f"; failed: {', '.join(failed)}" if failed else ""))
+    if failed:
+        raise SystemExit(1)
+
+
+def _bench_cells(params: dict, args) -> None:
+    from .cost.cells import run_cell_bench
+
+    run_cell_bench(params, _device(params, args))
+
+
+def _bench_samplers(params: dict, args) -> None:
+    from .cost.samplers import run_sampler_bench
+
+    run_sampler_bench(params, _device(params, args), args)
+
+
+def _publish(params: dict, args) -> None:
+    from .reporting.publish import publish
+
+    out = publish(params, Path(args.config), args.name, args.wall_time_s, replace=args.replace)
+    print(f"published {params['results_dir']} to {out}; README/docs tables regenerated: commit both")
+
+
+def _freeze_budgets(params: dict, args) -> None:
+    from .records.budgets import frozen_budgets
+
+    print(frozen_budgets(args.name), end="")
+
+
+def _stash(params: dict, args) -> None:
+    from .records.stash import stash
+    from .reporting.publish import check_name, check_stash
+
+    out = check_name(args.name, "stash")
+    check_stash(out, args.config, args.replace)
+    n, kept, stale = stash(params, args.config, out)
+    if n == 0:
+        print(f"nothing to stash: {params['results_dir']} holds no finished, current record of {args.config}; "
+              f"{out / 'records'} left as it is ({kept} records)"
+              + "".join(f"\n  left out (stale): {s}" for s in stale))
+        return
+    print(f"stashed {n} current records of {params['results_dir']} in {out / 'records'}"
+          + (f", beside {kept} earlier ones still current" if kept else "") + ": commit them"
+          + "".join(f"\n  left out (stale): {s}" for s in stale))
+
+
+def _restore(params: dict, args) -> None:
+    from .records.stash import restore
+    from .reporting.publish import check_name
+
+    src = check_name(args.name, "restore")
+    if not (src / "records" / paths.RECORDS_MANIFEST).is_file():
+        raise ConfigError(f"restore --name {args.name}: {src / 'records'} holds no stash (no records.json); "
+                          f"stashes: {sorted(p.parent.parent.name for p in src.parent.glob('*/records/records.json'))}")
+    n, stale = restore(params, src)
+    print(f"restored {n} records from {src / 'records'} into {params['results_dir']}; `snakemake` plans what is "
+          f"left" + "".join(f"\n  not restored: {s}" for s in stale))
+
+
+def _restate(params: dict, args) -> None:
+    from .reporting.publish import restate
+
+    source = Path(args.config)
+    if args.as_published:  # the statistics it was published with: a change of the statistics' code alone
+        import copy
+
+        from .config import validate
+        from .io.artifacts import read_json
+        from .io.paths import PROVENANCE, REPOSITORY
+        from .reporting.publish import check_name
+
+        source = (check_name(args.name) / PROVENANCE).relative_to(REPOSITORY)  # recorded as a repository path
+        params = validate(copy.deepcopy(read_json(REPOSITORY / source, "params")["params"]), str(source))
+    out = restate(params, source, args.name)
+    print(f"restated {out}: headline.csv and contrasts.csv recomputed from its summary.csv under "
+          f"{source}'s statistics; README/docs tables regenerated: commit both")
