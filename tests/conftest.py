@@ -105,3 +105,18 @@ def tiny_data(tiny):
 def write_params(params: dict, path: Path) -> Path:
     path.write_text(yaml.safe_dump(params, sort_keys=False))
     return path
+
+
+def generated_dataset(default_params: dict, tmp_path: Path, name: str, corpus_type: str) -> tuple[list[str], Path, Path]:
+    """A tiny params file with one generated language of ``corpus_type`` (2,000 words, 16 classes, 20,000 train
+    tokens) as dataset ``name``, fetched and prepared through the CLI: (the common CLI arguments, raw, prepared)."""
+    from pipeline_src.cli import main
+
+    p = tiny_params(default_params, tmp_path)
+    p["datasets"][name] = {"corpus": {"type": corpus_type, "vocab_size": 2000, "classes": 16, "train_tokens": 20000,
+                                      "valid_tokens": 3000, "test_tokens": 3000},
+                           "tokenizer": {"type": "word"}, "training": {"epochs": 1}}
+    p["run"] = {"datasets": [name], "methods": ["softmax"], "seeds": [0]}
+    common = ["--config", str(write_params(p, tmp_path / "params.yaml")), "--dataset", name]
+    assert main(["fetch", *common]) == 0 and main(["prepare", *common]) == 0
+    return common, tmp_path / "data" / "raw" / name, tmp_path / "data" / "prepared" / name

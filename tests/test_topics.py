@@ -87,19 +87,11 @@ def test_the_sampler_draws_what_the_definition_says():
 
 
 def test_a_topic_dataset_runs_through_fetch_prepare_train_evaluate_with_its_lines(tmp_path, default_params):
-    from conftest import tiny_params, write_params
+    from conftest import generated_dataset
 
     from pipeline_src.cli import main
 
-    p = tiny_params(default_params, tmp_path)
-    p["datasets"]["topics"] = {"corpus": {"type": "zipfian-topics", "vocab_size": 2000, "classes": 16,
-                                          "train_tokens": 20000, "valid_tokens": 3000, "test_tokens": 3000},
-                               "tokenizer": {"type": "word"}, "training": {"epochs": 1}}
-    p["run"] = {"datasets": ["topics"], "methods": ["softmax"], "seeds": [0]}
-    cfg = write_params(p, tmp_path / "params.yaml")
-    common = ["--config", str(cfg), "--dataset", "topics"]
-    assert main(["fetch", *common]) == 0 and main(["prepare", *common]) == 0
-    raw, prep = tmp_path / "data/raw/topics", tmp_path / "data/prepared/topics"
+    common, raw, prep = generated_dataset(default_params, tmp_path, "topics", "zipfian-topics")
     truth = json.loads((raw / "truth.json").read_text())
     assert truth["test_nll"] < truth["test_memoryless_nll"] and truth["topic_value_nats"] > 0.2
     assert truth["test_topic_known_nll"] <= truth["test_nll"] + 0.02  # the posterior is nearly the topic

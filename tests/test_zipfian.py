@@ -89,19 +89,11 @@ def test_the_same_seed_makes_the_same_language(tmp_path):
 
 
 def test_a_zipfian_dataset_runs_through_fetch_prepare_train_evaluate_with_its_truth_and_bands(tmp_path, default_params):
-    from conftest import tiny_params, write_params
+    from conftest import generated_dataset
 
     from pipeline_src.cli import main
 
-    p = tiny_params(default_params, tmp_path)
-    p["datasets"]["zipf"] = {"corpus": {"type": "zipfian", "vocab_size": 2000, "classes": 16, "train_tokens": 20000,
-                                        "valid_tokens": 3000, "test_tokens": 3000},
-                             "tokenizer": {"type": "word"}, "training": {"epochs": 1}}
-    p["run"] = {"datasets": ["zipf"], "methods": ["softmax"], "seeds": [0]}
-    cfg = write_params(p, tmp_path / "params.yaml")
-    common = ["--config", str(cfg), "--dataset", "zipf"]
-    assert main(["fetch", *common]) == 0 and main(["prepare", *common]) == 0
-    raw, prep = tmp_path / "data/raw/zipf", tmp_path / "data/prepared/zipf"
+    common, raw, prep = generated_dataset(default_params, tmp_path, "zipf", "zipfian")
     truth = json.loads((raw / "truth.json").read_text())
     meta = json.loads((prep / "meta.json").read_text())
     assert meta["vocab_size"] == 2000 + 1  # every word (closed vocabulary) and <unk>
