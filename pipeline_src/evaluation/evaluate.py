@@ -101,10 +101,11 @@ def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.devi
             row.update(true_nll=true_nll, gap_nll=nll - true_nll)
         alloc = true_alloc = None
         if split == "test":  # the band split (scoring.py): the band's part of each token's loss, and the truth's
-            alloc = -band_log_mass(model, data, bptt, band_of_ids(counts)).double().numpy().reshape(-1)
+            bands = band_of_ids(counts)  # each word id's band, for the model's masses and the truth's
+            alloc = -band_log_mass(model, data, bptt, bands).double().numpy().reshape(-1)
             row["band_alloc_nll"] = float(alloc.mean())  # the log-loss of predicting the target's band: proper
             mass = None if truth is None else truth.band_log_mass_at(ids, positions.reshape(-1), split,
-                                                                     band_of_ids(counts), len(BANDS))
+                                                                     bands, len(BANDS))
             if mass is not None:
                 true_alloc = -mass
                 row.update(true_band_alloc_nll=float(true_alloc.mean()),

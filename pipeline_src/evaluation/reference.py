@@ -52,7 +52,7 @@ def _split_row(lp: np.ndarray, ids: np.ndarray, counts: np.ndarray, truth, split
         alloc = -band_mass
         row["band_alloc_nll"] = float(alloc.mean())
         mass = None if truth is None else truth.band_log_mass_at(ids, np.arange(len(ids)), split, band_of_ids(counts),
-                                                                 len(BANDS))
+                                                                 len(BANDS))  # (once per split: the test's only)
         if mass is not None:
             true_alloc = -mass
             row.update(true_band_alloc_nll=float(true_alloc.mean()),
