@@ -74,7 +74,8 @@ def run_cell_bench(params: dict, device: torch.device) -> pd.DataFrame:
         df.to_csv(tmp, index=False)
     write_json(out.with_suffix(".json"), {"cells": spec, "device": str(device), "threads": torch.get_num_threads(),
                                           "torch": torch.__version__, "cpu_model": cpu_model(),
-                                          "load_average": load_average(), "rate_vocab": RATE_VOCAB})
+                                          "load_average": load_average(), "rate_vocab": RATE_VOCAB,
+                                          "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None})
     print(df[SHOWN].to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     return df
 

@@ -95,15 +95,28 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
             f"{', '.join(dirty[:5])}{' ...' if len(dirty) > 5 else ''}); provenance.json records the commit "
             f"and these files, but the numbers may not come from that commit's code")
     info = paths.summary_path(params).with_suffix(".json")
+    machine = _measured_on(params, kind) or cpu_model()
     write_json(out / paths.PROVENANCE, {
         "name": name, "commit": _git("rev-parse", "HEAD"), "dirty_files": dirty,
         "params_file": str(params_file), "params": params, "published": datetime.now(timezone.utc).isoformat(
-            timespec="seconds"), "files": copied, "seeds": run_seeds(params), "cpu_model": cpu_model(),
+            timespec="seconds"), "files": copied, "seeds": run_seeds(params), "cpu_model": machine,
         "run_config_hashes": sorted(summary.config_hash.unique().tolist()),
         "command": command, "wall_time_s": wall_time_s,
         "runs": read_json(info) if kind == "runs" and info.exists() else None})
     update_docs()
     return out
+
+
+def _measured_on(params: dict, kind: str) -> str | None:
+    """A timing table's machine as its own json records it (a bench run elsewhere, e.g. on a GPU machine, and
+    published here): device, CPU model and torch; None for runs, whose machine is this one's."""
+    table = {"bench": paths.bench_path, "step": paths.step_bench_path, "cells": paths.cell_bench_path}.get(kind)
+    if table is None:
+        return None
+    meta = read_json(table(params).with_suffix(".json"))
+    if not str(meta.get("device", "cpu")).startswith("cuda"):
+        return None
+    return f"{meta.get('gpu') or 'CUDA'} ({meta.get('cpu_model', '?')} host; torch {meta.get('torch', '?')})"
 
 
 def _check_target(out: Path, results: Path, name: str, params_file: Path, replace: bool) -> None:
