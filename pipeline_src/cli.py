@@ -88,15 +88,25 @@ COMMANDS = {
 }
 
 
+NEEDS_HELP = {  # the arguments several steps share
+    "dataset": "a dataset defined under the params file's datasets:",
+    "method": "a method defined under the params file's methods:",
+    "seed": "a run seed (one of run.seeds)",
+    "name": "the publication's folder under benchmarks/",
+    "vocab": "M: the target matrix's vocabulary (columns)",
+    "dim": "d: the context embeddings' dimension",
+}
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pipeline_src", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     for name, (_, help_, needs) in COMMANDS.items():
-        sp = sub.add_parser(name, help=help_)
+        sp = sub.add_parser(name, help=help_, description=help_[0].upper() + help_[1:] + ".")
         sp.add_argument("--config", default="params.yaml", help="params file (default: params.yaml)")
         for arg in needs:
             sp.add_argument(f"--{arg}", required=True, type={"vocab": _positive_int, "dim": _positive_int,
-                                                              "seed": _int}.get(arg, str))
+                                                              "seed": _int}.get(arg, str), help=NEEDS_HELP[arg])
         if name == "train":
             sp.add_argument("--seed", type=_int, default=None, help="run seed of a final run (one of run.seeds)")
             sp.add_argument("--trial", type=_int, default=None, help="index of a tuning trial (0 .. tuning.trials - 1)")
@@ -138,9 +148,12 @@ def parser() -> argparse.ArgumentParser:
             sp.add_argument("--unigram", default="sampled-softmax", help="the unigram proposal's method name")
             sp.add_argument("--model", default=None, help="a trained run's model.pt (softmax head) for the bias curve")
             sp.add_argument("--dataset", default=None, help="the model's dataset (its validation contexts)")
-            sp.add_argument("--bias-positions", type=_positive_int, default=256)
-            sp.add_argument("--sizes", type=_positive_int, nargs="+", default=[1, 4, 16, 64])
-            sp.add_argument("--reps", type=_positive_int, default=40)
+            sp.add_argument("--bias-positions", type=_positive_int, default=256,
+                            help="validation positions the bias curve averages over (default 256)")
+            sp.add_argument("--sizes", type=_positive_int, nargs="+", default=[1, 4, 16, 64],
+                            help="sample sizes of the bias curve (default 1 4 16 64)")
+            sp.add_argument("--reps", type=_positive_int, default=40,
+                            help="independent draws per sample size (default 40)")
     return p
 
 

@@ -58,3 +58,17 @@ def test_cuda_without_a_gpu_is_a_clear_error(tmp_path, tiny):
     cfg = write_params(tiny, tmp_path / "p.yaml")
     r = run("bench", "--config", str(cfg))
     assert r.returncode == 2 and "no CUDA device is available" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_every_subcommand_and_option_says_what_it_is_for():
+    """`python -m pipeline_src STEP --help` describes the step and every option (issue: the tools' conventions)."""
+    import argparse
+
+    from pipeline_src.cli import COMMANDS, parser
+
+    sub = next(a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == set(COMMANDS)
+    for name, sp in sub.choices.items():
+        assert sp.description and sp.description.rstrip(".") in (COMMANDS[name][1][0].upper() + COMMANDS[name][1][1:]), name
+        undocumented = [a.option_strings or [a.dest] for a in sp._actions if not a.help]
+        assert not undocumented, (name, undocumented)

@@ -71,7 +71,7 @@ def reports(default_params, tmp_path_factory, worker_id):
             _make_reports(default_params, tmp)
             (tmp / "done").touch()
     return {"three": tmp / "three.html", "one": tmp / "one.html", "snakemake": tmp / "snakemake-report.zip",
-            "project": tmp / "proj"}
+            "project": tmp / "proj", "stderr": tmp / "report.stderr"}
 
 
 def _make_reports(default_params: dict, tmp: Path) -> None:
@@ -91,7 +91,8 @@ def _make_reports(default_params: dict, tmp: Path) -> None:
     p1 = dict(p, data_dir="data", results_dir="results", run={**p["run"], "seeds": [0]})
     write_params(p1, proj / "params.yaml")
     _sh([str(BIN / "python"), "-m", "pipeline_src", "summarize"], proj)
-    _sh([str(BIN / "python"), "-m", "pipeline_src", "report"], proj)
+    r = _sh([str(BIN / "python"), "-m", "pipeline_src", "report"], proj)
+    (tmp / "report.stderr").write_text(r.stderr)
     shutil.copy(three, tmp / "one.html")
 
 
@@ -122,6 +123,7 @@ def test_report_runs_without_errors_and_states_the_headline(reports, seeds):
     controls = body[body.index("Controls: each method against its own control"):body.index("Differences against the reference")]
     assert "<td>mos</td>" in controls and "<td>nce</td>" in controls
     if seeds == "one":
+        assert "without encryption" not in reports["stderr"].read_text()  # the kernel's own log stays quiet
         assert "One run seed per method: no intervals and no verdicts" in html
         assert "one seed: no verdict" in controls
     else:

@@ -93,7 +93,8 @@ def _execute(params: dict, parameters: dict, html_path: Path, notebook: Path) ->
     nb_path = html_path.with_suffix(".ipynb")
     with atomic_path(nb_path, suffix=".ipynb") as tmp:
         papermill.execute_notebook(str(notebook), str(tmp), parameters=parameters, progress_bar=False,
-                                   kernel_name="python3", cwd=str(html_path.parent.resolve()))
+                                   kernel_name="python3", cwd=str(html_path.parent.resolve()),
+                                   extra_arguments=["--IPKernelApp.log_level=ERROR"])  # not its TCP warning
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(nbformat.read(nb_path, as_version=4))
     with atomic_path(html_path, suffix=".html") as tmp:
