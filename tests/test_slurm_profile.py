@@ -9,15 +9,16 @@ from conftest import ROOT, clean_env
 from test_pipeline import BIN
 
 
-def _dry_run(tmp_path, settings: str | None, params: str | None = None) -> subprocess.CompletedProcess:
+def _dry_run(tmp_path, settings: str | None, params: str | None = None,
+             profile: str = "slurm") -> subprocess.CompletedProcess:
     env = clean_env(tmp_path)
     if settings is not None:
         (tmp_path / "site.yaml").write_text(settings)
         env["LMBENCH_SLURM_SETTINGS"] = str(tmp_path / "site.yaml")
     else:
-        env["LMBENCH_SLURM_SETTINGS"] = str(tmp_path / "absent.yaml")  # never the developer's slurm/local.yaml
+        env["LMBENCH_SLURM_SETTINGS"] = str(tmp_path / "absent.yaml")  # never the developer's profiles/slurm/local.yaml
     extra = ["--config", f"params={params}"] if params else []
-    return subprocess.run([str(BIN / "snakemake"), "-n", "--forceall", "--profile", "slurm", *extra], cwd=ROOT,
+    return subprocess.run([str(BIN / "snakemake"), "-n", "--forceall", "--profile", profile, *extra], cwd=ROOT,
                           capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -26,16 +27,28 @@ def _resources(stdout: str) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for rule, body in re.findall(r"^(?:local)?rule (\w+):\n(.*?)(?:\n\n|\Z)", stdout, flags=re.M | re.S):
         m = re.search(r"^\s+resources: (.*)$", body, flags=re.M)
-        out.setdefault(rule, []).append(dict(kv.split("=", 1) for kv in m.group(1).split(", ")) if m else {})
+        w = re.search(r"^\s+wildcards: (.*)$", body, flags=re.M)
+        job = dict(kv.split("=", 1) for kv in m.group(1).split(", ")) if m else {}
+        job["wildcards"] = dict(kv.split("=", 1) for kv in w.group(1).split(", ")) if w else {}
+        out.setdefault(rule, []).append(job)
     return out
 
 
-def test_gpu_rules_memory_and_time(tmp_path):
-    r = _dry_run(tmp_path, None)
+@pytest.mark.parametrize("profile", ["slurm", "profiles/slurm"])
+def test_gpu_rules_memory_and_time(tmp_path, profile):
+    """A GPU for every job that can use one; none for a run timed by its CPU clock (it refuses CUDA)."""
+    from pipeline_src.config import load, train_config
+
+    r = _dry_run(tmp_path, None, profile=profile)
     assert r.returncode == 0, r.stderr[-3000:]
     res = _resources(r.stdout)
-    for rule in ("train", "evaluate", "bench"):
+    for rule in ("evaluate", "bench"):
         assert res[rule] and all(j["gpu"] == "1" for j in res[rule]), rule
+    params = load(str(ROOT / "params.yaml"))
+    cpu_clocked = {d for d in params["datasets"] if train_config(params, d).budget_clock == "cpu"}
+    assert cpu_clocked and cpu_clocked != {j["wildcards"]["dataset"] for j in res["train"]}  # both kinds of run
+    for j in res["train"]:
+        assert j["gpu"] == ("0" if j["wildcards"]["dataset"] in cpu_clocked else "1"), j
     assert all(j["mem_mb"] == "32000" and j["runtime"] == "2880" for j in res["train"])
     for rule in ("prepare", "matrix_fit", "summarize", "report"):
         assert res[rule] and all("gpu" not in j for j in res[rule]), rule

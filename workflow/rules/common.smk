@@ -6,7 +6,7 @@ sys.path.insert(0, workflow.basedir)
 
 from pipeline_src.io import paths
 from pipeline_src.io.errors import PipelineError
-from pipeline_src.config import config_hash, data_config, load, run_datasets, run_pairs, run_seeds
+from pipeline_src.config import config_hash, data_config, load, run_datasets, run_pairs, run_seeds, train_config
 from pipeline_src.config.runspec import resolve_run
 from pipeline_src.records.hashes import SUMMARY_SENTINEL, dvc_record, record_hashes
 
@@ -115,6 +115,18 @@ def get_train_threads(wildcards):
     better than fewer wide ones (docs/bench.md times one run on one and two threads)."""
     lone = len(PAIRS) * len(SEEDS) == 1 and not TUNING["enabled"]
     return workflow.cores if lone else 1
+
+
+def get_gpus(wildcards):
+    """The GPUs a job asks a cluster for (the `gpu` resource; a local run counts none): one, unless the params
+    file says `device: cpu`."""
+    return 0 if P["device"] == "cpu" else 1
+
+
+def get_train_gpus(wildcards):
+    """A training job's GPUs: as get_gpus, and none for a run timed by its CPU clock (`budget_clock: cpu`, which
+    refuses CUDA), so the CPU-clock sweeps queue on CPU nodes."""
+    return 0 if train_config(P, wildcards.dataset).budget_clock == "cpu" else get_gpus(wildcards)
 
 
 def get_train_priority(wildcards):

@@ -83,6 +83,8 @@ rule bench:
     params:
         bench=P["bench"],
         methods=[P["methods"][m] for m in P["bench"]["methods"]],
+    resources:
+        gpu=get_gpus,
     log:
         f"{LOGS}/bench.log",
     conda:

@@ -7,6 +7,8 @@ rule trial:
     params:
         run_hash=get_trial_hash,
     priority: get_train_priority
+    resources:
+        gpu=get_train_gpus,
     log:
         f"{LOGS}/tuning/{{dataset}}/{{method}}/trial{{trial}}.log",
     conda:
@@ -44,6 +46,8 @@ rule train:
     params:
         run_hash=get_train_hash,
     priority: get_train_priority
+    resources:
+        gpu=get_train_gpus,
     log:
         f"{LOGS}/train/{{dataset}}/{{method}}/seed{{seed}}.log",
     conda:
@@ -67,6 +71,8 @@ rule finetune:
     params:
         run_hash=get_train_hash,
     priority: get_train_priority
+    resources:
+        gpu=get_gpus,
     log:
         f"{LOGS}/finetune/{{dataset}}/{{method}}/seed{{seed}}.log",
     conda:
@@ -90,6 +96,8 @@ rule evaluate:
                category="{dataset}", subcategory="{method}", labels={"seed": "{seed}", "file": "metrics"}),
     params:
         run_hash=get_run_hash,
+    resources:
+        gpu=get_gpus,
     log:
         f"{LOGS}/evaluate/{{dataset}}/{{method}}/seed{{seed}}.log",
     conda:
