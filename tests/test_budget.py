@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from conftest import ROOT
 from pipeline_src.config import ConfigError, run_config, validate
 from pipeline_src.training.loop import train
 
@@ -200,5 +201,30 @@ def test_a_time_budget_frozen_per_method_is_that_method_s_token_budget_alone(tin
                                                       "published": "2026-11-26"}))
     text = frozen_budgets("calib")
     assert "a CPU" in text and "tokens/s: softmax 56, nce 267" in text
-    assert yaml.safe_load(text) == {"datasets": {"tiny": {"training": {"budget_tokens_by_method":
+    assert yaml.safe_load(text) == {"datasets": {"tiny": {"training": {"budget_calibration": "benchmarks/calib",
+                                                                        "budget_tokens_by_method":
                                                                         {"softmax": 1680, "nce": 8000}}}}}
+
+
+def test_the_default_run_s_large_vocabulary_half_trains_frozen_tokens_with_its_calibration_stated():
+    """params.yaml: every zipf-5k method has a frozen token budget (the same steps on any machine, no time
+    budget left), none of it in a run's hash but its own number, and the calibration it came from is what
+    the report states (the publication's machine, date and each method's tokens/s)."""
+    from pipeline_src.config import load, run_config, run_hash, train_config
+    from pipeline_src.records.budgets import calibrations
+
+    p = load(str(ROOT / "params.yaml"))
+    tc = train_config(p, "zipf-5k")
+    methods = p["run"]["extra"]["methods"]
+    assert set(tc.budget_tokens_by_method) == set(methods)
+    for m in methods:
+        t = run_config(p, "zipf-5k", m)["training"]
+        assert t["budget_tokens"] == tc.budget_tokens_by_method[m] and t.get("budget_seconds") is None
+        assert "budget_calibration" not in t and "budget_tokens_by_method" not in t
+    cal = calibrations(p)["zipf-5k"]
+    assert cal["publication"] == "benchmarks/default-calibration" and cal["seconds"] == tc.budget_seconds
+    for m in methods:
+        assert cal["tokens_per_s"][m] == pytest.approx(tc.budget_tokens_by_method[m] / tc.budget_seconds)
+    moved = copy.deepcopy(p)
+    moved["datasets"]["zipf-5k"]["training"]["budget_calibration"] = "benchmarks/elsewhere"
+    assert run_hash(run_config(moved, "zipf-5k", "nce")) == run_hash(run_config(p, "zipf-5k", "nce"))

@@ -64,6 +64,7 @@ class TrainConfig:
     # budget_tokens; a method not listed keeps budget_seconds). Not part of any run's config: one method's number
     # changes that method's runs alone
     budget_tokens_by_method: dict = dataclasses.field(default_factory=dict)
+    budget_calibration: str | None = None  # benchmarks/NAME those tokens came from (the report states it); no hash
     budget_clock: str = "wall"  # a step's seconds: "wall" (perf_counter) or "cpu" (this process's CPU time)
     anytime_points: int = 10  # with a budget: validations at equal fractions of it (the anytime curve)
     # with a budget: also validations once the tokens seen reach these many epochs of train (the equal-data reading)

@@ -243,8 +243,8 @@ def _check_training(params: dict, name: str, source: str) -> None:
     if tc.budget_seconds is not None and tc.budget_tokens is not None:
         raise ConfigError(f"{source}: key 'training.budget_tokens' (dataset {name}): set beside budget_seconds; a run "
                           f"has one budget (a time budget's replay is budget_tokens alone)")
-    for method in tc.budget_tokens_by_method:
-        if method not in params["methods"]:
+    for method in tc.budget_tokens_by_method if name in run_datasets(params) else ():  # a dataset not run is not
+        if method not in params["methods"]:  # held to methods a file extending params.yaml may have replaced
             raise _undefined(source, f"training.budget_tokens_by_method.{method} (dataset {name})", method, "methods",
                              params)
     for key, (ignored, needs) in unused.items():

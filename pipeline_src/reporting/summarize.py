@@ -20,6 +20,7 @@ from ..data.bands import BANDS
 from ..io import paths
 from ..io.artifacts import read_csv, read_json
 from ..io.atomic import atomic_path, write_json
+from ..records.budgets import calibrations
 from ..io.digests import SEAL, check_file, check_seal, sha256_of
 from ..io.errors import StaleError
 from .stats import contrasts, expected_best, headline
@@ -345,7 +346,8 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
                 "partial": bool(missing), "runs": total - sum(not m.startswith(("matrix/", "references/", "tuning/"))
                                                               for m in missing),
                 "of": total, "missing": missing, "statistics": params["statistics"],
-                "records": records})  # each run's metrics.json by its content digest: check_tables holds them
+                "records": records,  # each run's metrics.json by its content digest: check_tables holds them
+                "budget_calibrations": calibrations(params)})  # where frozen token budgets came from
     return df
 
 
