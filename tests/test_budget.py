@@ -7,8 +7,8 @@ import math
 
 import pytest
 import torch
-
 from conftest import ROOT
+
 from pipeline_src.config import ConfigError, run_config, validate
 from pipeline_src.training.loop import train
 

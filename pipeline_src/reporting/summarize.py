@@ -20,9 +20,9 @@ from ..data.bands import BANDS
 from ..io import paths
 from ..io.artifacts import read_csv, read_json
 from ..io.atomic import atomic_path, write_json
-from ..records.budgets import calibrations
 from ..io.digests import SEAL, check_file, check_seal, sha256_of
 from ..io.errors import StaleError
+from ..records.budgets import calibrations
 from .stats import contrasts, expected_best, headline
 
 # per band: perplexity, gap to the truth and tokens given the target's band (not a proper score: scoring.py), then
