@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 MACHINE_COLUMNS = {"tokens_per_s_train", "tokens_per_s_eval", "peak_mem_mb", "wall_time_s", "fit_time_s",
-                   "train_time_s", "load_avg"}
+                   "train_time_s", "load_avg", "argmax_lp_s_per_word"}
 KEYS = {"summary.csv": ["dataset", "method", "seed", "split"], "matrix.csv": ["vocab", "dim", "seed", "method"]}
 
 
