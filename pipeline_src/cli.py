@@ -35,6 +35,7 @@ from .tools import (
     _bench_samplers,
     _bench_step,
     _check_head,
+    _compare,
     _freeze_budgets,
     _publish,
     _restate,
@@ -68,6 +69,8 @@ COMMANDS = {
     "check-head": (_check_head, "hold one output layer (a method, a head type, or 'module:Class' / 'file.py:Class' "
                    "from outside) to the contract on small random shapes: one line a property, exit 1 on a failure",
                    ()),
+    "compare": (_compare, "train a new output layer under a publication's protocol beside its restored rows (no "
+                "retraining of those) and write its comparison card: results/compare/AS/card.html", ()),
     "bench-cells": (_bench_cells, "time each sweep cell's whole training step (its shapes, optimizer and options) "
                     "against the step's own floor, and the tokens its time budget buys (bench.cells)", ()),
     "bench-samplers": (_bench_samplers, "the kernel proposal's rebuild and draw costs at bench.vocab_sizes, and with "
@@ -122,6 +125,19 @@ def parser() -> argparse.ArgumentParser:
             sp.add_argument("head", help="a method of --config, a head type, or 'module:Class' / 'path/file.py:Class'")
             sp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                             help="set one of the head's options (repeatable)")
+        if name == "compare":
+            sp.add_argument("--head", required=True,
+                            help="the new head: 'module:Class', 'path/file.py:Class' or a registered head type")
+            sp.add_argument("--against", default="default",
+                            help="the publication whose rows and protocol it joins (benchmarks/NAME; default: default)")
+            sp.add_argument("--as", dest="as_name", default=None,
+                            help="its method name in the tables (default: the class name, lower case)")
+            sp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                            help="set one of the head's options (repeatable)")
+            sp.add_argument("--datasets", nargs="+", default=None,
+                            help="only these of the publication's datasets (default: all of them)")
+            sp.add_argument("--threads", type=_positive_int, default=None,
+                            help="Snakemake's cores (default: all)")
         if name == "report":
             sp.add_argument("--name", default=None,
                             help="render benchmarks/NAME's report from its committed tables (no data, no training) "

@@ -22,11 +22,22 @@ def _bench_step(params: dict, args) -> None:
     run_step_bench(params, _device(params, args))
 
 
+def _options(items: list[str]) -> dict:
+    """``--option key=value`` (repeatable), each value read as YAML (20, 0.5, true, [1, 2], log_k)."""
+    import yaml
+
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ConfigError(f"--option {item!r}: write key=value (e.g. --option negatives=20)")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
 def _check_head(params: dict, args) -> None:
     """The conformance kit (heads/conformance.py) on one head: a method of the params file, a registered head type,
     or a head from outside the repository (heads/plugins.py); one line a property, exit 1 on a failure."""
-    import yaml
-
     from .config import validate
     from .heads.conformance import check
     from .heads.options import options_of
@@ -35,11 +46,7 @@ def _check_head(params: dict, args) -> None:
         spec = dict(params["methods"][args.head])
     else:
         spec = {"type": args.head}
-    for item in args.option:
-        key, eq, value = item.partition("=")
-        if not eq:
-            raise ConfigError(f"--option {item!r}: write key=value (e.g. --option negatives=20)")
-        spec[key] = yaml.safe_load(value)
+    spec.update(_options(args.option))
     options_of(spec["type"])  # a missing module or a class that is no output layer: one line
     validate({**params, "methods": {**params["methods"], "checked": spec}}, f"check-head {args.head}")
     results = check(spec)
@@ -50,6 +57,25 @@ def _check_head(params: dict, args) -> None:
           + (f"; failed: {', '.join(failed)}" if failed else ""))
     if failed:
         raise SystemExit(1)
+
+
+def _compare(params: dict, args) -> None:
+    """A new head against a publication's rows (records/compare.py), its card at results/compare/<as>/card.html."""
+    import yaml
+
+    from .io.atomic import atomic_path
+    from .records.compare import compare_params, run_compare
+
+    name = args.as_name or args.head.rsplit(":", 1)[-1].lower()
+    cparams = compare_params(args.head, _options(args.option), args.against, name, args.datasets)
+    out = Path(cparams["results_dir"])
+    out.mkdir(parents=True, exist_ok=True)
+    params_file = out / "params.yaml"
+    with atomic_path(params_file) as tmp:
+        tmp.write_text(f"# made by python -m pipeline_src compare --head {args.head} --against {args.against}: "
+                       f"benchmarks/{args.against}'s params with {name} added\n" + yaml.safe_dump(cparams, sort_keys=False))
+    card = run_compare(cparams, params_file, args.against, args.threads)
+    print(f"wrote {card} ({name} against benchmarks/{args.against}; tables in {out})")
 
 
 def _bench_cells(params: dict, args) -> None:

@@ -51,9 +51,12 @@ def _intact(path: Path) -> bool:
     return not isinstance(rec, dict) or SEAL not in rec or sealed(rec)
 
 
-def current_records(params: dict) -> tuple[list[Path], list[str]]:
+def current_records(params: dict, finals: bool | None = None) -> tuple[list[Path], list[str]]:
     """Every finished record under ``results_dir`` that the params file would make now, in the order a pipeline
-    makes them, and a line for each one present but made by another config (left out)."""
+    makes them, and a line for each one present but made by another config (left out). ``finals``: whether final
+    runs' records count; default only under ``keep_models: false`` (what ``restore`` can put back without
+    Snakemake retraining for the missing model), ``stash`` takes them always (``compare`` restores them under
+    ``keep_models: false``)."""
     from ..config.runspec import resolve_run, selection_key
     from ..evaluation.reference import reference_config
 
@@ -76,7 +79,7 @@ def current_records(params: dict) -> tuple[list[Path], list[str]]:
             sel = paths.selected_path(params, ds, method)
             if not take(sel, sel.is_file() and read_json(sel).get("selection_key") == selection_key(params, ds, method)):
                 continue  # the final runs' settings come from the selection
-        if params.get("keep_models", True):
+        if not (finals if finals is not None else not params.get("keep_models", True)):
             continue
         for seed in run_seeds(params):
             spec = resolve_run(params, ds, method, seed=seed)
@@ -111,7 +114,7 @@ def stash(params: dict, params_file: str, out: Path) -> tuple[int, int, list[str
     from ..io.atomic import atomic_path
     from ..reporting.publish import _git
 
-    files, stale = current_records(params)
+    files, stale = current_records(params, finals=True)
     root = Path(params["results_dir"])
     dest = out / "records"
     new = {f.relative_to(root).as_posix(): f for f in files}
@@ -122,7 +125,7 @@ def stash(params: dict, params_file: str, out: Path) -> tuple[int, int, list[str
         if (dest / MANIFEST).is_file():  # the earlier stash judged by the same rule, as a results_dir of its own
             earlier = Path(tmp) / "earlier"
             shutil.copytree(dest, earlier, ignore=shutil.ignore_patterns(MANIFEST))
-            still, old_stale = current_records({**params, "results_dir": str(earlier)})
+            still, old_stale = current_records({**params, "results_dir": str(earlier)}, finals=True)
             kept = {rel: f for f in still if (rel := f.relative_to(earlier).as_posix()) not in new}
             stale += [f"{s.replace(str(earlier), str(dest))} (dropped from the stash)" for s in old_stale]
         manifest = {}
