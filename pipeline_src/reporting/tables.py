@@ -328,6 +328,10 @@ def _interval(m: float, lo: float, hi: float, digits: int, signed: bool = False)
 
 def render_table(path: str) -> str:
     """The markdown of a results-table block naming ``path`` (relative to the repository root)."""
+    if path.startswith("glance:"):  # what to use in each dataset of several publications (the README's glance)
+        from .advice import glance_markdown
+
+        return glance_markdown(path.split(":", 1)[1].split(","))
     file = REPOSITORY / path
     if not file.exists():  # a page may announce a run before it is published
         return f"*Not published yet: run it, then `python -m pipeline_src publish --name {Path(path).parent.name}`.*\n"
