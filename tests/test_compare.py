@@ -9,9 +9,9 @@ import subprocess
 import pandas as pd
 import pytest
 from conftest import ROOT, clean_env
+from test_pipeline import BIN
 
 from pipeline_src.config import ConfigError
-from test_pipeline import BIN
 
 PLUGIN = "tests/data/plugin_head.py:ScaledSoftmax"
 
