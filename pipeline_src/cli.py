@@ -91,6 +91,7 @@ COMMANDS = {
 }
 
 
+NO_PARAMS = {"compare"}  # steps that read no params file of their own (compare: the publication's)
 NEEDS_HELP = {  # the arguments several steps share
     "dataset": "a dataset defined under the params file's datasets:",
     "method": "a method defined under the params file's methods:",
@@ -105,8 +106,9 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m pipeline_src", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     for name, (_, help_, needs) in COMMANDS.items():
-        sp = sub.add_parser(name, help=help_, description=help_[0].upper() + help_[1:] + ".")
-        sp.add_argument("--config", default="params.yaml", help="params file (default: params.yaml)")
+        sp = sub.add_parser(name, help=help_, description=(help_[:1].upper() + help_[1:] + ".") if help_ else None)
+        if name not in NO_PARAMS:
+            sp.add_argument("--config", default="params.yaml", help="params file (default: params.yaml)")
         for arg in needs:
             sp.add_argument(f"--{arg}", required=True, type={"vocab": _positive_int, "dim": _positive_int,
                                                               "seed": _int}.get(arg, str), help=NEEDS_HELP[arg])
@@ -188,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     from .io.errors import Diverged, ResumeError, Stopped
 
     try:
+        if args.command in NO_PARAMS:
+            COMMANDS[args.command][0](None, args)
+            return 0
         params = load(args.config)
         paths.check_outside_repository(params, args.config)
         if getattr(args, "dataset", None) is not None and args.dataset not in params["datasets"]:

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from pipeline_src.reporting.advice import advice_markdown, glance_markdown, what_to_use
+from pipeline_src.reporting.advice import what_to_use
+from pipeline_src.reporting.tables import advice_markdown, glance_markdown
 
 
 def _tables():

@@ -211,7 +211,7 @@ def test_the_default_run_s_large_vocabulary_half_trains_frozen_tokens_with_its_c
     budget left), none of it in a run's hash but its own number, and the calibration it came from is what
     the report states (the publication's machine, date and each method's tokens/s)."""
     from pipeline_src.config import load, run_config, run_hash, train_config
-    from pipeline_src.records.budgets import calibrations
+    from pipeline_src.reporting.calibration import calibrations
 
     p = load(str(ROOT / "params.yaml"))
     tc = train_config(p, "zipf-5k")

@@ -41,11 +41,15 @@ def test_a_head_from_outside_gets_its_card_against_the_published_default(tmp_pat
     trained = {p.parent.name for p in (out / "logs" / "train").glob("*/*/seed*.log")}
     assert trained == {"scaled"}  # only the new head's runs were trained: the published ones were restored
     mine = head[head.method == "scaled"].iloc[0]
-    assert mine.seeds == 3 and mine.status == "learned" and mine.verdict in ("better", "worse", "no clear difference")
     card = (out / "card.html").read_text(encoding="utf-8")
     body = re.sub(r"<(style|script)[^>]*>.*?</\1>", "", card, flags=re.S)
-    assert "Traceback" not in body and "<strong>scaled</strong>" in card
-    assert f"test perplexity {mine.ppl:.1f}" in card and f"<strong>{mine.verdict}</strong>" in card
+    assert "Traceback" not in body and "<strong>scaled</strong>" in card and f"test perplexity {mine.ppl:.1f}" in card
+    assert mine.seeds == 3
+    # under its own 6 s of CPU clock a seed may end above the unigram line on a loaded machine: the card says which
+    if mine.status == "learned":
+        assert mine.verdict in ("better", "worse", "no clear difference") and f"<strong>{mine.verdict}</strong>" in card
+    else:
+        assert mine.status.startswith("did not learn") and "no verdict rests on it" in card
     assert "the same frozen token budget" not in card and "its own time budget" in card  # no frozen tokens for it
     bench = pd.read_csv(out / "bench.csv")
     assert set(bench.method) == {"softmax", "scaled"}

@@ -44,29 +44,3 @@ def frozen_budgets(name: str) -> str:
                    + ", ".join(f"{m}: {t}" for m, t in frozen.items()) + "}")
     return "\n".join(out) + "\n"
 
-
-def calibrations(params: dict) -> dict:
-    """Per dataset with frozen budgets and a ``budget_calibration``: the calibration the report states (its
-    publication, machine, date, commit, seconds and each method's tokens/s = frozen tokens / seconds)."""
-    from ..config import run_datasets, train_config
-    from ..reporting.publish import BENCHMARKS
-
-    out = {}
-    for ds in run_datasets(params):
-        tc = train_config(params, ds)
-        if not (tc.budget_calibration and tc.budget_tokens_by_method):
-            continue
-        name = tc.budget_calibration.split("/", 1)[1]
-        prov_path = BENCHMARKS / name / paths.PROVENANCE
-        if not prov_path.is_file():
-            raise ConfigError(f"training.budget_calibration of dataset {ds}: {tc.budget_calibration} has no "
-                              f"{paths.PROVENANCE}: publish the calibration run first")
-        prov = read_json(prov_path, "commit", "cpu_model", "published")
-        from ..config import train_config as calib_train_config
-
-        seconds = calib_train_config(prov["params"], ds).budget_seconds if ds in prov["params"]["datasets"] else None
-        out[ds] = {"publication": tc.budget_calibration, "machine": prov["cpu_model"], "published": prov["published"],
-                   "commit": prov["commit"], "seconds": seconds,
-                   "tokens": dict(tc.budget_tokens_by_method),
-                   "tokens_per_s": {m: t / seconds for m, t in tc.budget_tokens_by_method.items()} if seconds else None}
-    return out

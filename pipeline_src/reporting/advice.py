@@ -1,4 +1,5 @@
-"""What to use, per dataset: the answer a report opens with and the README's glance table.
+"""What to use, per dataset: the answer a report opens with and the README's glance table (formatted by
+``tables.advice_markdown`` and ``tables.glance_markdown``).
 
 Among the methods that learned (no seed at or above its unigram line: ``stats.learned_runs``), the one with the
 lowest mean test nll, its margin over the runner-up as a paired difference over the seeds both have (Student-t
@@ -50,47 +51,3 @@ def what_to_use(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame | 
         rows.append(row)
     return pd.DataFrame(rows).reindex(columns=COLUMNS).sort_values("vocab", kind="stable", ignore_index=True)
 
-
-def advice_markdown(table: pd.DataFrame, level: int = 95, publication: str | None = None) -> str:
-    """The what-to-use table in Markdown: one row per dataset (``publication`` adds a first column)."""
-    from .tables import markdown_table
-
-    def fmt(x: float, digits: int = 1) -> str:
-        return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.{digits}f}"
-
-    cols = (["run"] if publication else []) + ["dataset (words)", "use", "test ppl", f"margin over the runner-up "
-            f"(Δ nll, {level}% CI)", "runner-up", "reference", "Kneser-Ney"]
-    out = []
-    for r in table.itertuples():
-        name = f"{r.dataset} ({r.vocab:,})" if isinstance(r.vocab, (int, float)) and not pd.isna(r.vocab) else r.dataset
-        if not isinstance(r.use, str):
-            cells = [name, f"no method learned ({r.methods} tried)", "—", "—", "—"]
-        else:
-            margin = "one method learned" if not isinstance(r.runner_up, str) else (
-                f"{r.margin_nll:+.3f} [{r.margin_low:+.3f}, {r.margin_high:+.3f}] over {int(r.pairs)} seeds"
-                + ("" if r.clear else ": not separated") if not pd.isna(r.margin_nll) else "no paired seeds")
-            cells = [name, f"**{r.use}**", f"{fmt(r.ppl)} [{fmt(r.ppl_low)}, {fmt(r.ppl_high)}]", margin,
-                     f"{r.runner_up} ({fmt(r.runner_up_ppl)})" if isinstance(r.runner_up, str) else "—"]
-        ref = "—" if not isinstance(r.reference, str) else (
-            f"{r.reference} {fmt(r.reference_ppl)}" + ("" if r.reference_status == "learned" else
-                                                        f" ({r.reference_status})"))
-        out.append(([publication] if publication else []) + cells + [ref, fmt(r.kn_ppl)])
-    return markdown_table(cols, out) + "\n"
-
-
-def glance_markdown(publications: list[str]) -> str:
-    """The README's glance table: what to use in each dataset of each named publication (benchmarks/NAME)."""
-    from ..io.artifacts import read_json
-    from .publish import BENCHMARKS
-
-    parts = []
-    for name in publications:
-        pub = BENCHMARKS / name
-        refs = pub / "references.csv"
-        prov = read_json(pub / "provenance.json")
-        level = int(round(100 * (prov["params"].get("statistics") or {}).get("confidence", 0.95)))
-        table = what_to_use(pd.read_csv(pub / "summary.csv"), pd.read_csv(pub / "headline.csv"),
-                            pd.read_csv(refs) if refs.is_file() and refs.stat().st_size > 1 else None, level / 100)
-        parts.append(advice_markdown(table, level, name).split("\n", 2))
-    header = parts[0][:2]
-    return "\n".join(header + [p[2].rstrip("\n") for p in parts]) + "\n"

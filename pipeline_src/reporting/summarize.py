@@ -22,7 +22,7 @@ from ..io.artifacts import read_csv, read_json
 from ..io.atomic import atomic_path, write_json
 from ..io.digests import SEAL, check_file, check_seal, sha256_of
 from ..io.errors import StaleError
-from ..records.budgets import calibrations
+from .calibration import calibrations
 from .stats import contrasts, expected_best, headline
 
 # per band: perplexity, gap to the truth and tokens given the target's band (not a proper score: scoring.py), then
