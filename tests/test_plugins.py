@@ -2,6 +2,7 @@
 every head is held to (pipeline_src/heads/conformance.py, `check-head`): every registered head passes it, a broken
 one fails it by name, a plugin is validated, hashed by its source, trained and evaluated like a built-in head."""
 import copy
+import re
 
 import pytest
 from conftest import write_params
@@ -22,7 +23,9 @@ def test_every_registered_head_passes_the_conformance_kit(name):
 
 
 BROKEN = '''
+import time
 from dataclasses import dataclass
+import torch
 import torch.nn.functional as F
 from torch import nn
 from pipeline_src.heads.base import OutputLayer
@@ -49,6 +52,54 @@ class Unnormalised(OutputLayer):
         return 2 * self.in_dim * self.vocab_size  # counted twice
 
 
+class _Halved(torch.autograd.Function):
+    """The identity forward, half the gradient backward: a hand-written backward gone wrong."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return 0.5 * g
+
+
+class WrongGradient(OutputLayer):
+    family = "softmax and its controls"
+
+    @dataclass(frozen=True)
+    class Options:
+        pass
+
+    def __init__(self, ctx, opts):
+        super().__init__(ctx, opts)
+        self.proj = nn.Linear(ctx.in_dim, ctx.vocab_size)
+
+    def _logits(self, hidden):
+        return self.proj(_Halved.apply(hidden))
+
+    def loss(self, hidden, target):
+        return F.cross_entropy(self._logits(hidden), target)
+
+    def log_prob(self, hidden):
+        return F.log_softmax(self._logits(hidden), dim=-1)
+
+    def forward_macs(self, exact):
+        return self.in_dim * self.vocab_size
+
+
+class Nondeterministic(WrongGradient):
+    """Its initial bias comes from the clock, not from the seed."""
+
+    def __init__(self, ctx, opts):
+        super().__init__(ctx, opts)
+        with torch.no_grad():
+            self.proj.bias += (time.perf_counter_ns() % 997) * 1e-6
+
+    def _logits(self, hidden):
+        return self.proj(hidden)
+
+
 class NotAHead:
     pass
 '''
@@ -64,6 +115,13 @@ def test_a_broken_head_fails_the_kit_by_name_and_exits_non_zero(tmp_path, monkey
     assert e.value.code == 1
     assert "FAIL normalised" in out and "FAIL exact loss" in out and "FAIL FLOPs" in out
     assert "PASS determinism" in out and "failed: normalised, exact loss, FLOPs" in out.splitlines()[-1]
+    for head, fails in (("WrongGradient", "input gradient"), ("Nondeterministic", "determinism")):
+        with pytest.raises(SystemExit) as e:
+            main(["check-head", f"mine.py:{head}"])
+        out = capsys.readouterr().out
+        assert e.value.code == 1 and out.splitlines()[-1].endswith(f"failed: {fails}"), out
+        if head == "WrongGradient":  # and by how much: half the gradient is a relative error of 0.5
+            assert re.search(r"FAIL input gradient: .*\(relative error 5\.0e-01\)", out), out
     for bad, says in (("mine.py:NotAHead", "NotAHead is not a subclass of pipeline_src.heads.base.OutputLayer"),
                       ("nowhere.py:X", "no file nowhere.py"), ("mine.py:Missing", "mine.py has no 'Missing'"),
                       ("no_such_pkg.heads:X", "no module 'no_such_pkg'")):

@@ -111,8 +111,16 @@ def _input_gradient(head, h, target) -> Outcome:
     x = h.clone().requires_grad_()
     ok = torch.autograd.gradcheck(lambda y: _seeded_loss(head, y, target), (x,), eps=1e-6, atol=1e-5, rtol=1e-4,
                                   raise_exception=False)
-    return Outcome("input gradient", bool(ok), "gradcheck of the loss with respect to the hidden states "
-                                               "(eps 1e-6, atol 1e-5)")
+    # by how much: the autograd gradient along a random direction against a central difference of the loss
+    grad, = torch.autograd.grad(_seeded_loss(head, x, target), x)
+    v = torch.randn(h.shape, generator=torch.Generator().manual_seed(5), dtype=h.dtype)
+    with torch.no_grad():
+        numeric = (_seeded_loss(head, h + 1e-6 * v, target) - _seeded_loss(head, h - 1e-6 * v, target)) / 2e-6
+    analytic = float((grad * v).sum())
+    rel = abs(analytic - float(numeric)) / max(abs(float(numeric)), 1e-12)
+    return Outcome("input gradient", bool(ok), f"gradcheck of the loss with respect to the hidden states (eps 1e-6, "
+                                               f"atol 1e-5); along a random direction {analytic:.6g} against a "
+                                               f"central difference {float(numeric):.6g} (relative error {rel:.1e})")
 
 
 def _parameter_gradients(head, h, target) -> Outcome:
