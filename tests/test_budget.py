@@ -25,10 +25,12 @@ def _weights(path):
     return torch.load(path / "model.pt", weights_only=False)["model"]
 
 
-def test_a_token_budget_stops_at_the_step_that_reaches_it_and_draws_its_anytime_curve(tiny_data, tmp_path):
+def test_a_token_budget_stops_at_the_step_that_reaches_it_and_draws_its_anytime_curve(tiny_data, tmp_path, capsys):
     p, raw, prep = tiny_data
     tokens_per_step = 8 * 10
     s = train(_cfg(p, budget_tokens=2000, anytime_points=4, valid_tokens=400), prep, tmp_path / "run", CPU)
+    err = capsys.readouterr().err  # the console shows the budget's progress, not "epoch 1/50" of a mere bound
+    assert "budget of 2,000 tokens" in err and "epoch 1/" not in err
     reached = s["budget"]["reached"]
     assert reached["tokens"] == math.ceil(2000 / tokens_per_step) * tokens_per_step  # the step that reaches it
     assert s["budget"]["spent"] and s["epochs"] == 50 and len(s["budget"]["anytime"]) == 4

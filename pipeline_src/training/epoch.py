@@ -204,8 +204,7 @@ def train_epoch(run: Run, stop, should_pause) -> bool:
     epoch_steps, batches = _epoch_batches(run)
     if run.model.head.plans_epochs:
         _plan_epoch(run, epoch_steps)
-    bar = tqdm(total=epoch_steps, initial=st.step_in_epoch, desc=f"epoch {st.epoch + 1}/{tc.epochs}",
-               file=sys.stderr, mininterval=1.0 if sys.stderr.isatty() else 30.0, leave=False)
+    bar = _progress(run, epoch_steps)
     clock = step_clock(tc, run.device)
     for k, x, y in batches:
         if k >= epoch_steps:
@@ -222,7 +221,7 @@ def train_epoch(run: Run, stop, should_pause) -> bool:
         guard.add(loss, y.numel())
         st.step_in_epoch = k + 1
         st.steps += 1
-        bar.update(1)
+        bar.update(1 if run.budget is None else int(100 * run.budget.used(st)) - bar.n)
         if run.budget is not None and _budget_step(run, guard, bar):
             break
         if st.step_in_epoch % CHECK_EVERY == 0:
@@ -241,6 +240,18 @@ def train_epoch(run: Run, stop, should_pause) -> bool:
     _check(guard, bar, run)
     bar.close()
     return True
+
+
+def _progress(run: Run, epoch_steps: int):
+    """The console's progress bar: the epoch's steps, or under a budget the share of the budget spent (a budgeted
+    run's epochs are only a bound: "epoch 1/100" said nothing of how far it was)."""
+    st, tc = run.st, run.tc
+    common = dict(file=sys.stderr, mininterval=1.0 if sys.stderr.isatty() else 30.0, leave=False)
+    if run.budget is None:
+        return tqdm(total=epoch_steps, initial=st.step_in_epoch, desc=f"epoch {st.epoch + 1}/{tc.epochs}", **common)
+    b = run.budget
+    what = f"{b.seconds:g} s of training" if b.seconds is not None else f"{b.tokens:,} tokens"
+    return tqdm(total=100, initial=min(100, int(100 * b.used(st))), unit="%", desc=f"budget of {what}", **common)
 
 
 def _budget_step(run: Run, guard: LossGuard, bar) -> bool:
