@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .config import ConfigError
 from .io import paths
-from .io.artifacts import read_json
+from .io.artifacts import read_csv, read_json
 
 
 def _fetch(params: dict, args) -> None:
@@ -116,7 +116,10 @@ def _summarize(params: dict, args) -> None:
     from .reporting.summarize import summarize
 
     df = summarize(params, partial=args.partial)
-    print(df.to_string(index=False))
+    head = read_csv(paths.headline_path(params), "dataset", "method", "ppl")
+    print(f"wrote {paths.summary_path(params)} ({len(df)} rows: runs x splits) and its tables; lowest mean test "
+          f"perplexity per dataset: " + ", ".join(f"{ds} {g.loc[g.ppl.idxmin(), 'method']} {g.ppl.min():.1f}"
+                                                  for ds, g in head.groupby("dataset", sort=False)))
     if args.partial:
         info = read_json(paths.summary_path(params).with_suffix(".json"), "runs", "of", "missing")
         print(f"summarised {info['runs']} of {info['of']} runs; missing: {', '.join(info['missing']) or 'none'}")

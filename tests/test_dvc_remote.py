@@ -5,7 +5,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import pytest
 from conftest import ROOT
 from test_pipeline import BIN, _sh, assert_only_fetch_reruns
 
@@ -50,3 +52,39 @@ def push_then_pull(proj: Path, tmp_path: Path) -> None:
     assert (clone / "results" / "runs" / "tiny" / "softmax" / "seed0" / "model.pt").read_bytes() == \
         (proj / "results" / "runs" / "tiny" / "softmax" / "seed0" / "model.pt").read_bytes()
     assert (clone / "data" / "prepared" / "tiny" / "meta.json").exists()
+
+
+def test_dvc_shows_one_compact_metrics_file_and_curves_grouped_by_method():
+    """`dvc metrics show` reads the headline's test perplexities alone (not 44 files of 186 columns), `dvc plots
+    show` one file of mean curves drawn by method (its template is committed) and the figures as images."""
+    import json
+
+    import yaml
+
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    declared = {name: [next(iter(m)) if isinstance(m, dict) else m for m in st.get("metrics", [])]
+                for name, st in stages.items() if "metrics" in st or (isinstance(st.get("do"), dict) and "metrics" in st["do"])}
+    assert declared == {"summarize": ["${results_dir}/headline-metrics.json"]}
+    plots = {name: st.get("plots") or (st.get("do") or {}).get("plots") for name, st in stages.items()}
+    assert {n for n, p in plots.items() if p} == {"summarize", "figures", "figures_extra"}
+    curve = plots["summarize"][0]["${results_dir}/valid-curves.csv"]
+    assert curve["template"] == "by_method" and (curve["x"], curve["y"]) == ("epoch", "valid_ppl")
+    template = json.loads((ROOT / ".dvc" / "plots" / "by_method.json").read_text())
+    assert template["spec"]["encoding"]["color"]["field"] == "method" and template["facet"]["field"] == "dataset"
+    assert all(p.endswith(".svg") for p in plots["figures"])
+    # and what summarize wrote for the published default run: one number per dataset and method
+    head = pd.read_csv(ROOT / "benchmarks" / "default" / "headline.csv")
+    from pipeline_src.reporting.summarize import _write_dvc_views
+
+    hist = pd.read_csv(ROOT / "benchmarks" / "default" / "history.csv")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        _write_dvc_views({"results_dir": tmp}, head, hist)
+        metrics = json.loads((Path(tmp) / "headline-metrics.json").read_text())
+        curves = pd.read_csv(Path(tmp) / "valid-curves.csv")
+    assert {d: set(m) for d, m in metrics.items()} == {d: set(g.method) for d, g in head.groupby("dataset")}
+    assert all(isinstance(v, float) for m in metrics.values() for v in m.values())
+    one = hist[(hist.dataset == "synth") & (hist.method == "mos") & (hist.epoch == 3)]
+    got = curves[(curves.dataset == "synth") & (curves.method == "mos") & (curves.epoch == 3)].valid_ppl.iloc[0]
+    assert got == pytest.approx(float(np.exp(one.valid_nll.mean())))

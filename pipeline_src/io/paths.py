@@ -93,6 +93,18 @@ def summary_path(params: dict) -> Path:
     return Path(params["results_dir"]) / "summary.csv"
 
 
+def headline_metrics_path(params: dict) -> Path:
+    """The run set's compact metrics for `dvc metrics show`: per dataset, each method's mean test perplexity (the
+    verdicts are in headline.csv; the per-run metrics.json files are outputs, not metrics: 186 columns each)."""
+    return Path(params["results_dir"]) / "headline-metrics.json"
+
+
+def valid_curves_path(params: dict) -> Path:
+    """Validation perplexity per epoch, mean over seeds, one row per dataset, method and epoch (`dvc plots show`
+    draws one line per method, one panel per dataset: .dvc/plots/by_method.json)."""
+    return Path(params["results_dir"]) / "valid-curves.csv"
+
+
 def history_path(params: dict) -> Path:
     return Path(params["results_dir"]) / "history.csv"
 

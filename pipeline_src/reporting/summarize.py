@@ -12,6 +12,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import pandas as pd
 
 from ..config import canonical, dataset_methods, first_difference, run_datasets, run_hash, run_pairs, run_seeds
@@ -337,6 +338,7 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
         tables[paths.tuning_curves_path(params)] = tcurves
     for path, frame in tables.items():
         _write(path, frame)
+    _write_dvc_views(params, head, history)
     for stale in (paths.tuning_summary_path(params), paths.tuning_curves_path(params)):
         if stale not in tables:  # an earlier summary's, under tuning: the report and publish must not show it
             stale.unlink(missing_ok=True)
@@ -349,6 +351,18 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
                 "records": records,  # each run's metrics.json by its content digest: check_tables holds them
                 "budget_calibrations": calibrations(params)})  # where frozen token budgets came from
     return df
+
+
+def _write_dvc_views(params: dict, head: pd.DataFrame, history: pd.DataFrame) -> None:
+    """What DVC shows: headline-metrics.json (`dvc metrics show`: each method's mean test perplexity) and
+    valid-curves.csv (`dvc plots show`: each method's mean validation perplexity per epoch over its seeds)."""
+    metrics = {}  # one number a method: `dvc metrics diff` then reads as a table of test perplexities
+    for r in head.itertuples():
+        metrics.setdefault(r.dataset, {})[r.method] = round(float(r.ppl), 4)
+    write_json(paths.headline_metrics_path(params), metrics)
+    curves = (history.groupby(["dataset", "method", "epoch"], sort=False).valid_nll.mean().reset_index()
+              .assign(valid_ppl=lambda d: np.exp(d.valid_nll)).drop(columns="valid_nll"))
+    _write(paths.valid_curves_path(params), curves)
 
 
 def check_tables(params: dict) -> dict | None:

@@ -218,6 +218,7 @@ TUNING_DIR = paths.tuning_dir(P, "{dataset}", "{method}")
 # Every file under results_dir that a rule below reads or writes, from the same place
 OUT = {name: str(path) for name, path in {
     "summary": paths.summary_path(P), "summary_json": paths.summary_path(P).with_suffix(".json"),
+    "headline_metrics": paths.headline_metrics_path(P), "valid_curves": paths.valid_curves_path(P),
     "history": paths.history_path(P), "anytime": paths.anytime_path(P), "matrix": paths.matrix_summary_path(P),
     "headline": paths.headline_path(P), "contrasts": paths.contrasts_path(P),
     "references": paths.references_summary_path(P), "tuning": paths.tuning_summary_path(P),
