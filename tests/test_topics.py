@@ -66,6 +66,31 @@ def test_the_three_lines_are_a_brute_force_walk_of_the_documents():
     assert doc == topics.size  # every document ends with its boundary
 
 
+def test_the_truth_s_band_masses_are_its_next_token_distribution_summed_over_each_band():
+    """topics.band_log_mass against brute force: at each position, every symbol that could come next put in its
+    place (the truth of the stream cut there), their probabilities summed over each band; they sum to 1, and the
+    band of the token that came has the mass band_log_mass gives, boundaries and documents' first words included."""
+    from pipeline_src.data.topics import band_log_mass
+
+    lang = TopicLanguage(SMALL, np.random.default_rng(0))
+    stream, _ = lang.sample(200, np.random.default_rng(1))
+    word_band = np.random.default_rng(2).integers(0, 3, lang.base.v)
+    got = band_log_mass(lang, stream, word_band, 3)
+    kinds = set()
+    for t in range(min(stream.size, 160)):
+        doc_first = t == 0 or (stream[t - 1] == 0 and t >= 2 and stream[t - 2] == 0)  # after a boundary
+        probs = np.zeros(lang.base.v)
+        for w in range(0 if not doc_first else 1, lang.base.v):  # a document cannot start with <eos>
+            cut = np.concatenate([stream[:t], [w]])
+            probs[w] = math.exp(log_lines(lang, cut)["truth"][t])
+        assert probs.sum() == pytest.approx(1.0, abs=1e-9), t
+        band = word_band[stream[t]]
+        assert math.exp(got[t]) == pytest.approx(probs[word_band == band].sum(), rel=1e-9, abs=1e-12), t
+        kinds.add("boundary" if t and stream[t] == 0 and stream[t - 1] == 0 else "first of its document" if doc_first
+                  else "first of a sentence" if t and stream[t - 1] == 0 else "inside a sentence")
+    assert kinds == {"boundary", "first of its document", "first of a sentence", "inside a sentence"}
+
+
 def test_the_sampler_draws_what_the_definition_says():
     lang = TopicLanguage(SMALL, np.random.default_rng(0))
     stream, topics = lang.sample(300_000, np.random.default_rng(2))
@@ -106,4 +131,8 @@ def test_a_topic_dataset_runs_through_fetch_prepare_train_evaluate_with_its_line
     assert main(["train", *run]) == 0 and main(["evaluate", *run]) == 0
     m = json.loads((tmp_path / "results/runs/topics/softmax/seed0/metrics.json").read_text())["splits"]["test"]
     assert m["true_nll"] == pytest.approx(truth["test_nll"], rel=0.02) and m["gap_nll"] > 0
-    assert "band_alloc_nll" in m and "true_band_alloc_nll" not in m  # the truth's band split: not for topics yet
+    # the truth's band split: its band masses, so each band's gap divides into allocation and within-band parts
+    assert m["band_alloc_gap"] == pytest.approx(m["band_alloc_nll"] - m["true_band_alloc_nll"])
+    assert 0 < m["true_band_alloc_nll"] <= m["true_nll"] + 1e-9  # a band holds at least the word's mass
+    assert m["bands"] and all(b["tokens"] == 0 or b["alloc_gap"] + b["within_gap"] == pytest.approx(b["gap_nll"], abs=1e-9)
+                              for b in m["bands"].values())

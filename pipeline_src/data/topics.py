@@ -173,6 +173,70 @@ def log_lines(lang: TopicLanguage, stream: np.ndarray, doc_topics: np.ndarray | 
     return out
 
 
+def from_tables(tables, doc_sentences: float) -> TopicLanguage:
+    """A TopicLanguage rebuilt from its saved tables (``truth.npz``) and ``doc_sentences`` (``truth.json``): what
+    the truth's lines and band masses need, without the sampler's draws."""
+    from types import SimpleNamespace
+
+    lang = TopicLanguage.__new__(TopicLanguage)
+    log_t = np.asarray(tables["log_t"])
+    lang.base = SimpleNamespace(log_t=log_t, word_class=np.asarray(tables["word_class"]),
+                                log_emit=np.asarray(tables["log_emit"]), c=log_t.shape[1],
+                                v=np.asarray(tables["word_class"]).size)
+    lang.home, lang.log_norm = np.asarray(tables["home"]), np.asarray(tables["log_norm"])
+    lang.k, lang.boost = lang.log_norm.shape[1], float(tables["topic_boost"])
+    lang.p_end = 1.0 / float(doc_sentences)
+    return lang
+
+
+def band_log_mass(lang: TopicLanguage, stream: np.ndarray, word_band: np.ndarray, bands: int) -> np.ndarray:
+    """(T,) log q*(band of w_t | everything before it in its document) for every token of ``stream`` (boundaries
+    included): the truth's mass on the target's frequency band, by the same forward recursion as the truth.
+
+    With post_t(z) the topic's posterior before token t and M[c, z, b] the mass class c's words of band b have
+    under topic z, a token inside a sentence has q_t(b) = sum_z post_t(z) sum_c T[context, c] M[c, z, b]; a
+    sentence's first word (not its document's) mixes in the boundary: p_end [b = band(<eos>)] + (1 - p_end) times
+    that sum from the start context; a boundary is that mixture at the document's end; a document's first word is
+    the sum under the prior. ``word_band``: each symbol's band (``<eos>``, symbol 0, included)."""
+    b = lang.base
+    kept, doc, bounds = split_documents(stream)
+    ell = lang.word_log_probs(kept)  # (T', K)
+    idx = np.arange(kept.size)
+    starts = np.flatnonzero(np.diff(np.concatenate([[-1], doc])) != 0)
+    start_of = starts[np.searchsorted(starts, idx, side="right") - 1]
+    joint = np.vstack([np.zeros((1, lang.k)), np.cumsum(ell, axis=0)])
+
+    def posterior(log_lik: np.ndarray) -> np.ndarray:  # (n, K) log-likelihoods of the document so far -> post
+        return np.exp(log_lik - np.logaddexp.reduce(log_lik, axis=1, keepdims=True))
+
+    words = np.arange(1, b.v)
+    at_home = lang.home[words][:, None] == np.arange(lang.k)[None, :]
+    emit = np.exp(b.log_emit[words][:, None] + math.log(lang.boost) * at_home - lang.log_norm[b.word_class[words]])
+    mass = np.zeros((b.c, lang.k, bands))  # M[c, z, b]
+    for band in range(bands):
+        sel = word_band[words] == band
+        np.add.at(mass[:, :, band], b.word_class[words][sel], emit[sel])
+    mass[0, :, word_band[0]] = 1.0  # the <eos> class emits <eos>
+    q_ctx = (np.exp(b.log_t) @ mass.reshape(b.c, -1)).reshape(-1, lang.k, bands)  # (C*C, K, B)
+    q = np.einsum("tk,tkb->tb", posterior(joint[idx] - joint[start_of]),
+                  q_ctx[class_contexts(b.word_class[kept], b.c)])  # (T', B)
+    first_of_sentence = np.zeros(kept.size, dtype=bool)
+    first_of_sentence[1:] = kept[:-1] == 0
+    first_of_sentence[starts] = False
+    eos = np.arange(bands) == word_band[0]
+    q[first_of_sentence] = lang.p_end * eos + (1.0 - lang.p_end) * q[first_of_sentence]
+    out = np.empty(stream.size)
+    keep = np.ones(stream.size, dtype=bool)
+    keep[bounds] = False
+    with np.errstate(divide="ignore"):
+        out[keep] = np.log(q[idx, word_band[kept]])
+        if bounds.size:  # the document that ends there: its posterior after its last token, the start context
+            last = np.searchsorted(np.flatnonzero(keep), bounds) - 1  # each boundary's previous kept token
+            at_end = posterior(joint[last + 1] - joint[start_of[last]]) @ q_ctx[0]  # (n, B)
+            out[bounds] = np.log(lang.p_end + (1.0 - lang.p_end) * at_end[:, word_band[0]])
+    return out
+
+
 def generate(spec: dict, out_dir: Path, seed: int) -> dict:
     """Write train/valid/test text (documents separated by an empty line), ``closed_vocab.txt``, each split's
     per-token truth (``truth-{split}.npy``, as the Zipfian language's, so evaluation reads it the same way) and

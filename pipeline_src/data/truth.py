@@ -62,20 +62,25 @@ class TokenTruth:
 
     def band_log_mass_at(self, ids: np.ndarray, positions: np.ndarray, split: str, band_of_id: np.ndarray,
                          bands: int) -> np.ndarray | None:
-        """(n,) log q*(band of the target | context) of the tokens at ``positions``, from the class language's
-        tables (``truth.npz``: :func:`zipfian.band_log_mass` per class context); None for the topic language
-        (not computed yet: the truth's split of its bands is left out, the model's is not)."""
+        """(n,) log q*(band of the target | context) of the tokens at ``positions``, from the language's tables
+        (``truth.npz``): the class language's per class context (:func:`zipfian.band_log_mass`), the topic
+        language's by the forward recursion over its topics (:func:`topics.band_log_mass`)."""
         from .prepare import load_vocab
         from .zipfian import band_log_mass, class_contexts
 
         z = np.load(self.raw / paths.TRUTH)
-        if "home" in z.files:  # the topic language (topics.py): its band masses need the posterior over topics
-            return None
         sym_index = {str(s): i for i, s in enumerate(z["symbols"])}
         to_sym = np.array([sym_index.get(t, -1) for t in load_vocab(self.prepared)])  # <unk>: no word (-1)
         mapped = to_sym >= 0
         word_band = np.full(len(z["symbols"]), bands - 1)
         word_band[to_sym[mapped]] = band_of_id[mapped]
+        if "home" in z.files:  # the topic language: the posterior over topics inside the band masses
+            from ..io.artifacts import read_json
+            from .topics import band_log_mass as topic_band_log_mass
+            from .topics import from_tables
+
+            lang = from_tables(z, read_json(self.raw / paths.TRUTH_SUMMARY, "doc_sentences")["doc_sentences"])
+            return topic_band_log_mass(lang, to_sym[ids.astype(np.int64)], word_band, bands)[positions]
         table = band_log_mass(z["log_t"], z["word_class"], z["log_emit"], word_band, bands)  # (C*C, bands)
         cls = z["word_class"][to_sym[ids.astype(np.int64)]]
         ctx = class_contexts(cls, z["log_t"].shape[1])[positions]

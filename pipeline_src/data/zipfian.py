@@ -129,7 +129,7 @@ def class_contexts(cls: np.ndarray, c: int) -> np.ndarray:
     """(T,) the row of T each token is drawn from: the classes of the two tokens before it in its sentence (the
     first word of a sentence: (<eos>, <eos>), row 0), for a stream of classes ``cls`` made of whole sentences."""
     prev1 = np.concatenate([[0], cls[:-1]])
-    prev2 = np.concatenate([[0, 0], cls[:-2]])
+    prev2 = np.concatenate([[0, 0], cls[:-2]])[:cls.size]  # (a one-token stream has one context, not two)
     prev2 = np.where(prev1 == 0, 0, prev2)
     return prev2 * c + prev1
 
