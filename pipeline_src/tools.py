@@ -66,6 +66,9 @@ def _compare(params: dict, args) -> None:
     from .io.atomic import atomic_path
     from .records.compare import compare_params, run_compare
 
+    import os
+
+    os.chdir(paths.REPOSITORY)  # where Snakemake runs it, a plugin's file path is read and results/ lies
     name = args.as_name or args.head.rsplit(":", 1)[-1].lower()
     cparams = compare_params(args.head, _options(args.option), args.against, name, args.datasets)
     out = Path(cparams["results_dir"])
@@ -75,7 +78,7 @@ def _compare(params: dict, args) -> None:
         tmp.write_text(f"# made by python -m pipeline_src compare --head {args.head} --against {args.against}: "
                        f"benchmarks/{args.against}'s params with {name} added\n" + yaml.safe_dump(cparams, sort_keys=False))
     card = run_compare(cparams, params_file, args.against, args.threads)
-    print(f"wrote {card} ({name} against benchmarks/{args.against}; tables in {out})")
+    print(f"wrote {card.resolve()} ({name} against benchmarks/{args.against}; tables in {out.resolve()})")
 
 
 def _bench_cells(params: dict, args) -> None:

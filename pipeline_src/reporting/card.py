@@ -16,10 +16,9 @@ def render_card(params: dict, params_file: Path, against: str, head: str, notebo
     runs and what was not."""
     out = Path(params["results_dir"]) / "card.html"
     tables = _parameters(params)
-    parameters = {**{k: tables[k] for k in ("summary_csv", "headline_csv", "references_csv", "bench_csv",
-                                            "summary_json", "confidence")}, "head": head, "head_type": params["methods"][head]["type"],
-                  "against": against, "params_file": str(params_file),
-                  "frozen": {ds: sorted(t.get("budget_tokens_by_method") or {})
-                             for ds, t in ((d, (params["datasets"][d].get("training") or {}))
-                                           for d in params["datasets"])}}
+    read = ("summary_csv", "headline_csv", "references_csv", "bench_csv", "summary_json", "confidence")
+    frozen = {d: sorted((params["datasets"][d].get("training") or {}).get("budget_tokens_by_method") or {})
+              for d in params["datasets"]}  # the datasets whose methods train frozen tokens, and which
+    parameters = {**{k: tables[k] for k in read}, "head": head, "head_type": params["methods"][head]["type"],
+                  "against": against, "params_file": str(params_file), "frozen": frozen}
     return _execute(params, parameters, out, notebook)

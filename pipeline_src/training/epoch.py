@@ -221,7 +221,7 @@ def train_epoch(run: Run, stop, should_pause) -> bool:
         guard.add(loss, y.numel())
         st.step_in_epoch = k + 1
         st.steps += 1
-        bar.update(1 if run.budget is None else int(100 * run.budget.used(st)) - bar.n)
+        bar.update(1 if run.budget is None else min(100, int(100 * run.budget.used(st))) - bar.n)
         if run.budget is not None and _budget_step(run, guard, bar):
             break
         if st.step_in_epoch % CHECK_EVERY == 0:
