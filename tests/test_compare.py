@@ -9,20 +9,15 @@ import subprocess
 import pandas as pd
 import pytest
 from conftest import ROOT, clean_env
-from test_pipeline import BIN
+from test_pipeline import BIN, _project
 
 from pipeline_src.config import ConfigError
 
 PLUGIN = "tests/data/plugin_head.py:ScaledSoftmax"
 
 
-def test_a_head_from_outside_gets_its_card_against_the_published_default(tmp_path):
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    for name in ("Snakefile", "dvc.yaml", ".dvcignore"):
-        shutil.copy(ROOT / name, proj / name)
-    for name in ("workflow", "profiles", "envs", "pipeline_src"):
-        shutil.copytree(ROOT / name, proj / name, ignore=shutil.ignore_patterns("__pycache__"))
+def test_a_head_from_outside_gets_its_card_against_the_published_default(tmp_path, default_params):
+    proj = _project(tmp_path, default_params)  # the workflow's files (compare reads the publication's params)
     for pub in ("default", "default-calibration"):
         shutil.copytree(ROOT / "benchmarks" / pub, proj / "benchmarks" / pub)
     (proj / "tests" / "data").mkdir(parents=True)
