@@ -37,8 +37,8 @@ def test_every_method_has_its_own_colour_and_marker():
     from pipeline_src.reporting.style import method_styles
 
     mixed = method_styles({"softmax": "softmax", "moc": "moc", "mos": "mos", "nce": "nce", "neglm": "neglm"})
-    assert len({(s["color"], s["marker"]) for s in mixed.values()}) == 5
-    assert mixed["nce"]["marker"] == mixed["neglm"]["marker"] != mixed["mos"]["marker"]  # a family shares one
+    assert len({s["color"] for s in mixed.values()}) == 5  # a colour each
+    assert mixed["nce"]["marker"] == mixed["neglm"]["marker"] != mixed["mos"]["marker"]  # a family shares a marker
     # variants of one family only (config/sampled-init.yaml): shades of one hue with one marker were hard to
     # tell apart, so each takes its own colour and its own marker
     one = method_styles({"nce": "nce", "nce-zero-init": "nce", "neglm-b": "neglm-b", "neglm-b-nce-init": "neglm-b"})
@@ -83,35 +83,105 @@ def test_a_budgeted_dataset_s_curve_is_its_anytime_curve():
     assert figures.curves(history, summary, "epochs", style).axes[0].get_xlabel() == "epoch"
 
 
-def test_the_sweep_figure_plots_each_method_s_gap_to_the_truth_across_sizes_and_the_count_based_row():
+def _sweep_runs():
+    """Three sizes; at 10k both methods learned (softmax best), at 100k nce did not, at 1M only softmax ran."""
+    import numpy as np
+
+    nll = {("z10k", "softmax"): [5.0, 5.1, 5.2], ("z10k", "nce"): [5.3, 5.3, 5.6],
+           ("z100k", "softmax"): [6.0, 6.1, 6.2], ("z100k", "nce"): [7.0, 7.2, 7.4], ("z1m", "softmax"): [8.0, 8.1, 8.2]}
+    vocab = {"z10k": 10_000, "z100k": 100_000, "z1m": 1_000_000}
+    unigram = {"z10k": 600.0, "z100k": 1300.0, "z1m": 4000.0}
+    kept = {("z100k", "nce"): [1500.0, 1200.0, 1400.0]}  # seed 1 and 3 above the unigram line
+    rows = []
+    for (d, m), xs in nll.items():
+        for seed, x in enumerate(xs, 1):
+            k = kept.get((d, m), [100.0] * 3)[seed - 1]
+            rows += [{"dataset": d, "vocab": vocab[d], "method": m, "type": m, "seed": seed, "split": split,
+                      "nll": x, "kept_valid_ppl": k, "unigram_valid_ppl": unigram[d]} for split in ("valid", "test")]
+    runs = pd.DataFrame(rows)
+    head = []
+    for (d, m), xs in nll.items():
+        status = "did not learn, 2 of 3 seeds" if (d, m) in kept else "learned"
+        p = float(np.exp(np.mean(xs)))
+        head.append({"dataset": d, "method": m, "ppl": p, "ppl_low": p * 0.9, "ppl_high": p * 1.1, "status": status,
+                     "verdict": "reference" if m == "softmax" else "better", "delta_nll": 0.0, "delta_low": None,
+                     "delta_high": None, "tokens_reached": 1})
+    return pd.DataFrame(head), runs
+
+
+def test_the_sweep_figure_draws_each_method_against_the_best_at_each_size_and_failures_apart():
     import math
 
     import matplotlib
+    import numpy as np
+    from scipy.stats import ttest_1samp
 
     matplotlib.use("agg")
     from pipeline_src.reporting.figures import by_vocab
-    from pipeline_src.reporting.sweep import by_size
+    from pipeline_src.reporting.sweep import by_size, delta_to_best
 
-    true = {"z10k": 5.0, "z1m": 6.0}
-    ppl = {("z10k", "softmax"): 400.0, ("z10k", "nce"): 500.0, ("z1m", "softmax"): 3000.0, ("z1m", "nce"): 1500.0}
-    head = pd.DataFrame([{"dataset": d, "method": m, "ppl": p, "ppl_low": p * 0.9, "ppl_high": p * 1.1,
-                          "verdict": "reference" if m == "softmax" else "better", "delta_nll": 0.0,
-                          "delta_low": None, "delta_high": None, "tokens_reached": 1} for (d, m), p in ppl.items()])
-    runs = pd.DataFrame([{"dataset": d, "vocab": {"z10k": 10_000, "z1m": 1_000_000}[d], "method": m, "seed": 1,
-                          "split": "test", "true_nll": true[d], "type": m} for d, m in ppl])
+    head, runs = _sweep_runs()
+    table = by_size(head, runs)
+    d = delta_to_best(table, runs).set_index(["dataset", "method"])
+    diff = np.array([0.3, 0.2, 0.4])  # nce − softmax at 10k, seed by seed
+    ci = ttest_1samp(diff, 0.0).confidence_interval(0.95)
+    assert d.loc[("z10k", "nce"), ["y", "low", "high"]].tolist() == pytest.approx([0.3, ci.low, ci.high])
+    assert d.loc[("z10k", "softmax"), "y"] == 0.0 and d.loc[("z10k", "nce"), "panel"] == "learned"
+    gaps = np.log([1500.0, 1200.0, 1400.0]) - math.log(1300.0)  # nce at 100k did not learn: its distance to the line
+    assert d.loc[("z100k", "nce"), "panel"] == "did not learn"
+    assert d.loc[("z100k", "nce"), ["y", "low", "high"]].tolist() == pytest.approx([gaps.mean(), gaps.min(), gaps.max()])
     refs = pd.DataFrame([{"dataset": "z1m", "vocab": 1_000_000, "method": "kn", "order": 3, "split": "test",
-                          "ppl": 2000.0, "gap_nll": 1.6}])
+                          "ppl": math.exp(8.0), "gap_nll": 1.6}])
     style = {"softmax": {"color": "C0", "marker": "o"}, "nce": {"color": "C1", "marker": "s"}}
-    ax = by_vocab(by_size(head, runs), runs, refs, style).axes[0]
-    lines = {line.get_label(): line for line in ax.get_lines()}
-    nce = [line for line in ax.get_lines() if line.get_color() == "C1" and len(line.get_ydata()) == 2][0]
-    assert list(nce.get_ydata()) == pytest.approx([math.log(500.0) - 5.0, math.log(1500.0) - 6.0])
-    assert list(lines["kn-3 (count-based)"].get_ydata()) == [1.6]
-    assert "true nll" in ax.get_ylabel() and [t.get_text() for t in ax.get_xticklabels()] == ["10,000", "1,000,000"]
-    blind = runs.drop(columns="true_nll")  # no truth (real text): the perplexity itself, on a log axis
-    ax = by_vocab(by_size(head, blind), blind, None, style).axes[0]
-    nce = [line for line in ax.get_lines() if line.get_color() == "C1" and len(line.get_ydata()) == 2][0]
-    assert list(nce.get_ydata()) == [500.0, 1500.0] and ax.get_yscale() == "log" and ax.get_ylabel() == "test perplexity"
+    fig = by_vocab(table, runs, refs, style)
+    left, right = fig.axes[:2]
+    nce = [ln for ln in left.get_lines() if ln.get_color() == "C1" and len(ln.get_xdata()) == 3][0]
+    y = list(nce.get_ydata())  # 10k only: no line to 100k, where it did not learn, nor to 1M, where it did not run
+    assert y[0] == pytest.approx(0.3) and math.isnan(y[1]) and math.isnan(y[2])
+    kn = [ln for ln in left.get_lines() if ln.get_label() == "kn-3 (count-based)"][0]
+    assert list(kn.get_ydata()) == pytest.approx([8.0 - 8.1])  # against the best at 1M, softmax's mean nll
+    failed = [ln for ln in right.get_lines() if ln.get_color() == "C1" and len(ln.get_xdata()) == 3][0]
+    assert failed.get_ydata()[1] == pytest.approx(gaps.mean())
+    assert [t.get_text() for t in left.get_xticklabels()] == ["10,000", "100,000", "1,000,000"]
+    assert "unigram" in right.get_ylabel() and "best" in left.get_ylabel()
+
+
+def test_a_sweep_is_one_language_at_several_sizes():
+    from pipeline_src.config.validation import load
+    from pipeline_src.reporting.report import sweeps
+
+    assert sweeps(load("config/large-vocab.yaml")) == [["zipf-10k", "zipf-100k", "zipf-1m"]]
+    assert sweeps(load("params.yaml")) == []  # the synthetic language and the Zipfian one: two languages
+
+
+def test_the_band_table_splits_each_band_by_the_chain_rule():
+    from pipeline_src.reporting.tables import band_table
+
+    rows = []
+    for m, alloc, within in (("a", 0.1, 0.5), ("b", 0.3, 0.2)):
+        for seed, shift in ((1, 0.0), (2, 0.02)):
+            row = {"method": m, "seed": seed, "nll": 5.0 + alloc + within, "true_nll": 5.0,
+                   "band_alloc_nll": 0.2, "band_alloc_gap": 0.01 + shift}
+            for b in ("frequent", "middle", "rare"):
+                row |= {f"{b}_tokens": 10, f"{b}_alloc_gap": alloc + shift, f"{b}_within_gap": within,
+                        f"{b}_gap_nll": alloc + within + shift, f"{b}_ppl": 100.0}
+            rows.append(row)
+    t, tokens = band_table(pd.DataFrame(rows))
+    assert t.method.tolist() == ["b", "a"]  # lower mean test nll first
+    a = t.set_index("method").loc["a"]
+    assert a["band prediction (proper)"] == pytest.approx(0.02)
+    assert a["rare: gap"] == pytest.approx(a["rare: band's part"] + a["rare: within band"]) == pytest.approx(0.61)
+    assert tokens == "test tokens per band: frequent 10, middle 10, rare 10"
+
+
+def test_colours_are_reused_only_by_methods_never_drawn_together():
+    from pipeline_src.reporting.style import method_styles
+
+    first = {f"s{i}": "softmax" for i in range(6)} | {f"n{i}": "nce" for i in range(6)}
+    styles = method_styles(first, [set(list(first)[:6]), set(list(first)[6:])])
+    for group in (list(first)[:6], list(first)[6:]):
+        assert len({styles[m]["color"] for m in group}) == 6
+    assert len({(s["color"], s["marker"]) for s in styles.values()}) == 12
 
 
 def test_the_tuning_figure_draws_each_method_s_trials_against_the_rate_and_names_an_edge_pick():

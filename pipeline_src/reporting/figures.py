@@ -13,7 +13,7 @@ import pandas as pd
 from ..io import paths
 from ..io.artifacts import read_csv
 from ..io.atomic import atomic_path
-from .style import method_styles, pareto_front
+from .style import family_legend, method_styles, pareto_front
 
 FIGURES = paths.FIGURES  # one SVG each per dataset, in results/figures/<dataset>/
 
@@ -26,15 +26,19 @@ def _plt():
 
 def styles(summary: pd.DataFrame) -> dict[str, dict]:
     """One colour and marker per method of the run, the same in every figure."""
-    return method_styles(dict(zip(summary.method, summary.type)))
+    return method_styles(dict(zip(summary.method, summary.type)),
+                         [set(g.method) for _, g in summary.groupby("dataset")] if "dataset" in summary else None)
 
 
 def forest(head: pd.DataFrame, dataset: str, level: int, style: dict):
     """Mean paired test-nll difference against the reference with its interval, one line per method.
     ``None`` when the reference is not in the run (nothing is paired)."""
     plt = _plt()
+    own = head[head.dataset == dataset]
     reference = head.reference.iloc[0]
-    h = head[(head.dataset == dataset) & (head.method != reference)].dropna(subset=["delta_nll"])
+    if "verdict_reference" in own and own.verdict_reference.notna().any():  # a stand-in: the reference did not learn
+        reference = own.verdict_reference.dropna().iloc[0]
+    h = own[own.method != reference].dropna(subset=["delta_nll"])
     h = h.sort_values("delta_nll", ascending=False)
     if h.empty:
         return None
@@ -54,6 +58,10 @@ def forest(head: pd.DataFrame, dataset: str, level: int, style: dict):
             ax.plot([r.delta_low, r.delta_high], [i, i], color=st["color"], lw=2)
         ax.plot(r.delta_nll, i, marker=st["marker"], color=st["color"], ms=8, mec="k", mew=0.5)
     ax.axvline(0, color="k", lw=1)
+    extra = {f"{level}% interval over seeds": {"color": "0.45", "lw": 2}}
+    if not np.isfinite(h.delta_nll).all():
+        extra["+∞ (a test word scored probability 0)"] = {"marker": ">", "color": "0.45", "mec": "k", "ls": ""}
+    family_legend(ax, style, list(h.method), **extra)
     ax.set_yticks(range(len(h)))
     ax.set_yticklabels(h.method)
     ax.set_xlabel(f"test nll − {reference} test nll (nats/token), {level}% interval over seeds")
@@ -176,50 +184,81 @@ def anytime(points: pd.DataFrame, summary: pd.DataFrame, dataset: str, style: di
                              "truth (whole valid split)")
 
 
-def by_vocab(table: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame | None, style: dict):
-    """A sweep over vocabulary sizes at a glance (``sweep.by_size``'s table): each method's test result at each
-    |V| with its interval over seeds, joined across sizes, and the count-based reference where references.csv
-    has it. On languages whose truth is known the y axis is the gap to it (test nll − true nll, nats/token:
-    comparable across sizes, 0 is the truth); else the test perplexity. Methods are spread a little along x
-    so their intervals do not hide one another; a method without a perplexity at a size has no point there."""
-    import numpy as np
+def by_vocab(table: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame | None, style: dict,
+             confidence: float = 0.95):
+    """A sweep over vocabulary sizes at a glance (``sweep.by_size``'s table, sizes in order). Left: each method
+    that learned at a size, its test nll minus the best method's there (paired over seeds, with its interval;
+    0 is the best, the figure's scale is the leaders' margins), and Kneser-Ney's distance to the same best.
+    Right: the rows that did not learn, by how far their validation perplexity ended from the unigram line
+    (nats/token; above 0 is worse than predicting every word by its frequency), a diverged run at the top edge.
+    A method's points are joined only between neighbouring sizes of the sweep where it has a point at both."""
+    from matplotlib.ticker import FuncFormatter
+
+    from .sweep import delta_to_best
 
     plt = _plt()
-    test = summary[summary.split == "test"]
-    truth = test.groupby("vocab").true_nll.first() if "true_nll" in test else pd.Series(dtype=float)
-    gap = len(truth) > 0 and bool(truth.notna().all())
-    y_of = (lambda vocab, ppl: np.log(ppl) - truth.reindex(vocab).to_numpy()) if gap else (lambda vocab, ppl: ppl)
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    methods = list(dict.fromkeys(table.method))
-    for i, m in enumerate(methods):
-        g = table[(table.method == m) & table.ppl.notna()].sort_values("vocab")
-        x = g.vocab.to_numpy() * 10 ** (0.012 * (i - (len(methods) - 1) / 2))
-        y = np.asarray(y_of(g.vocab, g.ppl.to_numpy()), dtype=float)
-        lo = np.asarray(y_of(g.vocab, g.ppl_low.fillna(g.ppl).to_numpy()), dtype=float)
-        hi = np.asarray(y_of(g.vocab, g.ppl_high.fillna(g.ppl).to_numpy()), dtype=float)
-        st = style[m]
-        ax.errorbar(x, y, yerr=[y - lo, hi - y], color=st["color"], marker=st["marker"], ms=6, mec="k", mew=0.5,
-                    capsize=2, lw=1.2, label=m)
-    kn = refs[(refs.split == "test") & refs.vocab.notna()].sort_values("vocab") \
-        if refs is not None and not refs.empty and "vocab" in refs else pd.DataFrame()
-    if len(kn):
-        ky = kn.gap_nll if gap else kn.ppl
-        ax.plot(kn.vocab, ky, "k--", marker="x", label=f"{kn.method.iloc[0]}-{kn.order.iloc[0]} (count-based)")
-    if gap:
-        ax.axhline(0.0, color="0.4", lw=1, ls=":", label="truth")
-        ax.set_ylabel("test nll − true nll (nats/token)")
-    else:
-        _readable_axis(ax.yaxis, ax.set_yscale, table.ppl)
-        ax.set_ylabel("test perplexity")
+    d = delta_to_best(table, summary, confidence)
     sizes = sorted(table.vocab.unique())
-    ax.set_xscale("log")
-    ax.set_xticks(sizes, [f"{v:,}" for v in sizes])
-    ax.minorticks_off()
-    ax.set_xlabel("vocabulary size |V|")
-    ax.set_title("each method across vocabulary sizes, at the same budget per run")
-    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    failed = d[d.panel == "did not learn"]
+    fig, axes = plt.subplots(1, 2 if len(failed) else 1, figsize=(13 if len(failed) else 9, 4.6), squeeze=False,
+                             gridspec_kw={"width_ratios": [3, 2]} if len(failed) else None)
+    ax = axes[0, 0]
+    methods = list(dict.fromkeys(table.method))
+    spread = {m: 10 ** (0.012 * (i - (len(methods) - 1) / 2)) for i, m in enumerate(methods)}
+    learned = d[d.panel == "learned"]
+    for m in methods:
+        _size_line(ax, learned[learned.method == m], sizes, spread[m], style[m], m)
+    kn = refs[(refs.split == "test") & refs.vocab.notna()] if refs is not None and not refs.empty \
+        and "vocab" in refs else pd.DataFrame()
+    best = table[table.rank_at_size == 1].set_index("vocab").ppl
+    kn = kn[kn.vocab.isin(best.index)]
+    if len(kn):
+        ky = np.log(kn.ppl.to_numpy(float)) - np.log(best.reindex(kn.vocab).to_numpy(float))
+        ax.plot(kn.vocab, ky, ls="none", marker="x", color="k", ms=8, mew=1.5,
+                label=f"{kn.method.iloc[0]}-{kn.order.iloc[0]} (count-based)")
+    ax.axhline(0.0, color="0.4", lw=1, ls=":")
+    ax.set_ylabel(f"test nll − the size's best (nats/token), {round(100 * confidence)}% interval")
+    ax.set_title("methods that learned, against the best at each size")
+    if len(failed):
+        fx = axes[0, 1]
+        finite = failed[np.isfinite(failed.y)]
+        top = max([0.5, *finite.high.dropna(), *finite.y]) * 1.15
+        for m in methods:
+            own = failed[failed.method == m].assign(y=lambda f: f.y.where(np.isfinite(f.y), top),
+                                                     high=lambda f: f.high.where(np.isfinite(f.high), top))
+            _size_line(fx, own, sizes, spread[m], style[m], m)
+        if (~np.isfinite(failed.y)).any():
+            fx.axhline(top, color="k", lw=0.8, ls="--", label="diverged (drawn at the edge)")
+        fx.axhline(0.0, color="k", lw=1, label="unigram line")
+        fx.set_ylabel("valid nll − unigram valid nll (nats/token)")
+        fx.set_title("did not learn: above the unigram line on a seed")
+    for a in axes.flat:
+        a.set_xscale("log")
+        a.set_xticks(sizes, [f"{v:,}" for v in sizes])
+        a.minorticks_off()
+        a.set_xlim(min(sizes) / 1.6, max(sizes) * 1.6)
+        a.set_xlabel("vocabulary size |V|")
+        a.yaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    shown = {}
+    for a in axes.flat:  # one legend for both panels, outside them
+        for handle, label in zip(*a.get_legend_handles_labels()):
+            shown.setdefault(label, handle)
     fig.tight_layout()
+    fig.legend(shown.values(), shown.keys(), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
     return fig
+
+
+def _size_line(ax, own: pd.DataFrame, sizes: list, spread: float, st: dict, label: str) -> None:
+    """One method across the sweep's sizes: a point with its interval at each size it has, a line only between
+    neighbouring sizes it has both of (NaN breaks the line where it is missing)."""
+    if own.empty:
+        return
+    at = own.set_index("vocab").reindex(sizes)
+    x = np.asarray(sizes, dtype=float) * spread
+    y = at.y.to_numpy(float)
+    lo, hi = at.low.fillna(at.y).to_numpy(float), at.high.fillna(at.y).to_numpy(float)
+    ax.errorbar(x, y, yerr=[y - lo, hi - y], color=st["color"], marker=st["marker"], ms=6, mec="k", mew=0.5,
+                capsize=2, lw=1.2, label=label)
 
 
 def tuning_by_lr(trials: pd.DataFrame, dataset: str, style: dict):

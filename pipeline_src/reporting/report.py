@@ -81,7 +81,28 @@ def _parameters(params: dict) -> dict:
         "summary_json": str(paths.summary_path(params).with_suffix(".json").resolve()),
         "confidence": params["statistics"]["confidence"],
         "interval": params["statistics"]["interval"],
+        "sweeps": sweeps(params),
     }
+
+
+SIZE_KEYS = ("vocab_size", "train_tokens", "valid_tokens", "test_tokens")  # what a sweep over |V| may vary
+
+
+def sweeps(params: dict) -> list[list[str]]:
+    """The run's datasets grouped by language: the same corpus and tokenizer but for the keys a sweep over
+    vocabulary sizes varies (``SIZE_KEYS``). A group of two or more is a sweep, read across its sizes; the
+    default run's synthetic language and its Zipfian one are two languages, not a sweep."""
+    import json
+
+    from ..config import run_datasets
+
+    groups: dict[str, list[str]] = {}
+    for name in run_datasets(params):
+        spec = params["datasets"][name]
+        corpus = {k: v for k, v in spec["corpus"].items() if k not in SIZE_KEYS}
+        key = json.dumps([corpus, spec.get("tokenizer")], sort_keys=True, default=str)
+        groups.setdefault(key, []).append(name)
+    return [g for g in groups.values() if len(g) > 1]
 
 
 def _execute(params: dict, parameters: dict, html_path: Path, notebook: Path) -> Path:

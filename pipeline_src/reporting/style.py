@@ -1,5 +1,5 @@
-"""How the report shows methods and numbers: one colour and marker per method, kept across every plot,
-grouped by family; table formatting for people. Imported by the report notebook (which reads only results)."""
+"""How the report shows methods and numbers: one colour-blind-safe colour and a marker per method, kept across
+every plot, the marker saying the family; table formatting for people. Imported by the report notebook (which reads only results)."""
 from __future__ import annotations
 
 import math
@@ -12,40 +12,62 @@ from ..heads.options import head_families
 
 FAMILY_OF = head_families()  # every registered head type has its family (declared where it is registered)
 FAMILY_MARKER = dict(zip(FAMILIES, ["o", "s", "^", "D", "P"]))
-# per family a colormap; methods of a family take evenly spaced shades of it
-FAMILY_CMAP = dict(zip(FAMILIES, ["Blues", "Reds", "Greens", "Purples", "Oranges"]))
+MARKERS = ["o", "s", "^", "D", "P", "v", "X", "*", "<", ">"]  # for a clash of (colour, marker), and one-family runs
+# Petroff (2021), "Accessible color sequences for data visualization" (matplotlib's `petroff10`): ten colours
+# chosen to stay apart under the common colour-vision deficiencies; an eleventh method reuses a colour with
+# another marker
+PALETTE = "petroff10"
 
 
 def family(method_type: str) -> str:
     return FAMILY_OF.get(method_type, "other")
 
 
-def method_styles(methods: dict[str, str]) -> dict[str, dict]:
-    """``{method name: head type}`` -> ``{method: {"color", "marker", "family"}}``: no two methods share a
-    (colour, marker) pair, a family shares a hue and a marker, the same names always get the same style."""
+def method_styles(methods: dict[str, str], together: list[set[str]] | None = None) -> dict[str, dict]:
+    """``{method name: head type}`` -> ``{method: {"color", "marker", "family"}}``. Each method of a run gets its
+    own colour of a colour-blind-safe palette, in the order of the families, then head type, then name (so a
+    family's methods sit together in every legend), and its family's marker (every method its own marker when
+    the run has one family: variants of one head). With more methods than colours, a colour is reused only by
+    methods never drawn together (``together``: the sets of methods sharing a figure, a run's datasets), and
+    then with another marker: no two methods share a (colour, marker) pair, the same names get the same style."""
     import matplotlib
 
-    by_family: dict[str, list[str]] = {}
-    for m, t in methods.items():
-        by_family.setdefault(family(t), []).append(m)
-    styles = {}
-    extra = matplotlib.colormaps["tab10"]
-    if len(by_family) == 1 and len(methods) > 1:  # one family only (variants of one head): hues say nothing,
-        markers = ["o", "s", "^", "D", "P", "v", "X", "*"]  # so each method its own colour and marker
-        f = next(iter(by_family))
-        return {m: {"color": matplotlib.colors.to_hex(extra(i % 10)), "marker": markers[i % len(markers)],
-                    "family": f} for i, m in enumerate(sorted(methods))}
-    for f, ms in by_family.items():
-        order = sorted(ms, key=lambda m: (methods[m], m))  # by head type, then name
-        if f in FAMILY_CMAP:
-            cmap = matplotlib.colormaps[FAMILY_CMAP[f]]
-            shades = np.linspace(0.9, 0.45, len(order)) if len(order) > 1 else [0.75]
-            colors = [cmap(x) for x in shades]
-        else:
-            colors = [extra(i % 10) for i in range(len(order))]
-        for m, c in zip(order, colors):
-            styles[m] = {"color": matplotlib.colors.to_hex(c), "marker": FAMILY_MARKER.get(f, "X"), "family": f}
+    colors = [matplotlib.colors.to_hex(c) for c in matplotlib.color_sequences[PALETTE]]
+    rank = {f: i for i, f in enumerate(FAMILIES)}
+    order = sorted(methods, key=lambda m: (rank.get(family(methods[m]), len(rank)), methods[m], m))
+    one_family = len({family(t) for t in methods.values()}) == 1 and len(methods) > 1
+    beside = {m: set().union(*[g for g in (together or []) if m in g]) - {m} for m in order}
+    styles, used, count = {}, set(), dict.fromkeys(colors, 0)
+    for i, m in enumerate(order):
+        f = family(methods[m])
+        taken = {styles[o]["color"] for o in beside[m] if o in styles}
+        free = [c for c in colors if c not in taken] or colors  # least used first, among those free beside it
+        color = min(free, key=lambda c: (count[c], colors.index(c)))
+        count[color] += 1
+        marker = MARKERS[i % len(MARKERS)] if one_family else FAMILY_MARKER.get(f, "X")
+        k = MARKERS.index(marker) if marker in MARKERS else 0
+        while (color, marker) in used:  # a reused colour: the next marker
+            k += 1
+            marker = MARKERS[k % len(MARKERS)]
+        used.add((color, marker))
+        styles[m] = {"color": color, "marker": marker, "family": f}
     return styles
+
+
+def family_legend(ax, styles: dict[str, dict], shown: list[str], **extra) -> None:
+    """A legend for what the markers say (a method's family), for figures whose y axis already names each
+    method; ``extra`` adds ``{label: Line2D kwargs}`` entries (an interval, a line drawn at the edge)."""
+    from matplotlib.lines import Line2D
+
+    families = list(dict.fromkeys(styles[m]["family"] for m in shown))
+    marks = dict.fromkeys(styles[m]["marker"] for m in shown)
+    if len(marks) != len(families):  # markers are per method here (one family, or a clash): nothing to say
+        families = []
+    handles = [Line2D([], [], marker=styles[next(m for m in shown if styles[m]["family"] == f)]["marker"],
+                      color="0.45", mec="k", mew=0.5, ls="", ms=7, label=f) for f in families]
+    handles += [Line2D([], [], label=label, **kw) for label, kw in extra.items()]
+    if handles:
+        ax.legend(handles=handles, fontsize=7, loc="best", framealpha=0.9)
 
 
 def fmt_interval(mean: float, low: float, high: float, digits: int = 2) -> str:

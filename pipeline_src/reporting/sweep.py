@@ -180,3 +180,38 @@ def equal_tokens(points: pd.DataFrame) -> pd.DataFrame:
         tokens=("tokens", "mean"), valid_nll=("valid_nll", "mean"), seeds=("seed", "nunique")).reset_index()
     out["valid_ppl"] = np.exp(out.valid_nll)
     return out[cols].sort_values(["dataset", "epochs", "valid_ppl"], ignore_index=True)
+
+
+def delta_to_best(table: pd.DataFrame, summary: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """What the sweep figure draws, one row per (|V|, method) of ``by_size``'s table. A method that learned at a
+    size (``panel`` "learned"): its test nll minus that of the best method there (``rank_at_size`` 1), paired
+    over the seeds both ran, with its Student-t interval (0 for the best itself; ``best`` names it). One that did
+    not (``panel`` "did not learn"): how far its kept validation perplexity ended from its unigram line,
+    log(kept valid ppl) − log(unigram valid ppl) in nats/token, the mean over seeds and the lowest and highest
+    seed (above 0 on a seed is what "did not learn" means); a run that diverged is +inf."""
+    from .stats import mean_ci
+
+    test = summary[summary.split == "test"].set_index(["dataset", "method", "seed"]).sort_index()
+    valid = summary[summary.split == "valid"]
+    rows = []
+    for vocab, at in table.groupby("vocab"):
+        best = at[at.rank_at_size == 1]
+        best = best.iloc[0] if len(best) else None
+        for r in at.itertuples():
+            row = {"vocab": vocab, "dataset": r.dataset, "method": r.method,
+                   "best": None if best is None else best.method}
+            if best is not None and _learned(at.loc[[r.Index]]).iloc[0] and pd.notna(r.ppl):
+                own = test.loc[(r.dataset, r.method)].nll
+                ref = test.loc[(best.dataset, best.method)].nll
+                diff = (own - ref).dropna()
+                mu, lo, hi = mean_ci(diff.to_numpy(), confidence) if len(diff) else (np.nan,) * 3
+                rows.append({**row, "panel": "learned", "y": mu, "low": lo, "high": hi, "seeds": len(diff)})
+                continue
+            v = valid[(valid.dataset == r.dataset) & (valid.method == r.method)]
+            gap = np.log(v.kept_valid_ppl.astype(float)) - np.log(v.unigram_valid_ppl.astype(float)) \
+                if {"kept_valid_ppl", "unigram_valid_ppl"} <= set(v) else pd.Series(dtype=float)
+            gap = gap.replace(np.nan, np.inf)  # no kept perplexity: the run diverged
+            rows.append({**row, "panel": "did not learn", "y": float(gap.mean()) if len(gap) else np.inf,
+                         "low": float(gap.min()) if len(gap) else np.nan,
+                         "high": float(gap.max()) if len(gap) else np.nan, "seeds": len(gap)})
+    return pd.DataFrame(rows, columns=["vocab", "dataset", "method", "best", "panel", "y", "low", "high", "seeds"])
