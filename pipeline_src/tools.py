@@ -61,12 +61,12 @@ def _check_head(params: dict, args) -> None:
 
 def _compare(params: dict, args) -> None:
     """A new head against a publication's rows (records/compare.py), its card at results/compare/<as>/card.html."""
+    import os
+
     import yaml
 
     from .io.atomic import atomic_path
     from .records.compare import compare_params, run_compare
-
-    import os
 
     os.chdir(paths.REPOSITORY)  # where Snakemake runs it, a plugin's file path is read and results/ lies
     name = args.as_name or args.head.rsplit(":", 1)[-1].lower()

@@ -230,3 +230,63 @@ def test_the_default_run_s_large_vocabulary_half_trains_frozen_tokens_with_its_c
     moved = copy.deepcopy(p)
     moved["datasets"]["zipf-5k"]["training"]["budget_calibration"] = "benchmarks/elsewhere"
     assert run_hash(run_config(moved, "zipf-5k", "nce")) == run_hash(run_config(p, "zipf-5k", "nce"))
+
+
+def test_one_long_run_gives_every_shorter_budget_to_the_bit_across_an_interruption(tiny_data, tmp_path):
+    """``training.budget_points``: the run trains to the largest multiple of its token budget and keeps its weights
+    at the step that first reaches each one. The schedule never reads the budget (the learning rate changes at
+    epoch ends; anytime validations change nothing), so the weights kept at 1x are, bit for bit, those of a run
+    whose budget is 1x, here through an epoch end (a plateau step) and an interruption of the long run before 1x;
+    evaluate's test score of each point is that of ``evaluate`` on the same weights."""
+    from pipeline_src.data.prepare import load_split
+    from pipeline_src.evaluation.evaluate import evaluate
+    from pipeline_src.evaluation.run import score_snapshots
+    from pipeline_src.training.step import build_model
+
+    p, raw, prep = tiny_data
+    epoch = (len(load_split(prep, "train")) // 8 - 1) * 8
+    unit = int(1.5 * epoch) + 7  # not a multiple of a step's 80 tokens, past the first epoch's end
+    long_p = copy.deepcopy(p)
+    long_p["datasets"]["tiny"].setdefault("training", {}).update(budget_tokens=unit, budget_points=[3, 0.25, 1])
+    long_cfg = run_config(long_p, "tiny", "softmax")
+    assert long_cfg["training"]["budget_tokens"] == 3 * unit
+    assert long_cfg["training"]["snapshots"] == [[0.25, round(unit / 4)], [1.0, unit], [3.0, 3 * unit]]
+    long_cfg["training"].update(epochs=50, keep="last", anytime_points=5, valid_tokens=400, lr_decay=2.0)
+    assert train(long_cfg, prep, tmp_path / "long", CPU, stop_after_steps=unit // 80 // 2) is None  # interrupted
+    s = train(long_cfg, prep, tmp_path / "long", CPU)  # resumed from its checkpoint
+    kept = s["budget"]["snapshots"]
+    assert [k["multiple"] for k in kept] == [0.25, 1.0, 3.0]
+    for k, target in zip(kept, (round(unit / 4), unit, 3 * unit)):
+        assert target <= k["tokens"] < target + 80  # the step that first reaches it
+    short_cfg = run_config(p, "tiny", "softmax")
+    short_cfg["training"].update(epochs=50, keep="last", budget_tokens=unit, anytime_points=3, valid_tokens=400,
+                                 lr_decay=2.0)
+    short = train(short_cfg, prep, tmp_path / "short", CPU)
+    assert short["budget"]["reached"]["tokens"] == kept[1]["tokens"]
+    one_x = torch.load(tmp_path / "long/points/1x.pt", weights_only=False)["model"]
+    last = _weights(tmp_path / "short")
+    assert one_x.keys() == last.keys() and all(torch.equal(one_x[k], last[k]) for k in last)
+    three_x = torch.load(tmp_path / "long/points/3x.pt", weights_only=False)["model"]
+    assert all(torch.equal(three_x[k], v) for k, v in _weights(tmp_path / "long").items())  # the end is 3x
+    assert not all(torch.equal(three_x[k], last[k]) for k in last)
+    # test scores: each point's weights through evaluate() give the same nll as score_snapshots
+    model = build_model(long_cfg, prep)
+    scored = score_snapshots(tmp_path / "long", kept, model, long_cfg, long_cfg["evaluation"], prep, CPU, "retrain")
+    model.load_state_dict(last)
+    full = evaluate(model, short_cfg, prep, raw, CPU, argmax=False)["test"]["nll"]
+    assert scored[1]["test_nll"] == pytest.approx(full, abs=1e-9) and scored[2]["test_nll"] != scored[1]["test_nll"]
+    from pipeline_src.reporting.summarize import anytime_rows, anytime_table
+    rows = anytime_rows({**s, "budget": {**s["budget"], "snapshots": scored}, "dataset": "tiny", "method": "softmax"})
+    table = anytime_table(rows)
+    assert table.dropna(subset=["multiple"])[["multiple", "test_nll"]].values.tolist() == \
+        [[k["multiple"], k["test_nll"]] for k in scored]
+    assert "multiple" not in anytime_table([r for r in rows if r.get("multiple") is None]).columns  # old tables as they were
+
+
+def test_budget_points_need_a_token_budget(tiny_data):
+    p, raw, prep = tiny_data
+    q = copy.deepcopy(p)
+    q["datasets"]["tiny"].setdefault("training", {}).update(budget_seconds=10, budget_points=[1, 10])
+    with pytest.raises(ConfigError, match=r"training.budget_points.*dataset tiny, method softmax.*has none: set "
+                                          r"training.budget_tokens or training.budget_tokens_by_method.softmax"):
+        run_config(q, "tiny", "softmax")

@@ -87,6 +87,15 @@ def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
     training.pop("budget_calibration", None)  # where the frozen tokens came from: said in the report, no run's hash
     if method in frozen:  # a time budget frozen into this method's tokens: the same run on any machine
         training.update(budget_tokens=int(frozen[method]), budget_seconds=None)
+    points = sorted(training.pop("budget_points", None) or [])
+    if points:  # multiples of the token budget: the run trains to the largest and keeps its weights at each
+        unit = training.get("budget_tokens")
+        if unit is None:
+            raise ConfigError(f"key 'training.budget_points' (dataset {dataset}, method {method}): multiples of a "
+                              f"token budget, but this run has none: set training.budget_tokens or "
+                              f"training.budget_tokens_by_method.{method}")
+        training.update(budget_tokens=round(points[-1] * unit),
+                        snapshots=[[float(m), round(m * unit)] for m in points])
     cfg = {
         "data": data_config(params, dataset),
         "method_name": method,

@@ -70,6 +70,10 @@ class TrainConfig:
     # with a budget: also validations once the tokens seen reach these many epochs of train (the equal-data reading)
     anytime_epochs: list = dataclasses.field(default_factory=list)
     valid_tokens: int | None = None  # validate in training on this prefix of the valid split (None: all of it)
+    # with a token budget: multiples of it (e.g. [0.25, 1, 3, 10]) at which the run keeps its weights and validates;
+    # the run then trains to the largest (run_config turns them into ``snapshots``, so no run's config holds them)
+    budget_points: list = dataclasses.field(default_factory=list)
+    snapshots: list = dataclasses.field(default_factory=list)  # the run's [multiple, tokens] pairs (budget.py)
 
 
 def same_value(a, b) -> bool:

@@ -58,6 +58,9 @@ def evaluate_run(params: dict, dataset: str, method: str, seed: int, device: tor
         model.load_state_dict(best["model"])  # the best-validation epoch's weights, scored the same way
         summary["best_valid_model"] = {"epoch": best["epoch"], **evaluate(
             model, {**ckpt["config"], "evaluation": no_rank}, prepared, raw, device, argmax=False)}
+    if (summary.get("budget") or {}).get("snapshots"):  # the weights kept at each budget point, scored on test
+        summary["budget"]["snapshots"] = score_snapshots(run, summary["budget"]["snapshots"], model, ckpt["config"],
+                                                         final["evaluation"], prepared, device, retrain)
     # the result is this config's: its evaluation settings (which need no retraining) are the current ones
     summary.update(config=final, config_hash=run_hash(final))
     summary["prepared_meta_sha256"] = sha256_of(prepared / paths.META)  # the data it was scored on
@@ -78,3 +81,27 @@ def train_record(path: Path, model_config: dict, retrain: str) -> dict:
         raise ConfigError(f"{path} is not the record of the model beside it (another run's training config): "
                           f"rerun `{retrain}`")
     return record
+
+
+def score_snapshots(run: Path, points: list[dict], model, cfg: dict, evaluation: dict, prepared: Path,
+                    device: torch.device, retrain: str) -> list[dict]:
+    """Each budget point's kept weights (``training.budget_points``: points/<m>x.pt) scored exactly on the test
+    split: the points with ``test_nll`` and ``test_ppl`` added. A missing or foreign file is refused."""
+    import math
+
+    from ..data.batching import batchify
+    from ..data.prepare import load_split
+    from ..data.streaming import stream_log_probs
+    from ..training.checkpoints import check_model, load_torch
+
+    data = batchify(load_split(prepared, "test"), evaluation["batch_size"], device)
+    out = []
+    for p in points:
+        path = run / paths.SNAPSHOTS / p["file"]
+        kept = load_torch(path, device, f"delete the run directory and rerun `{retrain}`")
+        check_model(path, kept, cfg, retrain)
+        model.load_state_dict(kept["model"])
+        lp, _ = stream_log_probs(model, data, cfg["training"]["bptt"])
+        nll = float(-lp.double().mean())
+        out.append({**p, "test_nll": nll, "test_ppl": math.exp(nll) if math.isfinite(nll) else math.inf})
+    return out

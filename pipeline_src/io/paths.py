@@ -22,6 +22,7 @@ HISTORY = "history.csv"  # one row per epoch (and per anytime point)
 TRAIN_RECORD = "train.json"  # what training measured
 METRICS = "metrics.json"  # what evaluation measured
 ANYTIME = "anytime.csv"  # a budgeted run's validations at equal fractions of its budget
+SNAPSHOTS = "points"  # a run's weights at each of training.budget_points (points/<multiple>x.pt)
 CHECKPOINT = "checkpoint.pt"  # the resume state while a run trains (deleted when it completes)
 PREVIOUS_CHECKPOINT = "checkpoint.prev.pt"  # the generation before it, kept in case the newest is damaged
 SELECTED = "selected.json"  # a tuning's choice, read by its final runs
@@ -41,6 +42,11 @@ def raw_dir(params: dict, dataset: str) -> Path:
 
 def prepared_dir(params: dict, dataset: str) -> Path:
     return Path(params["data_dir"]) / "prepared" / dataset
+
+
+def snapshot_path(run: Path, multiple: float) -> Path:
+    """Where a run keeps its weights at ``multiple`` of its token budget (``training.budget_points``)."""
+    return run / SNAPSHOTS / f"{multiple:g}x.pt"
 
 
 def run_dir(params: dict, dataset: str, method: str, seed: int) -> Path:

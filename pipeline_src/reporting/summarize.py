@@ -125,15 +125,25 @@ def _kept_valid_ppl(metrics: dict) -> float | None:
 
 ANYTIME_COLUMNS = ["dataset", "method", "seed", "point", "fraction", "train_seconds", "tokens", "steps", "valid_nll",
                    "valid_ppl", "validation_s", "epochs"]
+POINT_COLUMNS = ["multiple", "test_nll", "test_ppl"]  # only where a run has budget points (no old table changes)
 
 
 def anytime_rows(metrics: dict) -> list[dict]:
     """A budgeted run's anytime curve (training/budget.py), one row per point, then its points at equal data
-    (``training.anytime_epochs``: ``epochs`` set, ``point`` and ``fraction`` empty); none without a budget."""
+    (``training.anytime_epochs``: ``epochs`` set, ``point`` and ``fraction`` empty), then its budget points
+    (``training.budget_points``: ``multiple`` set, scored on test too); none without a budget."""
     budget = metrics.get("budget") or {}
     key = {"dataset": metrics["dataset"], "method": metrics["method"], "seed": metrics["seed"]}
-    return [{**key, **{k: p.get(k) for k in ANYTIME_COLUMNS[3:]}}
+    rows = [{**key, **{k: p.get(k) for k in ANYTIME_COLUMNS[3:]}}
             for p in (budget.get("anytime") or []) + (budget.get("token_points") or [])]
+    return rows + [{**key, **{k: p.get(k) for k in ANYTIME_COLUMNS[3:] + POINT_COLUMNS}}
+                   for p in budget.get("snapshots") or []]
+
+
+def anytime_table(rows: list[dict]) -> pd.DataFrame:
+    """anytime.csv: the budget points' columns only when some run has them."""
+    points = any(r.get("multiple") is not None for r in rows)
+    return pd.DataFrame(rows, columns=ANYTIME_COLUMNS + (POINT_COLUMNS if points else []))
 
 
 def argmax_columns(metrics: dict) -> dict:
@@ -328,7 +338,7 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
     head, con = verdict_tables(df, params)
     # every record read and checked before any table is written: a refusal leaves the earlier tables whole
     tables = {paths.summary_path(params): df, paths.history_path(params): history,
-              paths.anytime_path(params): pd.DataFrame(anytime, columns=ANYTIME_COLUMNS),
+              paths.anytime_path(params): anytime_table(anytime),
               paths.matrix_summary_path(params): pd.DataFrame(matrix_rows), paths.headline_path(params): head,
               paths.contrasts_path(params): con,
               paths.references_summary_path(params): reference_rows(params, partial, missing)}

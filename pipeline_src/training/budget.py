@@ -37,12 +37,20 @@ class Budget:
     tokens: int | None
     points: int
     epochs: tuple = ()  # training.anytime_epochs: validations at equal data as well
+    snapshots: tuple = ()  # training.snapshots: (multiple, tokens) at which the weights are kept
 
     @classmethod
     def of(cls, tc) -> "Budget | None":
         if tc.budget_seconds is None and tc.budget_tokens is None:
             return None
-        return cls(tc.budget_seconds, tc.budget_tokens, tc.anytime_points, tuple(sorted(tc.anytime_epochs)))
+        return cls(tc.budget_seconds, tc.budget_tokens, tc.anytime_points, tuple(sorted(tc.anytime_epochs)),
+                   tuple((float(m), int(t)) for m, t in tc.snapshots))
+
+    def snapshot_due(self, st: RunState) -> tuple | None:
+        """The next (multiple, tokens) whose tokens the run has reached, or None. The same rule as the budget's
+        end (the step that first reaches them), so the weights kept at B tokens are a B-token run's last ones."""
+        k = len(st.snapshots)
+        return self.snapshots[k] if k < len(self.snapshots) and st.tokens >= self.snapshots[k][1] else None
 
     def epochs_due(self, st: RunState, epoch_tokens: int) -> float | None:
         """The next of ``epochs`` the tokens seen have reached (``epoch_tokens``: one epoch's), or None."""
@@ -65,7 +73,8 @@ class Budget:
 
     def describe(self) -> dict:
         return {"seconds": self.seconds, "tokens": self.tokens, "anytime_points": self.points,
-                **({"anytime_epochs": list(self.epochs)} if self.epochs else {})}
+                **({"anytime_epochs": list(self.epochs)} if self.epochs else {}),
+                **({"snapshots": [list(p) for p in self.snapshots]} if self.snapshots else {})}
 
 
 def anytime_point(st: RunState, budget: Budget, validate) -> dict:
@@ -95,4 +104,19 @@ def token_point(st: RunState, epochs: float, validate) -> dict:
     point = {"epochs": epochs, "tokens": st.tokens, "train_seconds": st.seconds, "steps": st.steps,
              "valid_nll": nll, "valid_ppl": safe_exp(nll), "validation_s": seconds}
     st.token_points.append(point)
+    return point
+
+
+def snapshot_point(st: RunState, multiple: float, path, validate) -> dict:
+    """The weights at ``multiple`` of the budget were just saved to ``path``: validate them (not counted in the
+    budget), append the point to ``st.snapshots`` and return it. ``evaluate`` scores the file on test."""
+    from .guard import safe_exp
+
+    t0 = time.perf_counter()
+    nll = validate()
+    seconds = time.perf_counter() - t0
+    st.validation_s += seconds
+    point = {"multiple": multiple, "tokens": st.tokens, "train_seconds": st.seconds, "steps": st.steps,
+             "valid_nll": nll, "valid_ppl": safe_exp(nll), "validation_s": seconds, "file": path.name}
+    st.snapshots.append(point)
     return point

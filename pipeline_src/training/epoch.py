@@ -35,7 +35,7 @@ from ..io.runtime import (
 )
 from . import checkpoints
 from .averaging import ParameterAverage
-from .budget import Budget, anytime_point, step_clock, token_point
+from .budget import Budget, anytime_point, snapshot_point, step_clock, token_point
 from .guard import CHECK_EVERY, LossGuard, check_validation, collapse, safe_exp
 from .optim import build_optimizer
 from .schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
@@ -268,6 +268,15 @@ def _budget_step(run: Run, guard: LossGuard, bar) -> bool:
         p = token_point(st, epochs, run.validate)
         print(f"equal data, {epochs:g} epochs: {p['tokens']:,} tokens, valid ppl {p['valid_ppl']:.2f}",
               file=sys.stderr)
+    while (due := run.budget.snapshot_due(st)) is not None:
+        _check(guard, bar, run)
+        multiple, _ = due
+        path = paths.snapshot_path(run.out_dir, multiple)
+        checkpoints.save(path, {"config": run.cfg, "config_hash": run_hash(run.cfg), "model": run.weights(),
+                                "multiple": multiple, "tokens": st.tokens, "steps": st.steps})
+        p = snapshot_point(st, multiple, path, run.validate)
+        print(f"budget point {multiple:g}x: {p['tokens']:,} tokens, weights kept in {path.name}, "
+              f"valid ppl {p['valid_ppl']:.2f}", file=sys.stderr)
     st.budget_spent = run.budget.spent(st)
     return st.budget_spent
 
@@ -357,7 +366,8 @@ def finish(run: Run, trial: bool) -> dict:
         **({"budget": {**run.budget.describe(), "spent": st.budget_spent,
                        "reached": {"seconds": st.seconds, "tokens": st.tokens, "steps": st.steps},
                        "validation_s": st.validation_s, "anytime": st.anytime,
-                       **({"token_points": st.token_points} if st.token_points else {})}} if run.budget else {}),
+                       **({"token_points": st.token_points} if st.token_points else {}),
+                       **({"snapshots": st.snapshots} if st.snapshots else {})}} if run.budget else {}),
     }
     if run.finetune:  # epoch 0 = no finetuning epoch validated better than the trained weights
         summary.update(best_epoch=run.best_model["epoch"], start_valid_nll=st.start_valid_nll,

@@ -27,6 +27,7 @@ class RunState:
     steps: int = 0  # optimizer steps over every epoch and call
     anytime: list[dict] = field(default_factory=list)  # with a budget: validations at its fractions (budget.py)
     token_points: list[dict] = field(default_factory=list)  # and at training.anytime_epochs of data (budget.py)
+    snapshots: list[dict] = field(default_factory=list)  # and where training.snapshots kept the weights (budget.py)
     budget_spent: bool = False
     validation_s: float = 0.0  # time spent validating during training (never in a budget)
 
