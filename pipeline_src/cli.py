@@ -37,6 +37,7 @@ from .tools import (
     _check_head,
     _compare,
     _freeze_budgets,
+    _plots_offline,
     _publish,
     _restate,
     _restore,
@@ -86,12 +87,14 @@ COMMANDS = {
               "references) to benchmarks/NAME/records with their sha256: a long run resumes in another clone", ("name",)),
     "restore": (_restore, "put benchmarks/NAME/records back under results_dir, each checked against its sha256 and "
                 "the current config; Snakemake then runs only what is missing", ("name",)),
+    "plots-offline": (_plots_offline, "write the HTML template `dvc plots show` uses (.dvc/plots/offline.html, named in "
+                      ".dvc/config) with Vega inlined, so its page draws without a network; make setup runs it", ()),
     "matrix": (_matrix, "fit every matrix.methods head to one synthetic target matrix (M = vocab, d = dim)",
                ("vocab", "dim", "seed")),
 }
 
 
-NO_PARAMS = {"compare"}  # steps that read no params file of their own (compare: the publication's)
+NO_PARAMS = {"compare", "plots-offline"}  # steps that read no params file of their own (compare: the publication's)
 NEEDS_HELP = {  # the arguments several steps share
     "dataset": "a dataset defined under the params file's datasets:",
     "method": "a method defined under the params file's methods:",

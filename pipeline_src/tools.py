@@ -100,6 +100,12 @@ def _publish(params: dict, args) -> None:
     print(f"published {params['results_dir']} to {out}; README/docs tables regenerated: commit both")
 
 
+def _plots_offline(params: dict, args) -> None:
+    from .reporting.offline_plots import write_template
+
+    print(f"wrote {write_template()} (dvc plots show now draws without a network)")
+
+
 def _freeze_budgets(params: dict, args) -> None:
     from .records.budgets import frozen_budgets
 

@@ -203,3 +203,23 @@ def test_the_tuning_figure_draws_each_method_s_trials_against_the_rate_and_names
     hs = panels[1]
     assert sorted(ln.get_label() for ln in hs.lines) == ["clustering count", "clustering mass", "diverged", "pick"]
     assert sum(len(ln.get_xdata()) for ln in hs.lines if ln.get_label().startswith("clustering")) == 3  # finite ones
+
+
+def test_the_dvc_plots_page_carries_vega_itself(tmp_path):
+    """`dvc plots show` fills the template .dvc/config names: no CDN script tag is added (no {scripts} placeholder),
+    and the page defines vegaEmbed itself, so it draws offline."""
+    import configparser
+
+    from dvc_render.html import HTML
+
+    from pipeline_src.reporting.offline_plots import TEMPLATE, write_template
+
+    cfg = configparser.ConfigParser()
+    cfg.read(TEMPLATE.parents[1] / "config")
+    assert (TEMPLATE.parents[1] / cfg["plots"]["html_template"]) == TEMPLATE
+    page = write_template(tmp_path / "offline.html").read_text(encoding="utf-8")
+    html = HTML(page).with_scripts('<script src="https://cdn.jsdelivr.net/npm/vega@5.20.2"></script>')
+    html.with_element('<div id="p"></div>')
+    out = html.embed()
+    assert "cdn.jsdelivr" not in out and '<div id="p"></div>' in out
+    assert "vegaEmbed" in out and "vegaLite" in out and len(out) > 500_000  # the libraries, inlined
