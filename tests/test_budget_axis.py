@@ -1,0 +1,93 @@
+"""The budget as an axis (pipeline_src/reporting/budget_axis.py): the ranking at each multiple of the sweep's budget
+read as the headline reads it, the crossover of a pair with its interval, the power-law fits with their held-out
+error and the GPU-hours, each against a hand computation."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import ttest_1samp
+
+from pipeline_src.reporting import budget_axis as ba
+
+MULTIPLES = [0.25, 1.0, 3.0, 10.0]
+
+
+def _runs(curves: dict, noise=(0.0, 0.01, -0.01)) -> pd.DataFrame:
+    """anytime.csv's budget-point rows and summary.csv's valid rows for methods whose test nll at each multiple is
+    ``curves[method]`` plus a per-seed offset."""
+    points, valid = [], []
+    for m, ys in curves.items():
+        for seed, e in enumerate(noise, 1):
+            for x, y in zip(MULTIPLES, ys):
+                points.append({"dataset": "d", "method": m, "seed": seed, "multiple": x, "tokens": int(1000 * x),
+                               "test_nll": y + e, "valid_ppl": math.exp(y + e)})
+            valid.append({"dataset": "d", "method": m, "seed": seed, "split": "valid", "type": "softmax",
+                          "unigram_valid_ppl": math.exp(6.0)})
+    return ba.point_runs(pd.DataFrame(points), pd.DataFrame(valid))
+
+
+def test_the_ranking_at_each_budget_is_the_headline_of_the_runs_as_they_stood_there():
+    runs = _runs({"softmax": [5.8, 5.4, 5.0, 4.6], "nce": [5.3, 5.1, 5.05, 5.0], "late": [6.5, 5.9, 5.5, 5.2]})
+    r = ba.ranking(runs, "softmax").set_index(["multiple", "method"])
+    assert r.loc[(1.0, "nce"), "ppl"] == pytest.approx(math.exp(5.1))  # exp of the mean nll over seeds
+    # nce − softmax at 0.25x: −0.5 on every seed (no spread): better; at 10x +0.4: worse
+    assert r.loc[(0.25, "nce"), "delta_nll"] == pytest.approx(-0.5) and r.loc[(0.25, "nce"), "verdict"] == "better"
+    assert r.loc[(10.0, "nce"), "verdict"] == "worse"
+    # "late" sits above its unigram line (e^6) at 0.25x: at that budget it did not learn and gets no verdict
+    assert r.loc[(0.25, "late"), "status"].startswith("did not learn") and r.loc[(1.0, "late"), "status"] == "learned"
+
+
+def test_a_crossover_is_where_the_paired_difference_changes_sign_with_the_budgets_that_hold_zero():
+    runs = _runs({"softmax": [5.8, 5.4, 5.0, 4.6], "nce": [5.3, 5.2, 5.1, 5.0]}, noise=(0.0, 0.05, -0.04))
+    c = ba.crossover(runs, "d", "softmax", "nce")
+    # softmax − nce: +0.5, +0.2, −0.1, −0.4 (the seeds' offsets cancel in the pair): the mean crosses 0 between
+    # 1x and 3x, a third of the way in log budget from 3x: 3^(2/3)
+    assert c["leader"] == "softmax" and c["separated"] and c["at"] == pytest.approx(3 ** (2 / 3))
+    assert c["low"] == c["high"] == c["at"]  # no spread over seeds: the interval is the crossing itself
+    # with spread, the interval is where the t interval holds 0, found on the log-linear joins by hand
+    rng = np.random.default_rng(0)
+    noisy = _runs({"softmax": [5.8, 5.4, 5.0, 4.6], "nce": [5.3, 5.2, 5.1, 5.0]})
+    noisy.loc[noisy.method == "softmax", "nll"] += rng.normal(0, 0.1, (noisy.method == "softmax").sum())
+    c = ba.crossover(noisy, "d", "softmax", "nce")
+    own = noisy.set_index(["method", "multiple", "seed"]).nll.sort_index()
+    ci = {x: ttest_1samp((own.loc[("softmax", x)] - own.loc[("nce", x)]).to_numpy(), 0).confidence_interval()
+          for x in MULTIPLES}
+    xs = np.log(MULTIPLES)
+    grid = np.linspace(xs[0], xs[-1], 200001)
+    lo = np.interp(grid, xs, [ci[x].low for x in MULTIPLES])
+    hi = np.interp(grid, xs, [ci[x].high for x in MULTIPLES])
+    inside = np.exp(grid[(lo <= 0) & (hi >= 0)])
+    assert c["low"] == pytest.approx(max(inside.min(), 0.25), rel=2e-3)
+    assert (c["high"] or 10.0) == pytest.approx(inside.max(), rel=2e-3)
+    assert c["low"] <= c["at"] <= (c["high"] or 10.0)
+    assert ba.crossover_text(c) == (f"softmax overtakes nce at {c['at']:.2g}x [{c['low']:.2g}x, {c['high']:.2g}x] "
+                                    f"and stays ahead to 10x")
+
+
+def test_no_crossover_is_claimed_where_the_leader_is_not_separated_at_the_largest_budget():
+    runs = _runs({"a": [5.0, 4.9, 4.8, 4.7], "b": [5.2, 5.0, 4.85, 4.71]}, noise=(0.0, 0.0, 0.0))
+    runs.loc[runs.method == "a", "nll"] += np.tile([0.0, 0.03, -0.03], 4)  # a's seeds spread by ±0.03
+    c = ba.crossover(runs, "d", "a", "b")  # a − b: −0.2, −0.1, −0.05, −0.01 on the mean; at 10x within its spread
+    assert c["leader"] == "a" and c["at"] is None and not c["separated"]
+    assert ba.crossover_text(c) == "a vs b: not separated at 10x (a ahead by the mean): no crossover within 10x"
+
+
+def test_the_power_law_fit_recovers_its_curve_and_reports_its_held_out_error():
+    xs = np.array([0.25, 0.5, 1, 2, 3, 5, 10])
+    truth = ba.power_law(xs, 4.0, 1.2, 0.6)
+    fit = ba.fit_curve(xs, truth)
+    assert fit["params"] == pytest.approx({"floor": 4.0, "scale": 1.2, "alpha": 0.6}, rel=1e-4)
+    assert [h["multiple"] for h in fit["held_out"]] == [5.0, 10.0]
+    assert all(abs(h["error"]) < 1e-4 for h in fit["held_out"])
+    bent = truth + np.where(xs >= 5, 0.05, 0.0)  # the last two points above the curve: the fit misses them by 0.05
+    assert [h["error"] for h in ba.fit_curve(xs, bent)["held_out"]] == pytest.approx([-0.05, -0.05], abs=2e-3)
+    other = {"params": {"floor": 4.3, "scale": 0.3, "alpha": 0.6}}
+    at = ba.extrapolated_crossover(fit, other, 2.0)  # 4 + 1.2 x^-0.6 = 4.3 + 0.3 x^-0.6  at  x = 3^(1/0.6)
+    assert at == pytest.approx(3 ** (1 / 0.6), rel=1e-6) and ba.extrapolated_crossover(fit, other, 100.0) is None
+
+
+def test_gpu_hours_from_measured_throughput_and_from_the_published_dense_rate():
+    rows = ba.gpu_hours(2.5e6, [1, 10, 100], tokens_per_s=250_000, flops_per_token=6e6)
+    assert [r["measured_h"] for r in rows] == pytest.approx([10 / 3600, 100 / 3600, 1000 / 3600])
+    assert rows[2]["floor_h"] == pytest.approx(100 * 2.5e6 * 6e6 / 989.4e12 / 3600)
