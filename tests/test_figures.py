@@ -223,3 +223,15 @@ def test_the_dvc_plots_page_carries_vega_itself(tmp_path):
     out = html.embed()
     assert "cdn.jsdelivr" not in out and '<div id="p"></div>' in out
     assert "vegaEmbed" in out and "vegaLite" in out and len(out) > 500_000  # the libraries, inlined
+
+
+def test_the_memory_table_reads_each_row_against_both_lines_of_the_topic_language():
+    from pipeline_src.reporting.tables import memory_table
+
+    rows = [{"method": m, "seed": s, "nll": nll, "true_nll": 4.0, "gap_nll": nll - 4.0, "memoryless_nll": 4.4,
+             "memory_gap_nll": nll - 4.4} for m, base in (("a", 4.3), ("b", 4.6)) for s, nll in
+            ((1, base - 0.01), (2, base + 0.01))]
+    t = memory_table(pd.DataFrame(rows)).set_index("method")
+    assert t.loc["a", "memory's worth recovered"] == "25%"  # (4.4 - 4.3) / (4.4 - 4.0)
+    assert t.loc["b", "memory's worth recovered"] == "-50%"  # above the memoryless line: it lost more than memory
+    assert t.loc["a", "gap to the memoryless line"].startswith("-0.100 [") and list(t.index) == ["a", "b"]

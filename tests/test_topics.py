@@ -131,6 +131,10 @@ def test_a_topic_dataset_runs_through_fetch_prepare_train_evaluate_with_its_line
     assert main(["train", *run]) == 0 and main(["evaluate", *run]) == 0
     m = json.loads((tmp_path / "results/runs/topics/softmax/seed0/metrics.json").read_text())["splits"]["test"]
     assert m["true_nll"] == pytest.approx(truth["test_nll"], rel=0.02) and m["gap_nll"] > 0
+    # the memoryless line over the same scored positions (a batch's tail is not scored): beside the truth's
+    assert m["memoryless_nll"] == pytest.approx(truth["test_memoryless_nll"], rel=0.02)
+    assert m["memoryless_nll"] - m["true_nll"] == pytest.approx(truth["memory_value_nats"], abs=0.02)
+    assert m["memory_gap_nll"] == pytest.approx(m["nll"] - m["memoryless_nll"], abs=1e-12)
     # the truth's band split: its band masses, so each band's gap divides into allocation and within-band parts
     assert m["band_alloc_gap"] == pytest.approx(m["band_alloc_nll"] - m["true_band_alloc_nll"])
     assert 0 < m["true_band_alloc_nll"] <= m["true_nll"] + 1e-9  # a band holds at least the word's mass

@@ -60,6 +60,18 @@ class TokenTruth:
                              f"rerun fetch and prepare")
         return lp[positions]
 
+    def memoryless_at(self, ids: np.ndarray, positions: np.ndarray, split: str) -> np.ndarray | None:
+        """The memoryless line's log p of the tokens at ``positions`` (the topic language: the best any model
+        without memory beyond the sentence can do), or None for a language without one."""
+        path = self.raw / f"memoryless-{split}.npy"
+        if not path.exists():
+            return None
+        lp = np.load(path)
+        if lp.shape[0] != len(ids):
+            raise ValueError(f"{path}: {lp.shape[0]} tokens, but the prepared {split} split has {len(ids)}: "
+                             f"rerun fetch and prepare")
+        return lp[positions]
+
     def band_log_mass_at(self, ids: np.ndarray, positions: np.ndarray, split: str, band_of_id: np.ndarray,
                          bands: int) -> np.ndarray | None:
         """(n,) log q*(band of the target | context) of the tokens at ``positions``, from the language's tables

@@ -98,6 +98,8 @@ COLUMNS: list[tuple[str, Callable[[_Split], Any]]] = [
     *[(k, lambda r, k=k: r.bands[k]) for k in (f"{band}_{what}" for band in BANDS for what in BAND_PARTS)],
     # the log-loss of predicting the target's band (a proper score), and its gap to the truth's
     *[(k, lambda r, k=k: r.scores.get(k)) for k in ("band_alloc_nll", "band_alloc_gap")],
+    # the topic language: the memoryless line (the topic averaged out) and the row's gap to it
+    *[(k, lambda r, k=k: r.scores.get(k)) for k in ("memoryless_nll", "memory_gap_nll")],
     ("config_hash", lambda r: run_hash(r.metrics["config"])),
 ]
 SUMMARY_COLUMNS = [name for name, _ in COLUMNS]

@@ -444,3 +444,25 @@ def band_table(test: pd.DataFrame) -> tuple[pd.DataFrame, str]:
                 cell = [f"{p:,.1f} (truth {t:,.1f})" for p, t in zip(ppl, true_ppl)]
             out[f"{b} ppl"] = cell
     return out, f"test tokens per band: {tokens}" if tokens else ""
+
+
+def memory_table(test: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
+    """One dataset's rows against the topic language's two lines (its test rows of summary.csv with
+    ``memoryless_nll``): the gap to the truth and to the memoryless line (the truth with the topic averaged out:
+    what a model that takes no evidence of the topic from what it has read achieves), means over seeds with their
+    intervals, and the share of memory's worth (memoryless minus truth, nats/token) the row recovered: 0 = no
+    better than ignoring the topic, 1 = the truth. Below the memoryless line the model read the topic off the
+    document; the rest of its gap to the truth is what it (its encoder or its output layer) still loses."""
+    from .stats import mean_ci
+    from .style import fmt_interval
+
+    rows = []
+    for method, g in test.groupby("method", sort=False):
+        worth = float((g.memoryless_nll - g.true_nll).mean())
+        truth = mean_ci(g.gap_nll.to_numpy(float), confidence)
+        memory = mean_ci(g.memory_gap_nll.to_numpy(float), confidence)
+        rows.append({"method": method, "nll": float(g.nll.mean()),
+                     "gap to the truth": fmt_interval(*truth, digits=3),
+                     "gap to the memoryless line": fmt_interval(*memory, digits=3),
+                     "memory's worth recovered": f"{-memory[0] / worth:.0%}" if worth > 0 else "—"})
+    return pd.DataFrame(rows).sort_values("nll").drop(columns="nll")
