@@ -37,6 +37,7 @@ from .tools import (
     _check_head,
     _compare,
     _freeze_budgets,
+    _freeze_settings,
     _plots_offline,
     _publish,
     _restate,
@@ -83,6 +84,9 @@ COMMANDS = {
     "freeze-budgets": (_freeze_budgets, "print the training.budget_tokens_by_method block that replays a publication's "
                        "time budgets as each method's tokens (its calibration as comments): the same runs anywhere",
                        ("name",)),
+    "freeze-settings": (_freeze_settings, "print the params block that replays a publication's tuning picks at one "
+                        "dataset without tuning: each method with its picked options, training.lr_by_method, and its "
+                        "frozen token budgets where it ran under a time budget", ("name", "dataset")),
     "stash": (_stash, "copy every finished, current record (trials, selections, final runs under keep_models: false, "
               "references) to benchmarks/NAME/records with their sha256: a long run resumes in another clone", ("name",)),
     "restore": (_restore, "put benchmarks/NAME/records back under results_dir, each checked against its sha256 and "
@@ -94,7 +98,7 @@ COMMANDS = {
 }
 
 
-NO_PARAMS = {"compare", "plots-offline"}  # steps that read no params file of their own (compare: the publication's)
+NO_PARAMS = {"compare", "plots-offline", "freeze-settings"}  # steps that read no params file of their own (compare: the publication's)
 NEEDS_HELP = {  # the arguments several steps share
     "dataset": "a dataset defined under the params file's datasets:",
     "method": "a method defined under the params file's methods:",
@@ -114,7 +118,9 @@ def parser() -> argparse.ArgumentParser:
             sp.add_argument("--config", default="params.yaml", help="params file (default: params.yaml)")
         for arg in needs:
             sp.add_argument(f"--{arg}", required=True, type={"vocab": _positive_int, "dim": _positive_int,
-                                                              "seed": _int}.get(arg, str), help=NEEDS_HELP[arg])
+                                                              "seed": _int}.get(arg, str),
+                            help="a dataset of the publication" if name in NO_PARAMS and arg == "dataset"
+                            else NEEDS_HELP[arg])
         if name == "train":
             sp.add_argument("--seed", type=_int, default=None, help="run seed of a final run (one of run.seeds)")
             sp.add_argument("--trial", type=_int, default=None, help="index of a tuning trial (0 .. tuning.trials - 1)")

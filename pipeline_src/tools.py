@@ -106,6 +106,12 @@ def _plots_offline(params: dict, args) -> None:
     print(f"wrote {write_template()} (dvc plots show now draws without a network)")
 
 
+def _freeze_settings(params: dict, args) -> None:
+    from .records.budgets import frozen_settings
+
+    print(frozen_settings(args.name, args.dataset), end="")
+
+
 def _freeze_budgets(params: dict, args) -> None:
     from .records.budgets import frozen_budgets
 

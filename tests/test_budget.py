@@ -290,3 +290,42 @@ def test_budget_points_need_a_token_budget(tiny_data):
     with pytest.raises(ConfigError, match=r"training.budget_points.*dataset tiny, method softmax.*has none: set "
                                           r"training.budget_tokens or training.budget_tokens_by_method.softmax"):
         run_config(q, "tiny", "softmax")
+
+
+def test_freeze_settings_replays_a_publication_s_tuning_picks_without_tuning(tmp_path):
+    """freeze-settings on the committed large-vocabulary sweep at 10k: each method's definition with its selected
+    trial's options, training.lr_by_method with every digit of the selected rate, and the frozen token budgets;
+    a params file built from the block gives each final run exactly the picked settings and 1x tokens, with no
+    tuning. A tuning trial keeps its own point's rate."""
+    import pandas as pd
+    import yaml
+
+    from pipeline_src.config import load
+    from pipeline_src.records.budgets import frozen_settings
+
+    text = frozen_settings("large-vocab", "zipf-10k")
+    block = yaml.safe_load(text)
+    picks = pd.read_csv(ROOT / "benchmarks/large-vocab/tuning.csv").query("dataset == 'zipf-10k' and selected")
+    lrs = block["datasets"]["zipf-10k"]["training"]["lr_by_method"]
+    assert lrs == {r.method: r.lr for r in picks.itertuples()}  # every digit
+    assert block["methods"]["nce"]["negatives"] == int(picks.set_index("method").opt_negatives["nce"])
+    assert block["methods"]["hierarchical-softmax"]["clustering"] == picks.set_index("method").opt_clustering[
+        "hierarchical-softmax"]
+    tokens = block["datasets"]["zipf-10k"]["training"]["budget_tokens_by_method"]
+    summary = pd.read_csv(ROOT / "benchmarks/large-vocab/summary.csv").query("dataset == 'zipf-10k' and split == 'test'")
+    assert tokens["nce"] >= summary[summary.method == "nce"].tokens_reached.mean() and tokens["nce"] % (64 * 35) == 0
+    params = yaml.safe_load((ROOT / "config/large-vocab.yaml").read_text())
+    params.update(extends=str(ROOT / "config/large-vocab.yaml"), results_dir=str(tmp_path / "r"),
+                  methods=block["methods"], tuning={"enabled": False})
+    params["run"] = {**params["run"], "datasets": ["zipf-10k"], "methods": list(block["methods"])}
+    params["datasets"] = {"zipf-10k": {"training": block["datasets"]["zipf-10k"]["training"]}}
+    path = tmp_path / "frozen.yaml"
+    path.write_text(yaml.safe_dump(params))
+    p = load(str(path))
+    cfg = run_config(p, "zipf-10k", "nce", seed=1)
+    assert cfg["training"]["lr"] == lrs["nce"] and cfg["training"]["budget_tokens"] == tokens["nce"]
+    assert cfg["method"]["negatives"] == block["methods"]["nce"]["negatives"] and "lr_by_method" not in cfg["training"]
+    trial = run_config(p, "zipf-10k", "nce", seed=1, overrides={"training": {"lr": 0.05}})
+    assert trial["training"]["lr"] == 0.05
+    with pytest.raises(ConfigError, match=r"tuning.csv: no trial at dataset 'zipf-7k'"):
+        frozen_settings("large-vocab", "zipf-7k")

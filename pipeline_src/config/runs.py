@@ -85,6 +85,9 @@ def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
     training = {**dataclasses.asdict(train_config(params, dataset)), **overrides.get("training", {})}
     frozen = training.pop("budget_tokens_by_method", None) or {}
     training.pop("budget_calibration", None)  # where the frozen tokens came from: said in the report, no run's hash
+    picked = training.pop("lr_by_method", None) or {}
+    if method in picked and "lr" not in overrides.get("training", {}):  # a tuning's pick, frozen (freeze-settings)
+        training["lr"] = float(picked[method])
     if method in frozen:  # a time budget frozen into this method's tokens: the same run on any machine
         training.update(budget_tokens=int(frozen[method]), budget_seconds=None)
     points = sorted(training.pop("budget_points", None) or [])

@@ -65,6 +65,9 @@ class TrainConfig:
     # changes that method's runs alone
     budget_tokens_by_method: dict = dataclasses.field(default_factory=dict)
     budget_calibration: str | None = None  # benchmarks/NAME those tokens came from (the report states it); no hash
+    # a tuning's picked learning rates frozen per method (freeze-settings): method -> lr. Not part of any run's
+    # config: run_config sets the run's lr from it (a tuning trial keeps its own point's)
+    lr_by_method: dict = dataclasses.field(default_factory=dict)
     budget_clock: str = "wall"  # a step's seconds: "wall" (perf_counter) or "cpu" (this process's CPU time)
     anytime_points: int = 10  # with a budget: validations at equal fractions of it (the anytime curve)
     # with a budget: also validations once the tokens seen reach these many epochs of train (the equal-data reading)

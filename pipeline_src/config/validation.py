@@ -243,10 +243,10 @@ def _check_training(params: dict, name: str, source: str) -> None:
     if tc.budget_seconds is not None and tc.budget_tokens is not None:
         raise ConfigError(f"{source}: key 'training.budget_tokens' (dataset {name}): set beside budget_seconds; a run "
                           f"has one budget (a time budget's replay is budget_tokens alone)")
-    for method in tc.budget_tokens_by_method if name in run_datasets(params) else ():  # a dataset not run is not
-        if method not in params["methods"]:  # held to methods a file extending params.yaml may have replaced
-            raise _undefined(source, f"training.budget_tokens_by_method.{method} (dataset {name})", method, "methods",
-                             params)
+    for key in ("budget_tokens_by_method", "lr_by_method"):
+        for method in getattr(tc, key) if name in run_datasets(params) else ():  # a dataset not run is not held to
+            if method not in params["methods"]:  # methods a file extending params.yaml may have replaced
+                raise _undefined(source, f"training.{key}.{method} (dataset {name})", method, "methods", params)
     for key, (ignored, needs) in unused.items():
         if ignored and written.get(key) is not None:
             raise ConfigError(f"{source}: key 'training.{key}' (dataset {name}): set to {written[key]!r}, but it "

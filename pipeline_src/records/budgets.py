@@ -18,6 +18,20 @@ from ..io.errors import ConfigError
 
 def frozen_budgets(name: str) -> str:
     """The YAML block (with its calibration as comments) for each budgeted dataset of publication ``name``."""
+    out = ["datasets:"]
+    for ds, (comment, frozen) in _budgets(name).items():
+        if len(out) == 1:
+            out.append(comment[0])
+        out.append(comment[1])
+        out.append(f"  {ds}:\n    training:\n      budget_calibration: benchmarks/{name}\n      budget_tokens_by_method: {{"
+                   + ", ".join(f"{m}: {t}" for m, t in frozen.items()) + "}")
+    return "\n".join(out) + "\n"
+
+
+def _budgets(name: str) -> dict:
+    """Per budgeted dataset of ``name``: its comment lines (the publication, then the dataset's seconds and tokens/s)
+    and each method's mean tokens over its seeds, rounded up to whole steps."""
+    from ..config import train_config, validate
     from ..reporting.publish import check_name
 
     pub = check_name(name, "freeze-budgets")
@@ -28,19 +42,77 @@ def frozen_budgets(name: str) -> str:
     runs = runs[(runs.split == "test") & runs.budget_seconds.notna() & runs.tokens_reached.notna()]
     if runs.empty:
         raise ConfigError(f"{pub / 'summary.csv'}: no run under a time budget (budget_seconds) to freeze")
-    out = ["datasets:", f"  # frozen from benchmarks/{name} (commit {prov['commit'][:12]}, {prov['cpu_model']}, published "
-           f"{prov['published']}): each method's mean tokens over its seeds under its time budget"]
-    from ..config import train_config, validate
-
+    first = (f"  # frozen from benchmarks/{name} (commit {prov['commit'][:12]}, {prov['cpu_model']}, published "
+             f"{prov['published']}): each method's mean tokens over its seeds under its time budget")
     params = validate(dict(prov["params"]), str(pub / paths.PROVENANCE))
+    out = {}
     for ds, g in runs.groupby("dataset", sort=False):
         tc = train_config(params, ds)  # the dataset's training settings over the file's defaults
         step = tc.batch_size * tc.bptt  # tokens a step trains on
         seconds = float(g.budget_seconds.iloc[0])
         frozen = {m: int(math.ceil(gm.tokens_reached.mean() / step) * step) for m, gm in g.groupby("method", sort=False)}
-        out.append(f"  # {ds}: {seconds:g} s of training steps; tokens/s: "
-                   + ", ".join(f"{m} {t / seconds:,.0f}" for m, t in frozen.items()))
-        out.append(f"  {ds}:\n    training:\n      budget_calibration: benchmarks/{name}\n      budget_tokens_by_method: {{"
-                   + ", ".join(f"{m}: {t}" for m, t in frozen.items()) + "}")
+        out[ds] = ([first, f"  # {ds}: {seconds:g} s of training steps; tokens/s: "
+                    + ", ".join(f"{m} {t / seconds:,.0f}" for m, t in frozen.items())], frozen)
+    return out
+
+
+def frozen_settings(name: str, dataset: str) -> str:
+    """The params block that replays publication ``name``'s tuning picks at ``dataset`` without tuning: each
+    method's definition with its selected trial's options, ``training.lr_by_method`` with the selected rates, and,
+    where the dataset ran under a time budget, its ``budget_tokens_by_method`` (the 1x of a longer run), with where
+    each came from as comments. A method without a selection there is refused by name."""
+    import yaml
+
+    from ..config import validate
+    from ..reporting.publish import check_name
+
+    pub = check_name(name, "freeze-settings")
+    if not (pub / "tuning.csv").is_file():
+        raise ConfigError(f"{pub} holds no tuning.csv: no tuning picks to freeze")
+    prov = read_json(pub / paths.PROVENANCE, "params", "commit", "published")
+    params = validate(dict(prov["params"]), str(pub / paths.PROVENANCE))
+    trials = read_csv(pub / "tuning.csv", "dataset", "method", "lr", "selected")
+    methods = list(dict.fromkeys(trials[trials.dataset == dataset].method))
+    if not methods:
+        raise ConfigError(f"{pub / 'tuning.csv'}: no trial at dataset {dataset!r}; it has "
+                          f"{sorted(set(trials.dataset))}")
+    picks = trials[(trials.dataset == dataset) & trials.selected.astype(bool)]
+    missing = [m for m in methods if m not in set(picks.method)]
+    if missing:
+        raise ConfigError(f"{pub / 'tuning.csv'}: no selected trial for {', '.join(missing)} at {dataset} (its "
+                          f"tuning did not finish): nothing to freeze for them")
+    opts = [c for c in picks.columns if c.startswith("opt_")]
+    blocks = {r.method: {**params["methods"][r.method],
+                         **{c[4:]: _plain(getattr(r, c)) for c in opts if not _missing(getattr(r, c))}}
+              for r in picks.itertuples()}
+    lrs = ", ".join(f"{r.method}: {float(r.lr)!r}" for r in picks.itertuples())  # every digit: the same run
+    out = [f"# frozen from benchmarks/{name} (commit {prov['commit'][:12]}, published {prov['published']}): the "
+           f"selected trial of each method at {dataset}",
+           yaml.safe_dump({"methods": blocks}, sort_keys=False, default_flow_style=None, width=118).rstrip(),
+           "datasets:"]
+    budgets = _budgets(name) if _timed(pub) else {}
+    if dataset in budgets:
+        out.append(budgets[dataset][0][1])
+    out.append(f"  {dataset}:\n    training:\n      lr_by_method: {{{lrs}}}")
+    if dataset in budgets:  # the dataset ran under a time budget: each method's tokens in it, the 1x of a longer run
+        out.append(f"      budget_calibration: benchmarks/{name}\n      budget_tokens_by_method: {{"
+                   + ", ".join(f"{m}: {t}" for m, t in budgets[dataset][1].items()) + "}")
     return "\n".join(out) + "\n"
 
+
+def _timed(pub) -> bool:
+    """Whether a publication has runs under a time budget (its summary's budget_seconds)."""
+    if not (pub / "summary.csv").is_file():
+        return False
+    runs = read_csv(pub / "summary.csv", "budget_seconds")
+    return bool(runs.budget_seconds.notna().any())
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _plain(v):
+    """A tuned option as YAML writes it: 200.0 -> 200, numpy scalars -> Python ones."""
+    v = v.item() if hasattr(v, "item") else v
+    return int(v) if isinstance(v, float) and v.is_integer() else v
