@@ -91,3 +91,22 @@ def test_gpu_hours_from_measured_throughput_and_from_the_published_dense_rate():
     rows = ba.gpu_hours(2.5e6, [1, 10, 100], tokens_per_s=250_000, flops_per_token=6e6)
     assert [r["measured_h"] for r in rows] == pytest.approx([10 / 3600, 100 / 3600, 1000 / 3600])
     assert rows[2]["floor_h"] == pytest.approx(100 * 2.5e6 * 6e6 / 989.4e12 / 3600)
+
+
+def test_the_budget_figure_draws_each_method_s_mean_over_seeds_against_the_multiple():
+    import matplotlib
+
+    matplotlib.use("agg")
+    from pipeline_src.reporting import figures
+
+    runs = _runs({"softmax": [5.8, 5.4, 5.0, 4.6], "nce": [5.3, 5.1, 5.05, 5.0]})
+    summary = pd.DataFrame({"dataset": "d", "split": "test", "true_nll": [4.0]})
+    refs = pd.DataFrame([{"dataset": "d", "split": "test", "method": "kn", "order": 3, "ppl": 150.0}])
+    style = {"softmax": {"color": "C0", "marker": "o"}, "nce": {"color": "C1", "marker": "s"}}
+    ax = figures.budget_curves(runs, summary, refs, "d", style).axes[0]
+    nce = [ln for ln in ax.get_lines() if ln.get_label() == "nce"][0]
+    assert list(nce.get_xdata()) == MULTIPLES
+    assert list(nce.get_ydata()) == pytest.approx(np.exp([5.3, 5.1, 5.05, 5.0]))  # the seeds' offsets cancel
+    labels = [ln.get_label() for ln in ax.get_lines()]
+    assert "kn-3 (count-based)" in labels and "truth" in labels and "unigram (valid)" in labels
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.25x", "1x", "3x", "10x"]

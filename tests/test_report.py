@@ -2,6 +2,7 @@
 outputs, rendered in headless Chromium at 1280 px (every figure loaded, nothing wider than the page, the
 headline table with one row per method), and Snakemake's own report carrying the results."""
 import json
+import math
 import os
 import re
 import shutil
@@ -222,3 +223,38 @@ def test_a_publication_s_report_renders_from_its_committed_tables_alone(tmp_path
     head.write_text(head.read_text().replace("worse", "better"))
     with pytest.raises(StaleError, match="headline.csv is not what .*summary.csv's runs give"):
         render_publication("large-vocab", tmp_path / "reports")
+
+
+def test_the_report_reads_long_runs_budget_points_as_an_axis(tmp_path):
+    """anytime.csv rows with ``multiple`` set (training.budget_points): the report's budget-axis section draws
+    them, ranks the methods at each budget (a stand-in reference named where the reference did not learn), and
+    states the measured crossovers apart from the fits' extrapolated ones. The published default run's tables,
+    with budget points made up for four of its zipf-5k methods."""
+    import numpy as np
+    import pandas as pd
+
+    from pipeline_src.io.artifacts import read_json
+    from pipeline_src.reporting.report import _execute, _parameters
+
+    root = Path(__file__).resolve().parents[1]
+    pub = tmp_path / "default"
+    shutil.copytree(root / "benchmarks" / "default", pub, ignore=shutil.ignore_patterns("records"))
+    s = pd.read_csv(pub / "summary.csv").query("split == 'test' and dataset == 'zipf-5k'")
+    slope = {"softmax": 0.5, "nce": 0.15, "hierarchical-softmax": 0.25}
+    rows = [{"dataset": "zipf-5k", "method": r.method, "seed": r.seed, "tokens": int(1e5 * m), "steps": 1,
+             "train_seconds": 6 * m, "valid_nll": r.nll - slope[r.method] * math.log(m), "multiple": m,
+             "valid_ppl": math.exp(r.nll - slope[r.method] * math.log(m)),
+             "test_nll": r.nll - slope[r.method] * math.log(m) + 0.01 * r.seed, "validation_s": 0.1}
+            for r in s.itertuples() if r.method in slope for m in (0.25, 0.5, 1, 2, 3, 5, 10)]
+    points = pd.concat([pd.read_csv(pub / "anytime.csv"), pd.DataFrame(rows)], ignore_index=True)
+    points.assign(test_ppl=np.exp(points.test_nll)).to_csv(pub / "anytime.csv", index=False)
+    params = read_json(pub / "provenance.json", "params")["params"]
+    html = _execute(params, _parameters({**params, "results_dir": str(pub)}), tmp_path / "r.html",
+                    root / "workflow" / "notebooks" / "report.ipynb").read_text(encoding="utf-8")
+    body = re.sub(r"<(style|script)[^>]*>.*?</\1>", "", html, flags=re.S)
+    assert "Traceback" not in body and "The budget as an axis" in body
+    axis = body[body.index("The budget as an axis"):]
+    assert "data:image/png;base64" in axis and "<th>0.25x</th>" in axis and "<th>10x</th>" in axis
+    assert "stand-in reference" in axis  # softmax sits above its unigram line at 0.25x: no verdict against it there
+    assert "Crossovers (measured)" in axis and "softmax overtakes nce at" in axis
+    assert "(extrapolated)" in axis or "an extrapolation" in axis

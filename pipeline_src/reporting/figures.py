@@ -365,3 +365,43 @@ def write(params: dict, dataset: str) -> list[Path]:
         plt.close(made[name])
         out.append(path)
     return out
+
+
+def budget_curves(runs: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame | None, dataset: str, style: dict):
+    """Test perplexity against the budget (multiples of the sweep's, log axes) for one dataset's long runs
+    (``budget_axis.point_runs``): per method the mean over seeds (exp of the mean nll) with a band from the
+    lowest to the highest seed; the unigram line (valid), the count-based reference and the truth (test) where
+    known, as horizontal lines."""
+    plt = _plt()
+    own = runs[runs.dataset == dataset]
+    fig, ax = plt.subplots(figsize=(9, 4.4))
+    shown = []
+    for m, g in own.groupby("method", sort=False):
+        agg = g.groupby("multiple").nll.agg(["mean", "min", "max"])
+        st = style[m]
+        ax.plot(agg.index, np.exp(agg["mean"]), color=st["color"], marker=st["marker"], ms=5, mec="k", mew=0.4,
+                label=m)
+        ax.fill_between(agg.index, np.exp(agg["min"]), np.exp(agg["max"]), color=st["color"], alpha=0.2, lw=0)
+        shown += list(np.exp(agg["mean"]))
+    line = own.unigram_valid_ppl.dropna()
+    if len(line):
+        ax.axhline(float(line.iloc[0]), color="0.3", ls=":", label="unigram (valid)")
+    kn = refs[(refs.dataset == dataset) & (refs.split == "test")] if refs is not None and len(refs) else []
+    for r in getattr(kn, "itertuples", lambda: [])():
+        ax.axhline(r.ppl, color="k", ls="--", lw=1, label=f"{r.method}-{r.order} (count-based)")
+        shown.append(r.ppl)
+    test = summary[(summary.dataset == dataset) & (summary.split == "test")]
+    if "true_nll" in test and test.true_nll.notna().any():
+        ax.axhline(math.exp(float(test.true_nll.dropna().iloc[0])), color="k", lw=1.2, label="truth")
+        shown.append(math.exp(float(test.true_nll.dropna().iloc[0])))
+    ax.set_xscale("log")
+    xs = sorted(own.multiple.unique())
+    ax.set_xticks(xs, [f"{x:g}x" for x in xs])
+    ax.minorticks_off()
+    _readable_axis(ax.yaxis, ax.set_yscale, pd.Series(shown))
+    ax.set_xlabel("training budget (multiples of the sweep's: the same seconds per method at 1x)")
+    ax.set_ylabel("test perplexity")
+    ax.set_title(f"{dataset}: the ranking as compute grows")
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
+    fig.tight_layout()
+    return fig
