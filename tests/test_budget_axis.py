@@ -110,3 +110,19 @@ def test_the_budget_figure_draws_each_method_s_mean_over_seeds_against_the_multi
     labels = [ln.get_label() for ln in ax.get_lines()]
     assert "kn-3 (count-based)" in labels and "truth" in labels and "unigram (valid)" in labels
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0.25x", "1x", "3x", "10x"]
+
+
+def test_what_to_use_at_each_budget_is_the_best_learned_method_there_with_its_paired_margin():
+    from pipeline_src.reporting.advice import what_to_use_by_budget
+
+    runs = _runs({"softmax": [6.3, 5.4, 5.0, 4.6], "nce": [5.3, 5.1, 5.05, 5.0]}, noise=(0.0, 0.02, -0.01))
+    runs.loc[runs.method == "softmax", "nll"] += np.tile([0.0, 0.01, 0.0, 0.02], 3)  # spread within the pair
+    table = what_to_use_by_budget(runs, ba.ranking(runs, "softmax")).set_index("multiple")
+    assert table.loc[0.25, "use"] == "nce" and table.loc[0.25, "learned"] == 1  # softmax above e^6: not learned
+    assert table.loc[1.0, "use"] == "nce" and table.loc[1.0, "runner_up"] == "softmax"
+    assert table.loc[10.0, "use"] == "softmax"
+    d = runs.set_index(["method", "multiple", "seed"]).nll.sort_index()
+    diff = (d.loc[("softmax", 10.0)] - d.loc[("nce", 10.0)]).to_numpy()
+    ci = ttest_1samp(diff, 0).confidence_interval()
+    assert table.loc[10.0, ["margin_nll", "margin_low", "margin_high"]].tolist() == pytest.approx(
+        [diff.mean(), ci.low, ci.high])

@@ -257,4 +257,5 @@ def test_the_report_reads_long_runs_budget_points_as_an_axis(tmp_path):
     assert "data:image/png;base64" in axis and "<th>0.25x</th>" in axis and "<th>10x</th>" in axis
     assert "stand-in reference" in axis  # softmax sits above its unigram line at 0.25x: no verdict against it there
     assert "Crossovers (measured)" in axis and "softmax overtakes nce at" in axis
+    assert "What to use at each budget, zipf-5k" in axis and "zipf-5k at 10x" in axis
     assert "(extrapolated)" in axis or "an extrapolation" in axis

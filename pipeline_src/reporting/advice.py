@@ -31,7 +31,8 @@ def what_to_use(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame | 
         ref = h[h.method == ref_name]
         kn = refs[(refs.dataset == ds) & (refs.split == "test")] if refs is not None and not refs.empty else None
         g = test[test.dataset == ds]
-        row = {"dataset": ds, "vocab": int(g.vocab.iloc[0]) if "vocab" in g and len(g) else None,
+        row = {"dataset": ds, "vocab": int(g.vocab.iloc[0]) if "vocab" in g and len(g) and pd.notna(g.vocab.iloc[0])
+               else None,
                "learned": len(ranked), "methods": len(h),
                "reference": ref_name, "reference_ppl": float(ref.ppl.iloc[0]) if len(ref) else math.nan,
                "reference_status": (ref.status.iloc[0] if "status" in ref and len(ref) and isinstance(
@@ -51,3 +52,18 @@ def what_to_use(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame | 
         rows.append(row)
     return pd.DataFrame(rows).reindex(columns=COLUMNS).sort_values("vocab", kind="stable", ignore_index=True)
 
+
+
+def what_to_use_by_budget(runs: pd.DataFrame, ranked: pd.DataFrame, refs: pd.DataFrame | None = None,
+                          confidence: float = 0.95) -> pd.DataFrame:
+    """``what_to_use`` at each budget of long runs: ``runs`` are ``budget_axis.point_runs``' per-seed rows and
+    ``ranked`` their ``budget_axis.ranking``; one row per (dataset, multiple), smallest budget first, learned
+    read at that budget."""
+    out = []
+    for m, g in runs.groupby("multiple"):
+        table = what_to_use(g.drop(columns=["multiple", "tokens"]), ranked[ranked.multiple == m], refs, confidence)
+        out.append(table.assign(multiple=m))
+    if not out:
+        return pd.DataFrame(columns=["multiple", *COLUMNS])
+    res = pd.concat(out, ignore_index=True)
+    return res[["multiple", *COLUMNS]].sort_values(["dataset", "multiple"], kind="stable", ignore_index=True)

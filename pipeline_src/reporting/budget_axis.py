@@ -39,7 +39,9 @@ def point_runs(points: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     line = valid.unigram_valid_ppl if "unigram_valid_ppl" in valid else pd.Series(dtype=float)
     kind = valid["type"] if "type" in valid else pd.Series(dtype=object)
     key = list(zip(pts.dataset, pts.method, pts.seed))
-    return pd.DataFrame({"dataset": pts.dataset.to_numpy(), "method": pts.method.to_numpy(),
+    vocab = summary[summary.split == "test"].groupby("dataset").vocab.first() if "vocab" in summary else {}
+    return pd.DataFrame({"dataset": pts.dataset.to_numpy(), "vocab": [vocab.get(d) for d in pts.dataset],
+                         "method": pts.method.to_numpy(),
                          "seed": pts.seed.to_numpy(), "multiple": pts.multiple.astype(float).to_numpy(),
                          "tokens": pts.tokens.to_numpy(), "split": "test", "nll": pts.test_nll.astype(float).to_numpy(),
                          "type": [kind.get(k) for k in key], "kept_valid_ppl": pts.valid_ppl.to_numpy(),
