@@ -442,7 +442,7 @@ def band_table(test: pd.DataFrame) -> tuple[pd.DataFrame, str]:
             if truth and f"{b}_gap_nll" in test:
                 true_ppl = ppl / np.exp(g[f"{b}_gap_nll"].mean().reindex(order))
                 cell = [f"{p:,.1f} (truth {t:,.1f})" for p, t in zip(ppl, true_ppl)]
-            out[f"{b} ppl"] = cell
+            out[f"{b} ppl (given the band: not a proper score)"] = cell
     return out, f"test tokens per band: {tokens}" if tokens else ""
 
 
