@@ -126,3 +126,12 @@ def test_what_to_use_at_each_budget_is_the_best_learned_method_there_with_its_pa
     ci = ttest_1samp(diff, 0).confidence_interval()
     assert table.loc[10.0, ["margin_nll", "margin_low", "margin_high"]].tolist() == pytest.approx(
         [diff.mean(), ci.low, ci.high])
+
+
+def test_the_gpu_table_reads_the_bench_s_measured_rate_and_the_published_floor():
+    cells = pd.DataFrame({"dataset": ["z", "z"], "method": ["softmax", "nce"], "tokens_per_s": [250_000.0, 300_000.0]})
+    assert ba.lstm_flops_per_token(64, 64) == 24 * 64 * 128
+    t = ba.gpu_table(cells, "z", {"softmax": 2.5e6, "nce": 2.5e7}, {"softmax": 3.9e6, "nce": 0.2e6},
+                     {"emb_dim": 64, "hidden_dim": 64, "layers": 1}).set_index(["method", "multiple"])
+    assert t.loc[("nce", 10.0), "measured_h"] == pytest.approx(2.5e8 / 300_000 / 3600)
+    assert t.loc[("softmax", 100.0), "floor_h"] == pytest.approx(2.5e8 * (3.9e6 + 24 * 64 * 128) / 989.4e12 / 3600)

@@ -187,3 +187,29 @@ def gpu_hours(unit_tokens: float, multiples, tokens_per_s: float | None, flops_p
              "measured_h": m * unit_tokens / tokens_per_s / 3600 if tokens_per_s else math.nan,
              "floor_h": m * unit_tokens * flops_per_token / rate / 3600 if flops_per_token else math.nan}
             for m in multiples]
+
+
+def lstm_flops_per_token(emb_dim: int, hidden_dim: int, layers: int = 1) -> float:
+    """A training step's FLOPs per token in an LSTM encoder: each layer's four gates are one (4h x (in + h)) matrix
+    product, 2 FLOPs a multiply-add, forward once and backward twice (input and weight gradients): 24 h (in + h)."""
+    flops, width = 0.0, emb_dim
+    for _ in range(layers):
+        flops += 24.0 * hidden_dim * (width + hidden_dim)
+        width = hidden_dim
+    return flops
+
+
+def gpu_table(cells: pd.DataFrame, dataset: str, unit_tokens: dict, head_flops: dict, model: dict,
+              multiples=(1, 10, 100), precision: str = "bf16") -> pd.DataFrame:
+    """Per method and multiple: what that budget costs on one GPU, measured (``cells``: the bench's cell table on
+    that GPU, its ``tokens_per_s`` at the sweep's shapes) and as a floor (the head's training FLOPs per token,
+    ``head_flops``, plus the LSTM encoder's, at the H100's published dense rate). ``unit_tokens``: each method's 1x."""
+    own = cells[cells.dataset == dataset].set_index("method")
+    enc = lstm_flops_per_token(model["emb_dim"], model["hidden_dim"], model.get("layers", 1))
+    rows = []
+    for m, unit in unit_tokens.items():
+        rate = float(own.tokens_per_s[m]) if m in own.index else None
+        per_token = head_flops.get(m)
+        for r in gpu_hours(unit, multiples, rate, None if per_token is None else per_token + enc, precision):
+            rows.append({"method": m, **r})
+    return pd.DataFrame(rows)
