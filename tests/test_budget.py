@@ -41,7 +41,7 @@ def test_a_token_budget_stops_at_the_step_that_reaches_it_and_draws_its_anytime_
     # the anytime points validate on the fixed subset: the last one is the model's state at the end
     assert s["budget"]["anytime"][-1]["valid_nll"] == pytest.approx(s["last_valid_nll"], abs=1e-12)
     # summarize's anytime.csv rows: one per point, keyed by the run
-    from pipeline_src.reporting.summarize import anytime_rows
+    from pipeline_src.reporting.rows import anytime_rows
     rows = anytime_rows({**s, "dataset": "tiny", "method": "softmax"})
     assert [(r["point"], r["tokens"], r["valid_nll"]) for r in rows] == \
         [(p["point"], p["tokens"], p["valid_nll"]) for p in s["budget"]["anytime"]]
@@ -52,7 +52,7 @@ def test_points_at_equal_data_validate_after_the_step_that_reaches_each_epoch_co
     """``anytime_epochs``: a validation at the first step whose tokens reach 0.5, 1 and 2 epochs of train; the
     1-epoch point is the model that ends the first epoch, validated on the same subset as the epoch's own."""
     from pipeline_src.data.prepare import load_split
-    from pipeline_src.reporting.summarize import anytime_rows
+    from pipeline_src.reporting.rows import anytime_rows
 
     p, raw, prep = tiny_data
     tokens_per_step = 8 * 10
@@ -275,7 +275,7 @@ def test_one_long_run_gives_every_shorter_budget_to_the_bit_across_an_interrupti
     model.load_state_dict(last)
     full = evaluate(model, short_cfg, prep, raw, CPU, argmax=False)["test"]["nll"]
     assert scored[1]["test_nll"] == pytest.approx(full, abs=1e-9) and scored[2]["test_nll"] != scored[1]["test_nll"]
-    from pipeline_src.reporting.summarize import anytime_rows, anytime_table
+    from pipeline_src.reporting.rows import anytime_rows, anytime_table
     rows = anytime_rows({**s, "budget": {**s["budget"], "snapshots": scored}, "dataset": "tiny", "method": "softmax"})
     table = anytime_table(rows)
     assert table.dropna(subset=["multiple"])[["multiple", "test_nll"]].values.tolist() == \

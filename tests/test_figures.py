@@ -155,7 +155,7 @@ def test_a_sweep_is_one_language_at_several_sizes():
 
 
 def test_the_band_table_splits_each_band_by_the_chain_rule():
-    from pipeline_src.reporting.tables import band_table
+    from pipeline_src.reporting.report_tables import band_table
 
     rows = []
     for m, alloc, within in (("a", 0.1, 0.5), ("b", 0.3, 0.2)):
@@ -226,7 +226,7 @@ def test_the_dvc_plots_page_carries_vega_itself(tmp_path):
 
 
 def test_the_memory_table_reads_each_row_against_both_lines_of_the_topic_language():
-    from pipeline_src.reporting.tables import memory_table
+    from pipeline_src.reporting.report_tables import memory_table
 
     rows = [{"method": m, "seed": s, "nll": nll, "true_nll": 4.0, "gap_nll": nll - 4.0, "memoryless_nll": 4.4,
              "memory_gap_nll": nll - 4.4} for m, base in (("a", 4.3), ("b", 4.6)) for s, nll in

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from ..io import paths
@@ -408,61 +407,3 @@ def glance_markdown(publications: list[str]) -> str:
         parts.append(advice_markdown(table, level, name).split("\n", 2))
     header = parts[0][:2]
     return "\n".join(header + [p[2].rstrip("\n") for p in parts]) + "\n"
-
-
-def band_table(test: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """One dataset's frequency bands for people, from its test rows of summary.csv: per method (best mean test nll
-    first), means over seeds of the chain-rule split: predicting the target's band over all tokens (a proper score),
-    then per band its loss and how it divides into the band's part and the within-band part. On a language with a
-    truth every number is a gap to the truth's same part (nats/token); on real text, the nll itself. Rows from
-    before the split get the band's perplexity beside the truth's in that band. Returns the table and a line with
-    the test tokens in each band."""
-    from ..data.bands import BANDS
-
-    bands = [b for b in BANDS if f"{b}_tokens" in test and test[f"{b}_tokens"].fillna(0).max() > 0]
-    tokens = ", ".join(f"{b} {int(test[f'{b}_tokens'].max()):,}" for b in bands)
-    truth = "true_nll" in test and test.true_nll.notna().all()
-    g = test.groupby("method", sort=False)
-    order = g.nll.mean().sort_values().index
-    out = pd.DataFrame({"method": order})
-    split = "band_alloc_nll" in test and test.band_alloc_nll.notna().any()
-    if split:
-        kind = "gap" if truth else "nll"
-        out["band prediction (proper)"] = g[f"band_alloc_{kind}"].mean().reindex(order).to_numpy()
-        for b in bands:
-            total = g[f"{b}_gap_nll"].mean() if truth else g[f"{b}_ppl"].apply(lambda s: float(np.log(s).mean()))
-            out[f"{b}: {kind}"] = total.reindex(order).to_numpy()
-            out[f"{b}: band's part"] = g[f"{b}_alloc_{kind}"].mean().reindex(order).to_numpy()
-            out[f"{b}: within band"] = g[f"{b}_within_{kind}"].mean().reindex(order).to_numpy()
-        out = out.round(3)
-    else:
-        for b in bands:
-            ppl = g[f"{b}_ppl"].apply(lambda s: float(np.exp(np.log(s).mean()))).reindex(order)
-            cell = [f"{p:,.1f}" for p in ppl]
-            if truth and f"{b}_gap_nll" in test:
-                true_ppl = ppl / np.exp(g[f"{b}_gap_nll"].mean().reindex(order))
-                cell = [f"{p:,.1f} (truth {t:,.1f})" for p, t in zip(ppl, true_ppl)]
-            out[f"{b} ppl (given the band: not a proper score)"] = cell
-    return out, f"test tokens per band: {tokens}" if tokens else ""
-
-
-def memory_table(test: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
-    """One dataset's rows against the topic language's two lines (its test rows of summary.csv with
-    ``memoryless_nll``): the gap to the truth and to the memoryless line (the truth with the topic averaged out:
-    what a model that takes no evidence of the topic from what it has read achieves), means over seeds with their
-    intervals, and the share of memory's worth (memoryless minus truth, nats/token) the row recovered: 0 = no
-    better than ignoring the topic, 1 = the truth. Below the memoryless line the model read the topic off the
-    document; the rest of its gap to the truth is what it (its encoder or its output layer) still loses."""
-    from .stats import mean_ci
-    from .style import fmt_interval
-
-    rows = []
-    for method, g in test.groupby("method", sort=False):
-        worth = float((g.memoryless_nll - g.true_nll).mean())
-        truth = mean_ci(g.gap_nll.to_numpy(float), confidence)
-        memory = mean_ci(g.memory_gap_nll.to_numpy(float), confidence)
-        rows.append({"method": method, "nll": float(g.nll.mean()),
-                     "gap to the truth": fmt_interval(*truth, digits=3),
-                     "gap to the memoryless line": fmt_interval(*memory, digits=3),
-                     "memory's worth recovered": f"{-memory[0] / worth:.0%}" if worth > 0 else "—"})
-    return pd.DataFrame(rows).sort_values("nll").drop(columns="nll")
