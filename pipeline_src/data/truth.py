@@ -29,6 +29,10 @@ class SyntheticTruth:
 
         return true_stream(self.log_prob, self.order, self.to_sym[ids.astype(np.int64)])[positions]
 
+    def memoryless_at(self, ids: np.ndarray, positions: np.ndarray, split: str) -> None:
+        """No memoryless line: a dense synthetic language has no topic to average out (None)."""
+        return None
+
     def band_log_mass_at(self, ids: np.ndarray, positions: np.ndarray, split: str, band_of_id: np.ndarray,
                          bands: int) -> np.ndarray:
         """(n,) log q*(band of the target | context) of the tokens at ``positions``: the true mass on the band's

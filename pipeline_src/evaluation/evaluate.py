@@ -99,7 +99,7 @@ def evaluate(model, run_cfg: dict, prepared: Path, raw: Path, device: torch.devi
             true_lp = truth.log_probs_at(ids, positions.reshape(-1), split)
             true_nll = float(-true_lp.mean())
             row.update(true_nll=true_nll, gap_nll=nll - true_nll)
-            line = truth.memoryless_at(ids, positions.reshape(-1), split) if hasattr(truth, "memoryless_at") else None
+            line = truth.memoryless_at(ids, positions.reshape(-1), split)
             if line is not None:  # the topic language: the row's gap to the best memoryless model too
                 row.update(memoryless_nll=float(-line.mean()), memory_gap_nll=nll - float(-line.mean()))
         alloc = true_alloc = None

@@ -90,7 +90,10 @@ def frozen_settings(name: str, dataset: str) -> str:
            f"selected trial of each method at {dataset}",
            yaml.safe_dump({"methods": blocks}, sort_keys=False, default_flow_style=None, width=118).rstrip(),
            "datasets:"]
-    budgets = _budgets(name) if _timed(pub) else {}
+    try:
+        budgets = _budgets(name)
+    except ConfigError:  # no summary, or no run under a time budget: no tokens to freeze
+        budgets = {}
     if dataset in budgets:
         out.append(budgets[dataset][0][1])
     out.append(f"  {dataset}:\n    training:\n      lr_by_method: {{{lrs}}}")
@@ -98,14 +101,6 @@ def frozen_settings(name: str, dataset: str) -> str:
         out.append(f"      budget_calibration: benchmarks/{name}\n      budget_tokens_by_method: {{"
                    + ", ".join(f"{m}: {t}" for m, t in budgets[dataset][1].items()) + "}")
     return "\n".join(out) + "\n"
-
-
-def _timed(pub) -> bool:
-    """Whether a publication has runs under a time budget (its summary's budget_seconds)."""
-    if not (pub / "summary.csv").is_file():
-        return False
-    runs = read_csv(pub / "summary.csv", "budget_seconds")
-    return bool(runs.budget_seconds.notna().any())
 
 
 def _missing(v) -> bool:

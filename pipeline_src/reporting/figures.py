@@ -386,8 +386,8 @@ def budget_curves(runs: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame 
     line = own.unigram_valid_ppl.dropna()
     if len(line):
         ax.axhline(float(line.iloc[0]), color="0.3", ls=":", label="unigram (valid)")
-    kn = refs[(refs.dataset == dataset) & (refs.split == "test")] if refs is not None and len(refs) else []
-    for r in getattr(kn, "itertuples", lambda: [])():
+    kn = refs[(refs.dataset == dataset) & (refs.split == "test")] if refs is not None and len(refs) else pd.DataFrame()
+    for r in kn.itertuples():
         ax.axhline(r.ppl, color="k", ls="--", lw=1, label=f"{r.method}-{r.order} (count-based)")
         shown.append(r.ppl)
     test = summary[(summary.dataset == dataset) & (summary.split == "test")]

@@ -197,10 +197,11 @@ def delta_to_best(table: pd.DataFrame, summary: pd.DataFrame, confidence: float 
     for vocab, at in table.groupby("vocab"):
         best = at[at.rank_at_size == 1]
         best = best.iloc[0] if len(best) else None
+        learned = _learned(at)
         for r in at.itertuples():
             row = {"vocab": vocab, "dataset": r.dataset, "method": r.method,
                    "best": None if best is None else best.method}
-            if best is not None and _learned(at.loc[[r.Index]]).iloc[0] and pd.notna(r.ppl):
+            if best is not None and learned[r.Index] and pd.notna(r.ppl):
                 own = test.loc[(r.dataset, r.method)].nll
                 ref = test.loc[(best.dataset, best.method)].nll
                 diff = (own - ref).dropna()
