@@ -135,3 +135,38 @@ def test_the_gpu_table_reads_the_bench_s_measured_rate_and_the_published_floor()
                      {"emb_dim": 64, "hidden_dim": 64, "layers": 1}).set_index(["method", "multiple"])
     assert t.loc[("nce", 10.0), "measured_h"] == pytest.approx(2.5e8 / 300_000 / 3600)
     assert t.loc[("softmax", 100.0), "floor_h"] == pytest.approx(2.5e8 * (3.9e6 + 24 * 64 * 128) / 989.4e12 / 3600)
+
+
+def test_summarize_s_axis_tables_carry_the_crossovers_fits_and_gpu_hours_of_the_runs(tmp_path):
+    """axis_tables (what summarize writes): the crossovers are budget_axis.crossover's, each pair of methods that
+    learned at the largest budget once; the fits' held-out errors are fit_curve's; the GPU-hours read 1x as the
+    tokens of the 1x points and the runs' own head FLOPs, at the rate of the named cell bench."""
+    from pipeline_src.config import ConfigError
+    from pipeline_src.reporting.axis_tables import axis_tables
+
+    curves = {"softmax": [5.8, 5.4, 5.0, 4.6], "nce": [5.3, 5.2, 5.1, 5.0], "late": [6.5, 6.3, 6.2, 6.1]}
+    runs = _runs(curves)
+    anytime = runs.rename(columns={"nll": "test_nll"}).assign(valid_ppl=runs.kept_valid_ppl)
+    summary = pd.concat([runs.assign(split="valid"), runs.assign(split="test", head_flops_per_token_train=1e6)])
+    summary = summary[summary.multiple == 1.0].drop(columns=["multiple", "tokens"])
+    cells = tmp_path / "cell-bench.csv"
+    pd.DataFrame({"dataset": ["d"], "method": ["nce"], "tokens_per_s": [2.0e5]}).to_csv(cells, index=False)
+    params = {"statistics": {"reference": "softmax", "confidence": 0.95, "gpu_cells": str(cells)},
+              "model": {"emb_dim": 64, "hidden_dim": 64, "layers": 1, "dropout": 0.0, "tie_weights": False},
+              "datasets": {"d": {}}}
+    t = axis_tables(anytime, summary, pd.DataFrame(columns=["dataset", "split", "ppl"]), params)
+    pairs = t["crossovers.csv"]
+    assert pairs[["a", "b"]].values.tolist() == [["softmax", "nce"]]  # "late" never beats e^6: not learned at 10x
+    c = ba.crossover(runs, "d", "softmax", "nce")
+    assert pairs["at"].iloc[0] == pytest.approx(c["at"])
+    assert pairs.text.iloc[0] == ba.crossover_text(c)
+    fits = t["budget-fits.csv"]
+    assert set(fits.method) == {"softmax", "nce"} and fits.held_out_error.isna().all()  # 4 points: none to hold out
+    gpu = t["gpu-hours.csv"].set_index(["method", "multiple"])
+    assert gpu.loc[("nce", 10.0), "measured_h"] == pytest.approx(10 * 1000 / 2.0e5 / 3600)
+    assert math.isnan(gpu.loc[("softmax", 1.0), "measured_h"])  # not in the cell bench
+    assert gpu.loc[("softmax", 100.0), "floor_h"] == pytest.approx(
+        100 * 1000 * (1e6 + 24 * 64 * 128) / 989.4e12 / 3600)
+    params["statistics"]["gpu_cells"] = str(tmp_path / "missing.csv")
+    with pytest.raises(ConfigError, match="statistics.gpu_cells names .*missing.csv"):
+        axis_tables(anytime, summary, pd.DataFrame(columns=["dataset", "split", "ppl"]), params)

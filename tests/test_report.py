@@ -234,6 +234,7 @@ def test_the_report_reads_long_runs_budget_points_as_an_axis(tmp_path):
     import pandas as pd
 
     from pipeline_src.io.artifacts import read_json
+    from pipeline_src.reporting.axis_tables import axis_tables
     from pipeline_src.reporting.report import _execute, _parameters
 
     root = Path(__file__).resolve().parents[1]
@@ -247,8 +248,12 @@ def test_the_report_reads_long_runs_budget_points_as_an_axis(tmp_path):
              "test_nll": r.nll - slope[r.method] * math.log(m) + 0.01 * r.seed, "validation_s": 0.1}
             for r in s.itertuples() if r.method in slope for m in (0.25, 0.5, 1, 2, 3, 5, 10)]
     points = pd.concat([pd.read_csv(pub / "anytime.csv"), pd.DataFrame(rows)], ignore_index=True)
-    points.assign(test_ppl=np.exp(points.test_nll)).to_csv(pub / "anytime.csv", index=False)
+    points = points.assign(test_ppl=np.exp(points.test_nll))
+    points.to_csv(pub / "anytime.csv", index=False)
     params = read_json(pub / "provenance.json", "params")["params"]
+    summary = pd.read_csv(pub / "summary.csv")
+    for name, frame in axis_tables(points, summary, pd.read_csv(pub / "references.csv"), params).items():
+        frame.to_csv(pub / name, index=False)  # as summarize writes them
     html = _execute(params, _parameters({**params, "results_dir": str(pub)}), tmp_path / "r.html",
                     root / "workflow" / "notebooks" / "report.ipynb").read_text(encoding="utf-8")
     body = re.sub(r"<(style|script)[^>]*>.*?</\1>", "", html, flags=re.S)

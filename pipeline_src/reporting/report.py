@@ -79,6 +79,7 @@ def _parameters(params: dict) -> dict:
         "tuning_csv": str(paths.tuning_summary_path(params).resolve()),
         "tuning_curves_csv": str(paths.tuning_curves_path(params).resolve()),
         "summary_json": str(paths.summary_path(params).with_suffix(".json").resolve()),
+        "axis_dir": str(Path(params["results_dir"]).resolve()),
         "confidence": params["statistics"]["confidence"],
         "interval": params["statistics"]["interval"],
         "sweeps": sweeps(params),

@@ -62,3 +62,51 @@ def memory_table(test: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
                      "gap to the memoryless line": fmt_interval(*memory, digits=3),
                      "memory's worth recovered": f"{-memory[0] / worth:.0%}" if worth > 0 else "—"})
     return pd.DataFrame(rows).sort_values("nll").drop(columns="nll")
+
+
+def budget_ranking_table(ranked: pd.DataFrame, reference: str, level: int) -> pd.DataFrame:
+    """One dataset's budget-ranking.csv for people: a row per method, a column per multiple, each cell the test
+    perplexity [interval] and its verdict there (against the stand-in reference, named, where the reference did
+    not learn at that budget)."""
+    from .style import fmt_interval
+
+    def cell(r) -> str:
+        ppl = fmt_interval(r.ppl, r.ppl_low, r.ppl_high, 1)
+        if pd.isna(r.verdict):
+            return ppl
+        if r.verdict == "reference":
+            return ppl + (" (reference)" if r.method == reference else " (stand-in reference)")
+        stand_in = isinstance(r.verdict_reference, str) and r.verdict_reference != reference
+        named = f" vs {r.verdict_reference}" if stand_in and r.verdict in ("better", "worse", "no clear difference") \
+            else ""
+        return f"{ppl} ({r.verdict}{named})"
+
+    t = ranked.assign(cell=ranked.apply(cell, axis=1)).pivot_table(index="method", columns="multiple", values="cell",
+                                                                   aggfunc="first", sort=False)
+    return t.rename(columns=lambda m: f"{m:g}x").rename_axis(columns=None).reset_index()
+
+
+def budget_fits_table(fits: pd.DataFrame) -> pd.DataFrame:
+    """One dataset's budget-fits.csv for people: per method the fitted floor (as a perplexity) and exponent, and
+    the held-out error at each held-out budget (nats/token, predicted minus measured)."""
+    rows = []
+    for m, g in fits.groupby("method", sort=False):
+        r = g.iloc[0]
+        row = {"method": m, "points": int(r.points),
+               "floor ppl": "" if pd.isna(r.floor) else f"{np.exp(r.floor):.1f}",
+               "α": "" if pd.isna(r.alpha) else f"{r.alpha:.2f}"}
+        row.update({f"held-out error at {h.held_out_multiple:g}x (nats)": f"{h.held_out_error:+.3f}"
+                    for h in g.itertuples() if pd.notna(h.held_out_multiple)})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def gpu_hours_people(gpu: pd.DataFrame) -> pd.DataFrame:
+    """gpu-hours.csv for people: per method, the GPU-hours of each multiple, measured and as the FLOPs floor."""
+    def hours(x: float) -> str:
+        return "" if pd.isna(x) else (f"{x * 60:.2g} min" if x < 1 else f"{x:.3g} h")
+
+    t = gpu.assign(cell=[f"{hours(a)} (floor {hours(b)})" if pd.notna(b) else hours(a)
+                         for a, b in zip(gpu.measured_h, gpu.floor_h)])
+    t = t.pivot_table(index="method", columns="multiple", values="cell", aggfunc="first", sort=False)
+    return t.rename(columns=lambda m: f"{m:g}x").rename_axis(columns=None).reset_index()

@@ -20,6 +20,8 @@ from ..io.artifacts import read_csv, read_json
 from ..io.atomic import atomic_path, write_json
 from ..io.digests import SEAL, check_file, check_seal, sha256_of
 from ..io.errors import StaleError
+from .axis_tables import NAMES as AXIS_TABLES
+from .axis_tables import axis_tables
 from .calibration import calibrations
 from .rows import BAND_PARTS, SUMMARY_COLUMNS, anytime_rows, anytime_table, band_columns, summary_rows
 from .stats import contrasts, expected_best, headline
@@ -204,6 +206,9 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
               paths.matrix_summary_path(params): pd.DataFrame(matrix_rows), paths.headline_path(params): head,
               paths.contrasts_path(params): con,
               paths.references_summary_path(params): reference_rows(params, partial, missing)}
+    refs = tables[paths.references_summary_path(params)]
+    tables.update({Path(params["results_dir"]) / name: frame  # the budget axis, when long runs kept points
+                   for name, frame in axis_tables(tables[paths.anytime_path(params)], df, refs, params).items()})
     if (params.get("tuning") or {}).get("enabled"):
         trials, tcurves = tuning_tables(params, partial, missing)
         tables[paths.tuning_summary_path(params)] = trials
@@ -211,8 +216,9 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
     for path, frame in tables.items():
         _write(path, frame)
     _write_dvc_views(params, head, history)
-    for stale in (paths.tuning_summary_path(params), paths.tuning_curves_path(params)):
-        if stale not in tables:  # an earlier summary's, under tuning: the report and publish must not show it
+    for stale in (paths.tuning_summary_path(params), paths.tuning_curves_path(params),
+                  *(Path(params["results_dir"]) / name for name in AXIS_TABLES)):
+        if stale not in tables:  # an earlier summary's (under tuning, or with points): not to be shown
             stale.unlink(missing_ok=True)
     total = len(run_pairs(params)) * len(run_seeds(params))
     write_json(paths.summary_path(params).with_suffix(".json"),

@@ -1,0 +1,101 @@
+"""The budget axis's tables: what ``summarize`` writes beside the headline when long runs kept budget points
+(``training.budget_points``), so the report, the docs and a reader of the publication read the same numbers:
+
+- ``budget-ranking.csv``: per dataset and multiple, the headline as it stood at that budget (``budget_axis.ranking``);
+- ``budget-advice.csv``: what to use over (|V|, budget): the best method that learned, its margin over the
+  runner-up with its interval, and whether that interval excludes 0 (``advice.what_to_use_by_budget``);
+- ``crossovers.csv``: per pair of methods that learned at the largest budget, the measured crossover
+  (``budget_axis.crossover``) and, beyond the largest budget, where their fitted curves cross (an extrapolation);
+- ``budget-fits.csv``: per method, the power law with a floor fitted to its mean test nll, and its error on the
+  two largest budgets when they are held out;
+- ``gpu-hours.csv``: what 1x, 10x and 100x cost on one GPU, measured from a GPU cell bench
+  (``statistics.gpu_cells``) and as a floor from the step's FLOPs at the H100's published dense rate.
+"""
+from __future__ import annotations
+
+from itertools import combinations
+from pathlib import Path
+
+import pandas as pd
+
+from ..io.artifacts import read_csv
+from . import budget_axis
+from .advice import what_to_use_by_budget
+
+NAMES = ("budget-ranking.csv", "budget-advice.csv", "crossovers.csv", "budget-fits.csv", "gpu-hours.csv")
+
+
+def axis_tables(anytime: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame, params: dict) -> dict:
+    """The tables above by file name; empty when no run kept budget points."""
+    st = params["statistics"]
+    runs = budget_axis.point_runs(anytime, summary)
+    if runs.empty:
+        return {}
+    ranked = budget_axis.ranking(runs, st["reference"], st["confidence"])
+    out = {"budget-ranking.csv": ranked,
+           "budget-advice.csv": what_to_use_by_budget(runs, ranked, refs, st["confidence"])}
+    crossings, fits = [], []
+    for ds in runs.dataset.unique():
+        c, f = _pairs_and_fits(runs, ranked, ds, st["confidence"])
+        crossings += c
+        fits += f
+    out["crossovers.csv"] = pd.DataFrame(crossings, columns=CROSSOVER_COLUMNS)
+    out["budget-fits.csv"] = pd.DataFrame(fits, columns=FIT_COLUMNS)
+    if st.get("gpu_cells"):
+        out["gpu-hours.csv"] = gpu_hours_table(runs, summary, params, Path(st["gpu_cells"]))
+    return out
+
+
+CROSSOVER_COLUMNS = ["dataset", "a", "b", "leader", "at", "low", "high", "separated", "from", "to", "text",
+                     "fits_cross_at"]
+FIT_COLUMNS = ["dataset", "method", "points", "floor", "scale", "alpha", "held_out_multiple", "held_out_measured",
+               "held_out_predicted", "held_out_error"]
+
+
+def learned_at_largest(ranked: pd.DataFrame, dataset: str) -> list[str]:
+    """The methods whose every seed learned at the dataset's largest budget, best first."""
+    r = ranked[ranked.dataset == dataset]
+    top = r[r.multiple == r.multiple.max()].sort_values("nll")
+    return top[top.status.isna() | (top.status == "learned")].method.tolist()
+
+
+def _pairs_and_fits(runs: pd.DataFrame, ranked: pd.DataFrame, ds: str, confidence: float) -> tuple[list, list]:
+    learned = learned_at_largest(ranked, ds)
+    mean = runs[runs.dataset == ds].groupby(["method", "multiple"]).nll.mean()
+    fitted = {m: budget_axis.fit_curve(mean[m].index, mean[m].values) for m in learned}
+    fits = []
+    for m, f in fitted.items():
+        base = {"dataset": ds, "method": m, "points": f["points"], **(f["params"] or {})}
+        fits += [{**base, **{f"held_out_{k}": v for k, v in h.items()}} for h in f["held_out"]] or [base]
+    far = float(mean.index.get_level_values("multiple").max())
+    crossings = []
+    for a, b in combinations(learned, 2):
+        c = budget_axis.crossover(runs, ds, a, b, confidence)
+        crossings.append({"dataset": ds, **{k: v for k, v in c.items() if k != "range"},
+                          "from": c["range"][0], "to": c["range"][1], "text": budget_axis.crossover_text(c),
+                          "fits_cross_at": budget_axis.extrapolated_crossover(fitted[a], fitted[b], far)})
+    return crossings, fits
+
+
+def gpu_hours_table(runs: pd.DataFrame, summary: pd.DataFrame, params: dict, cells_file: Path) -> pd.DataFrame:
+    """``budget_axis.gpu_table`` per dataset of the long runs: 1x is each method's tokens at its 1x point (mean
+    over seeds); the head's training FLOPs per token are the runs' own (``head_flops_per_token_train``)."""
+    from ..config import ConfigError
+    from ..config.runs import model_config
+
+    if not cells_file.is_file():
+        raise ConfigError(f"statistics.gpu_cells names {cells_file}, which does not exist (a GPU cell bench's "
+                          f"cell-bench.csv, e.g. benchmarks/bench-cells-gpu/cell-bench.csv)")
+    cells = read_csv(cells_file, "dataset", "method", "tokens_per_s")
+    test = summary[summary.split == "test"]
+    out = []
+    for ds, g in runs.groupby("dataset", sort=False):
+        unit = g[g.multiple == 1.0].groupby("method", sort=False).tokens.mean().to_dict()
+        flops = test[test.dataset == ds].groupby("method").head_flops_per_token_train.first().to_dict()
+        mc = model_config(params, ds)
+        flops = flops if mc.encoder == "lstm" else {}  # the floor counts an LSTM encoder's FLOPs only
+        t = budget_axis.gpu_table(cells, ds, unit, flops, {"emb_dim": mc.emb_dim, "hidden_dim": mc.hidden_dim,
+                                                           "layers": mc.layers})
+        out.append(t.assign(dataset=ds, gpu_cells=cells_file.as_posix()))
+    cols = ["dataset", "method", "multiple", "tokens", "measured_h", "floor_h", "gpu_cells"]
+    return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)
