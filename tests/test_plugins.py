@@ -31,7 +31,8 @@ from torch import nn
 from pipeline_src.heads.base import OutputLayer
 
 
-class Unnormalised(OutputLayer):
+class _Linear(OutputLayer):
+    """What the broken heads share: a linear map to the vocabulary's logits."""
     family = "softmax and its controls"
 
     @dataclass(frozen=True)
@@ -42,9 +43,20 @@ class Unnormalised(OutputLayer):
         super().__init__(ctx, opts)
         self.proj = nn.Linear(ctx.in_dim, ctx.vocab_size)
 
-    def loss(self, hidden, target):
-        return F.cross_entropy(self.proj(hidden), target)
+    def _logits(self, hidden):
+        return self.proj(hidden)
 
+    def loss(self, hidden, target):
+        return F.cross_entropy(self._logits(hidden), target)
+
+    def log_prob(self, hidden):
+        return F.log_softmax(self._logits(hidden), dim=-1)
+
+    def forward_macs(self, exact):
+        return self.in_dim * self.vocab_size
+
+
+class Unnormalised(_Linear):
     def log_prob(self, hidden):
         return F.log_softmax(self.proj(hidden), dim=-1) + 0.1  # forgot something
 
@@ -64,40 +76,18 @@ class _Halved(torch.autograd.Function):
         return 0.5 * g
 
 
-class WrongGradient(OutputLayer):
-    family = "softmax and its controls"
-
-    @dataclass(frozen=True)
-    class Options:
-        pass
-
-    def __init__(self, ctx, opts):
-        super().__init__(ctx, opts)
-        self.proj = nn.Linear(ctx.in_dim, ctx.vocab_size)
-
+class WrongGradient(_Linear):
     def _logits(self, hidden):
         return self.proj(_Halved.apply(hidden))
 
-    def loss(self, hidden, target):
-        return F.cross_entropy(self._logits(hidden), target)
 
-    def log_prob(self, hidden):
-        return F.log_softmax(self._logits(hidden), dim=-1)
-
-    def forward_macs(self, exact):
-        return self.in_dim * self.vocab_size
-
-
-class Nondeterministic(WrongGradient):
+class Nondeterministic(_Linear):
     """Its initial bias comes from the clock, not from the seed."""
 
     def __init__(self, ctx, opts):
         super().__init__(ctx, opts)
         with torch.no_grad():
             self.proj.bias += (time.perf_counter_ns() % 997) * 1e-6
-
-    def _logits(self, hidden):
-        return self.proj(hidden)
 
 
 class NotAHead:
