@@ -10,6 +10,7 @@ above it. Pasted into a params file, every listed method's runs stop after the s
 from __future__ import annotations
 
 import math
+import textwrap
 
 from ..io import paths
 from ..io.artifacts import read_csv, read_json
@@ -23,9 +24,16 @@ def frozen_budgets(name: str) -> str:
         if len(out) == 1:
             out.append(comment[0])
         out.append(comment[1])
-        out.append(f"  {ds}:\n    training:\n      budget_calibration: benchmarks/{name}\n      budget_tokens_by_method: {{"
-                   + ", ".join(f"{m}: {t}" for m, t in frozen.items()) + "}")
+        out.append(_dataset_block(ds, {"budget_calibration": f"benchmarks/{name}", "budget_tokens_by_method": frozen}))
     return "\n".join(out) + "\n"
+
+
+def _dataset_block(dataset: str, training: dict) -> str:
+    """``datasets.<dataset>.training`` as YAML lines under a ``datasets:`` key (a mapping of numbers on one line)."""
+    import yaml
+
+    text = yaml.safe_dump({dataset: {"training": training}}, sort_keys=False, default_flow_style=None, width=10**6)
+    return textwrap.indent(text.rstrip(), "  ")
 
 
 def _budgets(name: str) -> dict:
@@ -85,7 +93,7 @@ def frozen_settings(name: str, dataset: str) -> str:
     blocks = {r.method: {**params["methods"][r.method],
                          **{c[4:]: _plain(getattr(r, c)) for c in opts if not _missing(getattr(r, c))}}
               for r in picks.itertuples()}
-    lrs = ", ".join(f"{r.method}: {float(r.lr)!r}" for r in picks.itertuples())  # every digit: the same run
+    training = {"lr_by_method": {r.method: float(r.lr) for r in picks.itertuples()}}  # every digit: the same run
     out = [f"# frozen from benchmarks/{name} (commit {prov['commit'][:12]}, published {prov['published']}): the "
            f"selected trial of each method at {dataset}",
            yaml.safe_dump({"methods": blocks}, sort_keys=False, default_flow_style=None, width=118).rstrip(),
@@ -94,12 +102,10 @@ def frozen_settings(name: str, dataset: str) -> str:
         budgets = _budgets(name)
     except ConfigError:  # no summary, or no run under a time budget: no tokens to freeze
         budgets = {}
-    if dataset in budgets:
-        out.append(budgets[dataset][0][1])
-    out.append(f"  {dataset}:\n    training:\n      lr_by_method: {{{lrs}}}")
     if dataset in budgets:  # the dataset ran under a time budget: each method's tokens in it, the 1x of a longer run
-        out.append(f"      budget_calibration: benchmarks/{name}\n      budget_tokens_by_method: {{"
-                   + ", ".join(f"{m}: {t}" for m, t in budgets[dataset][1].items()) + "}")
+        out.append(budgets[dataset][0][1])
+        training.update(budget_calibration=f"benchmarks/{name}", budget_tokens_by_method=budgets[dataset][1])
+    out.append(_dataset_block(dataset, training))
     return "\n".join(out) + "\n"
 
 
