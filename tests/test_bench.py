@@ -44,7 +44,7 @@ def test_the_library_peer_is_exact_and_in_the_table(tiny):
     import pandas as pd
     import torch.nn.functional as F
 
-    from pipeline_src.reporting.tables import bench_markdown
+    from pipeline_src.reporting.bench_tables import bench_markdown
 
     df = run_bench(tiny, CPU)
     if not hasattr(F, "linear_cross_entropy"):  # PyTorch before 2.13: no peer, no columns

@@ -137,11 +137,12 @@ def test_the_gpu_table_reads_the_bench_s_measured_rate_and_the_published_floor()
     assert t.loc[("softmax", 100.0), "floor_h"] == pytest.approx(2.5e8 * (3.9e6 + 24 * 64 * 128) / 989.4e12 / 3600)
 
 
-def test_summarize_s_axis_tables_carry_the_crossovers_fits_and_gpu_hours_of_the_runs(tmp_path):
+def test_summarize_s_axis_tables_carry_the_crossovers_fits_and_gpu_hours_of_the_runs(tmp_path, monkeypatch):
     """axis_tables (what summarize writes): the crossovers are budget_axis.crossover's, each pair of methods that
     learned at the largest budget once; the fits' held-out errors are fit_curve's; the GPU-hours read 1x as the
     tokens of the 1x points and the runs' own head FLOPs, at the rate of the named cell bench."""
     from pipeline_src.config import ConfigError
+    from pipeline_src.reporting import tables
     from pipeline_src.reporting.axis_tables import axis_tables
 
     curves = {"softmax": [5.8, 5.4, 5.0, 4.6], "nce": [5.3, 5.2, 5.1, 5.0], "late": [6.5, 6.3, 6.2, 6.1]}
@@ -167,6 +168,21 @@ def test_summarize_s_axis_tables_carry_the_crossovers_fits_and_gpu_hours_of_the_
     assert math.isnan(gpu.loc[("softmax", 1.0), "measured_h"])  # not in the cell bench
     assert gpu.loc[("softmax", 100.0), "floor_h"] == pytest.approx(
         100 * 1000 * (1e6 + 24 * 64 * 128) / 989.4e12 / 3600)
+    for name, frame in t.items():  # as a publication holds them, rendered for the docs by file name
+        frame.to_csv(tmp_path / name, index=False)
+    monkeypatch.setattr(tables, "REPOSITORY", tmp_path)
+    ranking = tables.render_table("budget-ranking.csv").splitlines()
+    assert ranking[2] == "| method | 0.25x | 1x | 3x | 10x |"
+    row = next(r for r in ranking if r.startswith("| nce |"))
+    r = t["budget-ranking.csv"].set_index(["method", "multiple"])
+    assert f"{r.loc[('nce', 10.0), 'ppl']:.1f} [" in row and row.endswith("(worse) |")  # 10x: softmax ahead
+    assert tables.render_table("crossovers.csv").strip() == f"- d: {pairs.text.iloc[0]}" + (
+        "" if pd.isna(pairs.fits_cross_at.iloc[0]) else f"; the fits cross at {pairs.fits_cross_at.iloc[0]:.3g}x "
+                                                        "(extrapolated)")
+    advice = tables.render_table("budget-advice.csv")
+    assert "d at 0.25x" in advice and "d at 10x" in advice
+    hours = tables.render_table("gpu-hours.csv")
+    assert f"{10 * 1000 / 2.0e5 / 3600 * 60:.2g} min (floor" in hours  # nce at 10x, measured then its floor
     params["statistics"]["gpu_cells"] = str(tmp_path / "missing.csv")
     with pytest.raises(ConfigError, match="statistics.gpu_cells names .*missing.csv"):
         axis_tables(anytime, summary, pd.DataFrame(columns=["dataset", "split", "ppl"]), params)

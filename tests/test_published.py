@@ -104,7 +104,7 @@ def test_a_bench_alone_is_published_with_its_command_and_refused_when_its_config
     import pipeline_src.reporting.publish as pub
     from pipeline_src.config import ConfigError, validate
     from pipeline_src.cost.bench import run_bench
-    from pipeline_src.reporting import tables
+    from pipeline_src.reporting import bench_tables as tables
 
     p = validate(copy.deepcopy(default_params))
     p["results_dir"] = str(tmp_path / "results")

@@ -85,7 +85,9 @@ def test_bench_step_writes_the_table_and_the_breakdown(tiny, tmp_path, monkeypat
     assert r.softmax_pass_ms > 0 and r.step_vs_floor_and_softmax < r.step_vs_floor
 
     import pipeline_src.reporting.publish as pub
-    from pipeline_src.reporting import tables  # published alone, with its command, both tables rendered
+    from pipeline_src.reporting import (
+        bench_tables as tables,  # published alone, with its command, both tables rendered
+    )
 
     monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
     monkeypatch.setattr(pub, "update_docs", lambda: [])

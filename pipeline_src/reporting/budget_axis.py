@@ -34,7 +34,10 @@ H100_SOURCE = "NVIDIA H100 Tensor Core GPU datasheet (SXM5, dense, without spars
 def point_runs(points: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     """anytime.csv's budget points as per-run rows ``stats.headline`` reads: the test nll at the point, the run's
     unigram line and the validation perplexity at the point (so "learned" is read at that budget too)."""
-    pts = points.dropna(subset=["multiple"]) if "multiple" in points else points.iloc[0:0]
+    if "multiple" not in points or "test_nll" not in points:  # no run kept budget points
+        return pd.DataFrame(columns=["dataset", "vocab", "method", "seed", "multiple", "tokens", "split", "nll", "type",
+                                     "kept_valid_ppl", "unigram_valid_ppl"])
+    pts = points.dropna(subset=["multiple"])
     valid = summary[summary.split == "valid"].set_index(["dataset", "method", "seed"])
     line = valid.unigram_valid_ppl if "unigram_valid_ppl" in valid else pd.Series(dtype=float)
     kind = valid["type"] if "type" in valid else pd.Series(dtype=object)

@@ -12,14 +12,16 @@ from ..io import paths
 from ..io.artifacts import read_json
 from ..io.errors import ConfigError
 from ..io.paths import REPOSITORY
-from .style import fmt_ratio
-
-
-def markdown_table(cols: list[str], rows) -> str:
-    """A Markdown table: a header of ``cols`` and one line per row of already formatted cells."""
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(cells) + " |" for cells in rows]
-    return "\n".join(lines)
+from .bench_tables import (
+    bench_markdown,
+    cell_bench_markdown,
+    sampler_bias_markdown,
+    sampler_costs_markdown,
+    step_bench_markdown,
+    step_breakdown_markdown,
+)
+from .markdown import fmt_ci, fmt_millions, fmt_num, frame_markdown, markdown_table
+from .report_tables import budget_fits_table, budget_ranking_table, gpu_hours_people
 
 
 def headline_markdown(head: pd.DataFrame, refs: pd.DataFrame | None = None, level: int = 95) -> str:
@@ -62,40 +64,36 @@ def headline_markdown(head: pd.DataFrame, refs: pd.DataFrame | None = None, leve
         rows = []
         for r in h.itertuples():
             if getattr(r, "row_kind", None) == "reference":  # no seeds, no verdict, no head: its fit time
-                cells = [r.method, _num(r.ppl, 1), "—", "reference (no seeds)"] + (["—"] if uneven else []) \
-                    + ([_num(r.gap_nll, 3)] if synthetic else []) + (["—"] if best else []) \
+                cells = [r.method, fmt_num(r.ppl, 1), "—", "reference (no seeds)"] + (["—"] if uneven else []) \
+                    + ([fmt_num(r.gap_nll, 3)] if synthetic else []) + (["—"] if best else []) \
                     + (["—", "—"] if paper else []) + ["—", f"{r.train_time_s:.2g} (fit)"] + (["—"] if budget else []) + ["—"]
                 rows.append(cells)
                 continue
             zero = getattr(r, "zero_prob_tokens", None)
-            cells = [r.method, _interval(r.ppl, r.ppl_low, r.ppl_high, 1) + (
+            cells = [r.method, fmt_ci(r.ppl, r.ppl_low, r.ppl_high, 1) + (
                          f" ({int(zero)} test tokens scored probability 0 over {int(r.seeds)} seeds)"
                          if zero is not None and zero > 0 else ""),
-                     "—" if r.method == ref else _interval(r.delta_nll, r.delta_low, r.delta_high, 3, signed=True),
+                     "—" if r.method == ref else fmt_ci(r.delta_nll, r.delta_low, r.delta_high, 3, signed=True),
                      r.verdict]
             if uneven:
                 cells.insert(1, str(int(r.seeds)))
             if synthetic:
-                cells.append(_num(r.gap_nll, 3))
+                cells.append(fmt_num(r.gap_nll, 3))
             if best:
-                cells.append(_num(r.best_model_ppl, 2))
+                cells.append(fmt_num(r.best_model_ppl, 2))
             if paper:
                 cells += ["—", "—"] if pd.isna(r.paper_ppl) else [f"{r.paper_ppl:.2f}", f"{100 * r.vs_paper:+.1f}%"]
             if pd.isna(r.logprob_rank):  # rank_contexts: 0 (no rank diagnostic in this run)
                 rank = "—"
             else:
                 rank = f"{r.logprob_rank:.0f}" + (f" (≤ {int(r.head_dim) + 2})" if r.logprob_rank <= r.head_dim + 2 else "")
-            cells += [rank, f"{r.train_time_s:.0f}"] + ([_millions(r.tokens_reached)] if budget else []) \
+            cells += [rank, f"{r.train_time_s:.0f}"] + ([fmt_millions(r.tokens_reached)] if budget else []) \
                 + [f"{r.head_flops_per_token_train / 1e3:.1f}"]
             rows.append(cells)
         title = f"**{ds}** ({seeds} seeds{' at most' if uneven else ''}){note}\n" if len(head.dataset.unique()) > 1 \
             else (f"*{note.strip(' ()')}*\n" if note else "")
         out.append(title + markdown_table(cols, rows))
     return "\n\n".join(out) + "\n"
-
-
-def _millions(tokens: float) -> str:
-    return "—" if pd.isna(tokens) else f"{tokens / 1e6:.2f}M"
 
 
 def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame | None = None,
@@ -133,19 +131,15 @@ def sweep_markdown(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame
         cols = ["rank", "method", f"test ppl [{ci}]", against, "tokens in budget",
                 *[f"{band}: {b}{share[b]}" for b in BANDS]]
         rows = [["—" if pd.isna(r.rank_at_size) else str(r.rank_at_size), r.method,
-                 "—" if pd.isna(r.ppl) else _interval(r.ppl, r.ppl_low, r.ppl_high, 1),
+                 "—" if pd.isna(r.ppl) else fmt_ci(r.ppl, r.ppl_low, r.ppl_high, 1),
                  "—" if pd.isna(r.verdict) else r.verdict,
-                 _millions(r.tokens_reached), *[_fixed(getattr(r, f"{b}_{key}"), digits) for b in BANDS]]
+                 fmt_millions(r.tokens_reached), *[fmt_num(getattr(r, f"{b}_{key}"), digits) for b in BANDS]]
                 for r in at.itertuples()]
         out.append(f"**|V| = {vocab:,}** ({ds.dataset.iloc[0]})\n" + markdown_table(cols, rows))
     text = "\n\n".join(out) + "\n\nLowest test perplexity of a neural output layer at each size:\n\n" + \
         "\n".join(winner_lines(table, refs)) + "\n"
     cross = crossover_lines(table, ref)
     return text + (f"\nAgainst {ref} across sizes:\n\n" + "\n".join(cross) + "\n" if cross else "")
-
-
-def _fixed(x: float, digits: int) -> str:
-    return _num(x, digits)
 
 
 def contrasts_markdown(con: pd.DataFrame, level: int = 95) -> str:
@@ -157,9 +151,9 @@ def contrasts_markdown(con: pd.DataFrame, level: int = 95) -> str:
                                             f"Δ nll vs control [{level}% CI]", "verdict"]
     rows = []
     for r in con.itertuples():
-        cells = [r.method, r.control, _num(r.ppl, 2), _num(r.control_ppl, 2),
+        cells = [r.method, r.control, fmt_num(r.ppl, 2), fmt_num(r.control_ppl, 2),
                  "0" if pd.isna(r.pairs) else f"{r.pairs:.0f}",
-                 "—" if pd.isna(r.delta_nll) else _interval(r.delta_nll, r.delta_low, r.delta_high, 3, signed=True),
+                 "—" if pd.isna(r.delta_nll) else fmt_ci(r.delta_nll, r.delta_low, r.delta_high, 3, signed=True),
                  r.verdict]
         rows.append(([r.dataset] if many else []) + cells)
     return markdown_table(cols, rows) + "\n"
@@ -173,8 +167,8 @@ def references_markdown(refs: pd.DataFrame) -> str:
     rows = []
     for (ds, method), g in refs.groupby(["dataset", "method"], sort=False):
         v, t = g[g.split == "valid"].iloc[0], g[g.split == "test"].iloc[0]
-        gap = "" if pd.isna(t.get("gap_nll")) else _num(t.gap_nll, 3)
-        rows.append([ds, f"{method}-{int(t.order)}", _num(v.ppl, 2), _num(t.ppl, 2), gap, f"{int(t.tokens):,}",
+        gap = "" if pd.isna(t.get("gap_nll")) else fmt_num(t.gap_nll, 3)
+        rows.append([ds, f"{method}-{int(t.order)}", fmt_num(v.ppl, 2), fmt_num(t.ppl, 2), gap, f"{int(t.tokens):,}",
                      f"{int(t.train_tokens):,}", f"{int(t.vocab):,}", f"{t.fit_seconds:.1f}"])
     return markdown_table(["dataset", "reference", "valid ppl", "test ppl", "gap to truth (nats)", "test tokens",
                            "train tokens", "vocab", "fit s"], rows) + "\n"
@@ -190,101 +184,8 @@ def selected_markdown(trials: pd.DataFrame) -> str:
         r = g[g.selected].iloc[0]
         cells = [ds, m, str(int(r.trial)), f"{r.lr:.3g}"]
         cells += ["" if pd.isna(r[c]) else (f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c])) for c in opts]
-        rows.append(cells + [_num(r.valid_ppl, 2), f"{len(g)} ({int((g.status != 'ok').sum())})"])
+        rows.append(cells + [fmt_num(r.valid_ppl, 2), f"{len(g)} ({int((g.status != 'ok').sum())})"])
     return markdown_table(cols, rows) + "\n"
-
-
-def bench_markdown(bench: pd.DataFrame) -> str:
-    """A bench table: each head's step and exact evaluation against the floor measured in the same run,
-    and its step's peak memory against F.linear + F.cross_entropy's."""
-    adam = "adam_ms" in bench  # benches since the Adam step and the optimizer state were timed
-    cols = ["V", "method", "step (ms)", "+ update (ms)", *(["+ Adam (ms)"] if adam else []), "x floor", "eval x floor",
-            "peak memory (MB)", "x F.cross_entropy's", *(["params / Adam state (MB)"] if adam else [])]
-
-    def row(r) -> list[str]:
-        cells = [f"{r.vocab:,}", r.method, f"{r.train_ms:,.1f}", f"{r.update_ms:,.1f}"]
-        cells += [f"{r.adam_ms:,.1f}"] if adam else []
-        cells += [fmt_ratio(r.train_vs_floor), fmt_ratio(r.eval_vs_floor), f"{r.peak_mem_mb:,.1f}", fmt_ratio(r.mem_vs_reference)]
-        return cells + ([f"{r.param_mb:,.1f} / {r.adam_state_mb:,.1f}"] if adam else [])
-
-    lines = [markdown_table(cols, (row(r) for r in bench.itertuples()))]
-    if "own_floor_ms" in bench:  # benches since each head's own floor
-        lines += ["", own_floor_markdown(bench).rstrip("\n")]
-    if "lce_auto_ms" in bench:  # the library peer of the softmax loss, once per V
-        lines += ["", "| V | step (ms): F.linear + F.cross_entropy | F.linear_cross_entropy, auto | "
-                      "chunks of 256, compact | x floor (auto / 256) | peak MB (auto / 256) | loss error (auto / 256) |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in bench.drop_duplicates("vocab").itertuples():
-            lines.append(f"| {r.vocab:,} | {r.reference_ms:,.1f} | {r.lce_auto_ms:,.1f} | {r.lce_chunk256_ms:,.1f} | "
-                         f"{r.lce_auto_ms / r.floor_ms:.2f} / {r.lce_chunk256_ms / r.floor_ms:.2f} | "
-                         f"{r.lce_auto_peak_mem_mb:,.1f} / {r.lce_chunk256_peak_mem_mb:,.1f} | "
-                         f"{r.lce_auto_loss_error:.1e} / {r.lce_chunk256_loss_error:.1e} |")
-    return "\n".join(lines) + "\n"
-
-
-def own_floor_markdown(bench: pd.DataFrame) -> str:
-    """Each head against its own floor (cost/bench.py's own_floors): a roofline of its products (FLOPs at the GEMM
-    rate measured in the run, or the bytes of the parameter elements its step touched at the measured bandwidth),
-    plus for an update the bytes it moves over those elements."""
-    cols = ["V", "method", "own floor (ms)", "step x own", "+ SGD x own", "+ Adam x own", "eval x own",
-            "elements touched", "Adam (ms): ours / torch's SparseAdam"]
-
-    def row(r) -> list[str]:
-        peer = "" if pd.isna(r.torch_sparse_adam_ms) else f"{r.adam_ms:,.1f} / {r.torch_sparse_adam_ms:,.1f}"
-        return [f"{r.vocab:,}", r.method, f"{r.own_floor_ms:,.2f}", fmt_ratio(r.train_vs_own), fmt_ratio(r.update_vs_own),
-                fmt_ratio(r.adam_vs_own), fmt_ratio(r.eval_vs_own), f"{int(r.touched):,}", peer]
-
-    return markdown_table(cols, (row(r) for r in bench.itertuples())) + "\n"
-
-
-def sampler_costs_markdown(df: pd.DataFrame) -> str:
-    """The kernel proposal's tree at each V: its rebuild (the update), a draw, its memory, beside a unigram draw."""
-    cols = ["V", "tree levels", "rebuild (ms)", "draws", "draws (ms)", "µs per draw", "unigram µs per draw",
-            "tree (MB)"]
-    return markdown_table(cols, ([f"{r.vocab:,}", str(r.levels), f"{r.rebuild_ms:,.1f}", f"{r.draws:,}",
-                                  f"{r.sample_ms:,.0f}", f"{r.us_per_draw:.2f}", f"{r.unigram_us_per_draw:.3f}",
-                                  f"{r.tree_mb:,.1f}"] for r in df.itertuples())) + "\n"
-
-
-def sampler_bias_markdown(df: pd.DataFrame) -> str:
-    """The sampled softmax's gradient bias per proposal (rows) and number of samples m (columns)."""
-    sizes = sorted(df.m.unique())
-    rows = [[proposal, *[f"{g.set_index('m').bias[m]:.3f} (± {g.set_index('m').noise[m]:.3f})" for m in sizes]]
-            for proposal, g in df.groupby("proposal", sort=False)]
-    return markdown_table(["proposal", *[f"m = {m}" for m in sizes]], rows) + "\n"
-
-
-def step_bench_markdown(df: pd.DataFrame) -> str:
-    """Whole training steps: the project's and the peer's against the floor measured in the same run."""
-    cols = ["threads", "method", "step (ms)", "x floor", "x floor + softmax pass", "PyTorch example (ms)",
-            "its x floor", "speed-up", "floor (ms): head products + LSTM", "softmax pass (ms)", "tokens/s"]
-    return markdown_table(cols, ([str(r.threads), r.method, f"{r.step_ms:.1f}", f"{r.step_vs_floor:.2f}",
-                                  f"{r.step_vs_floor_and_softmax:.2f}", f"{r.peer_ms:.1f}", f"{r.peer_vs_floor:.2f}",
-                                  f"{r.speedup_vs_peer:.2f}", f"{r.floor_ms:.1f}: {r.head_gemm_ms:.1f} + {r.lstm_ms:.1f}",
-                                  f"{r.softmax_pass_ms:.1f}", f"{r.tokens_per_s:,.0f}"] for r in df.itertuples())) + "\n"
-
-
-def cell_bench_markdown(df: pd.DataFrame) -> str:
-    """Each sweep cell's whole step against its own floor, and the tokens its budget buys, now and before."""
-    cols = ["V", "method", "step (ms)", "own floor (ms): LSTM + head + update", "x own floor", "tokens/s",
-            "tokens in budget", "before: step (ms)", "before: tokens in budget", "speed-up"]
-    vocab = {"zipf-10k": "10k", "zipf-100k": "100k", "zipf-1m": "1M"}
-    return markdown_table(cols, ([vocab.get(r.dataset, r.dataset), r.method, _num(r.step_ms, 1),
-                                  f"{r.own_floor_ms:.1f}: {r.lstm_ms:.1f} + {r.head_floor_ms:.1f} + "
-                                  f"{r.update_floor_ms:.1f}",
-                                  f"{r.step_vs_own:.2f}", f"{r.tokens_per_s:,.0f}", _millions(r.tokens_in_budget),
-                                  _num(r.before_step_ms, 1), _millions(r.before_tokens_in_budget),
-                                  "—" if pd.isna(r.speedup_vs_before) else f"{r.speedup_vs_before:.2f}x"]
-                                 for r in df.itertuples())) + "\n"
-
-
-def step_breakdown_markdown(df: pd.DataFrame) -> str:
-    """Where a step's time goes, ms per step by part of the step and kind of op, one column per method."""
-    wide = df.pivot(index="part", columns="method", values="ms_per_step")
-    last = ["step, profiled", "step, not profiled"]
-    order = [p for p in wide.index if p not in last] + last
-    return markdown_table(["part: kind of op", *wide.columns],
-                          ([part, *(f"{v:.1f}" for v in wide.loc[part])] for part in order)) + "\n"
 
 
 def provenance_markdown(prov: dict) -> str:
@@ -311,21 +212,6 @@ def _missing(missing: list[str], listed: int = 8) -> str:
     return ", ".join(f"{k} ({n})" for k, n in groups.items()) + f"; {len(missing)} in all"
 
 
-def _num(x: float, digits: int, signed: bool = False) -> str:
-    """A table's number: ``∞`` for an infinity (a word scored probability 0), ``—`` where there is none."""
-    if x is None or pd.isna(x):
-        return "—"
-    if math.isinf(x):
-        return ("+" if signed and x > 0 else "-" if x < 0 else "") + "∞"
-    return f"{x:{'+' if signed else ''}.{digits}f}"
-
-
-def _interval(m: float, lo: float, hi: float, digits: int, signed: bool = False) -> str:
-    if lo is None or math.isnan(lo) or math.isinf(m):  # an infinite mean has no interval worth printing
-        return _num(m, digits, signed)
-    return f"{_num(m, digits, signed)} [{_num(lo, digits, signed)}, {_num(hi, digits, signed)}]"
-
-
 def render_table(path: str) -> str:
     """The markdown of a results-table block naming ``path`` (relative to the repository root)."""
     if path.startswith("glance:"):  # what to use in each dataset of several publications (the README's glance)
@@ -336,34 +222,18 @@ def render_table(path: str) -> str:
     prov = file.with_name(paths.PROVENANCE)  # the intervals' level is the publication's (restate may change it)
     params = read_json(prov).get("params") or {} if prov.is_file() else {}
     level = int(round(100 * ((params.get("statistics") or {}).get("confidence") or 0.95)))
-    if file.name == "headline.csv":
+    if file.name in ("headline.csv", "summary.csv"):  # summary.csv: a sweep's reading across sizes
         refs = file.with_name("references.csv")
-        return headline_markdown(pd.read_csv(file), pd.read_csv(refs) if refs.exists() and refs.stat().st_size > 1
-                                 else None, level)
-    if file.name == "contrasts.csv":
-        return contrasts_markdown(pd.read_csv(file), level)
-    if file.name == "summary.csv":  # a sweep's reading across sizes, with the headline beside it
-        refs = file.with_name("references.csv")
-        return sweep_markdown(pd.read_csv(file), pd.read_csv(file.with_name("headline.csv")),
-                              pd.read_csv(refs) if refs.exists() and refs.stat().st_size > 1 else None, level)
-    if file.name == "references.csv":
-        return references_markdown(pd.read_csv(file))
-    if file.name == "bench.csv":
-        return bench_markdown(pd.read_csv(file))
-    if file.name == "step-bench.csv":
-        return step_bench_markdown(pd.read_csv(file))
-    if file.name == "cell-bench.csv":
-        return cell_bench_markdown(pd.read_csv(file))
-    if file.name == "step-breakdown.csv":
-        return step_breakdown_markdown(pd.read_csv(file))
-    if file.name == "tuning.csv":
-        return selected_markdown(pd.read_csv(file))
-    if file.name == "sampler-costs.csv":
-        return sampler_costs_markdown(pd.read_csv(file))
-    if file.name == "sampler-bias.csv":
-        return sampler_bias_markdown(pd.read_csv(file))
+        refs = pd.read_csv(refs) if refs.exists() and refs.stat().st_size > 1 else None
+        if file.name == "headline.csv":
+            return headline_markdown(pd.read_csv(file), refs, level)
+        return sweep_markdown(pd.read_csv(file), pd.read_csv(file.with_name("headline.csv")), refs, level)
     if file.name == "provenance.json":
         return provenance_markdown(read_json(file))
+    if file.name in BY_LEVEL:
+        return BY_LEVEL[file.name](pd.read_csv(file), level)
+    if file.name in PLAIN:
+        return PLAIN[file.name](pd.read_csv(file))
     raise ConfigError(f"no table format for {path}")
 
 
@@ -407,3 +277,44 @@ def glance_markdown(publications: list[str]) -> str:
         parts.append(advice_markdown(table, level, name).split("\n", 2))
     header = parts[0][:2]
     return "\n".join(header + [p[2].rstrip("\n") for p in parts]) + "\n"
+
+
+
+def budget_ranking_markdown(ranked: pd.DataFrame, level: int = 95) -> str:
+    """budget-ranking.csv: per dataset, test perplexity [interval] and the verdict at each multiple of the budget."""
+    reference = ranked.reference.dropna().iloc[0] if "reference" in ranked and ranked.reference.notna().any() \
+        else "softmax"
+    parts = [f"**{ds}** (test perplexity [{level}% interval] and the verdict against {reference} at each budget):\n\n"
+             + frame_markdown(budget_ranking_table(g, reference, level)) for ds, g in ranked.groupby("dataset", sort=False)]
+    return "\n".join(parts)
+
+
+def budget_advice_markdown(table: pd.DataFrame, level: int = 95) -> str:
+    """budget-advice.csv: what to use over (|V|, budget), one row per dataset and multiple."""
+    rows = table.assign(dataset=[f"{d} at {m:g}x" for d, m in zip(table.dataset, table.multiple)])
+    return advice_markdown(rows, level)
+
+
+def crossovers_markdown(pairs: pd.DataFrame) -> str:
+    """crossovers.csv: the measured crossover of each pair, then where the fits cross beyond (extrapolated)."""
+    lines = [f"- {r.dataset}: {r.text}" + ("" if pd.isna(r.fits_cross_at) else
+                                           f"; the fits cross at {r.fits_cross_at:.3g}x (extrapolated)")
+             for r in pairs.itertuples()]
+    return "\n".join(lines) + "\n" if lines else "*No two methods learned at the largest budget.*\n"
+
+
+def _per_dataset(frame_of) -> callable:
+    def render(df: pd.DataFrame) -> str:
+        return "\n".join(f"**{ds}**:\n\n" + frame_markdown(frame_of(g)) for ds, g in df.groupby("dataset", sort=False))
+    return render
+
+
+
+# the tables render_table formats by file name: at the publication's confidence level, or as they are
+BY_LEVEL = {"contrasts.csv": contrasts_markdown, "budget-ranking.csv": budget_ranking_markdown,
+            "budget-advice.csv": budget_advice_markdown}
+PLAIN = {"references.csv": references_markdown, "bench.csv": bench_markdown, "step-bench.csv": step_bench_markdown,
+         "cell-bench.csv": cell_bench_markdown, "step-breakdown.csv": step_breakdown_markdown,
+         "tuning.csv": selected_markdown, "sampler-costs.csv": sampler_costs_markdown,
+         "sampler-bias.csv": sampler_bias_markdown, "crossovers.csv": crossovers_markdown,
+         "budget-fits.csv": _per_dataset(budget_fits_table), "gpu-hours.csv": _per_dataset(gpu_hours_people)}
