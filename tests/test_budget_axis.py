@@ -186,3 +186,26 @@ def test_summarize_s_axis_tables_carry_the_crossovers_fits_and_gpu_hours_of_the_
     params["statistics"]["gpu_cells"] = str(tmp_path / "missing.csv")
     with pytest.raises(ConfigError, match="statistics.gpu_cells names .*missing.csv"):
         axis_tables(anytime, summary, pd.DataFrame(columns=["dataset", "split", "ppl"]), params)
+
+
+def test_equal_seconds_on_a_gpu_read_each_curve_at_the_multiple_those_seconds_buy_it():
+    """gpu_equal_time: G GPU seconds buy a method G · tokens/s / its 1x tokens of its own multiples; each seed's
+    nll there is the log-linear interpolation of its measured points; only the window of G where every method is
+    within its measured multiples is read (here 2.5-10 s: softmax's 0.25x and NCE's 10x)."""
+    runs = _runs({"softmax": [5.8, 5.4, 5.0, 4.6], "nce": [5.3, 5.2, 5.1, 5.0]})
+    cells = pd.DataFrame({"dataset": ["d", "d"], "method": ["softmax", "nce"], "tokens_per_s": [100.0, 1000.0]})
+    eq = ba.gpu_equal_time(runs, cells, "d", {"softmax": 1000.0, "nce": 1000.0})  # 10 s and 1 s per multiple
+    assert sorted(eq.gpu_seconds.unique()) == pytest.approx([2.5, 5.0, 10.0])
+    at5 = eq[np.isclose(eq.gpu_seconds, 5.0)].set_index(["method", "seed"])
+    assert at5.loc[("softmax", 1), "multiple"] == pytest.approx(0.5) and at5.loc[("nce", 1), "multiple"] == pytest.approx(5)
+    assert at5.loc[("softmax", 2), "nll"] == pytest.approx(5.8 + 0.5 * (5.4 - 5.8) + 0.01)  # halfway in log x
+    t = math.log(5 / 3) / math.log(10 / 3)
+    assert at5.loc[("nce", 3), "nll"] == pytest.approx(5.1 + t * (5.0 - 5.1) - 0.01)
+    ranked = ba.ranking_at_gpu_time(eq, "softmax")
+    r5 = ranked[np.isclose(ranked.gpu_seconds, 5.0)].set_index("method")
+    assert r5.loc["nce", "multiple"] == pytest.approx(5.0)
+    assert r5.loc["nce", "delta_nll"] == pytest.approx(5.1 + t * (5.0 - 5.1) - 5.6)
+    slow = cells.assign(tokens_per_s=[100.0, 10.0])  # NCE 100 s a multiple: the window moves to 25-100 s
+    assert ba.gpu_equal_time(runs, slow, "d", {"softmax": 1000.0, "nce": 1000.0}).gpu_seconds.min() == pytest.approx(25)
+    apart = cells.assign(tokens_per_s=[1.0, 1000.0])  # softmax 1000 s a multiple: no common window
+    assert ba.gpu_equal_time(runs, apart, "d", {"softmax": 1000.0, "nce": 1000.0}).empty

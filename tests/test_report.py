@@ -251,6 +251,9 @@ def test_the_report_reads_long_runs_budget_points_as_an_axis(tmp_path):
     points = points.assign(test_ppl=np.exp(points.test_nll))
     points.to_csv(pub / "anytime.csv", index=False)
     params = read_json(pub / "provenance.json", "params")["params"]
+    cells = tmp_path / "cell-bench.csv"  # a GPU cell bench: 10 s, 5 s and 10 s a multiple there
+    pd.DataFrame({"dataset": "zipf-5k", "method": list(slope), "tokens_per_s": [1e4, 2e4, 1e4]}).to_csv(cells, index=False)
+    params["statistics"]["gpu_cells"] = str(cells)
     summary = pd.read_csv(pub / "summary.csv")
     for name, frame in axis_tables(points, summary, pd.read_csv(pub / "references.csv"), params).items():
         frame.to_csv(pub / name, index=False)  # as summarize writes them
@@ -264,3 +267,5 @@ def test_the_report_reads_long_runs_budget_points_as_an_axis(tmp_path):
     assert "Crossovers (measured)" in axis and "softmax overtakes nce at" in axis
     assert "What to use at each budget, zipf-5k" in axis and "zipf-5k at 10x" in axis
     assert "(extrapolated)" in axis or "an extrapolation" in axis
+    assert "zipf-5k on one GPU" in axis and "zipf-5k at equal seconds on that GPU" in axis
+    assert "<th>2.5 s</th>" in axis and "<th>50 s</th>" in axis  # the window: softmax's 0.25x to NCE's 10x

@@ -31,11 +31,13 @@ PROVENANCE = "provenance.json"  # a publication's commit, params file and the ta
 # The result tables under results_dir, in the order a publication lists them; it copies every one that exists.
 TABLES = ("summary.csv", "summary.json", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv",
           "matrix.csv", "bench.csv", "bench.json", "tuning.csv", "tuning_curves.csv", "step-bench.csv", "step-bench.json",
-          "step-breakdown.csv", "sampler-costs.csv", "sampler-bias.csv", "cell-bench.csv", "cell-bench.json", "budget-ranking.csv",
-          "budget-advice.csv", "crossovers.csv", "budget-fits.csv", "gpu-hours.csv")
+          "step-breakdown.csv", "sampler-costs.csv", "sampler-bias.csv", "cell-bench.csv", "cell-bench.json",
+          "budget-ranking.csv", "budget-advice.csv", "crossovers.csv", "budget-fits.csv", "gpu-hours.csv",
+          "gpu-equal-time.csv")
 SUMMARY_TABLES = ("summary.csv", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv",
                   "matrix.csv", "tuning.csv", "tuning_curves.csv", "budget-ranking.csv", "budget-advice.csv",
-                  "crossovers.csv", "budget-fits.csv", "gpu-hours.csv")  # summarize's own: summary.json lists their digests
+                  "crossovers.csv", "budget-fits.csv", "gpu-hours.csv",
+                  "gpu-equal-time.csv")  # summarize's own: summary.json lists their digests
 
 
 def raw_dir(params: dict, dataset: str) -> Path:

@@ -9,7 +9,9 @@
 - ``budget-fits.csv``: per method, the power law with a floor fitted to its mean test nll, and its error on the
   two largest budgets when they are held out;
 - ``gpu-hours.csv``: what 1x, 10x and 100x cost on one GPU, measured from a GPU cell bench
-  (``statistics.gpu_cells``) and as a floor from the step's FLOPs at the H100's published dense rate.
+  (``statistics.gpu_cells``) and as a floor from the step's FLOPs at the H100's published dense rate;
+- ``gpu-equal-time.csv``: the same runs ranked at equal seconds on that GPU (``budget_axis.gpu_equal_time``: each
+  method at the multiple of its own 1x that those seconds buy it there, read on its measured curve).
 """
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ from ..io.artifacts import read_csv
 from . import budget_axis
 from .advice import what_to_use_by_budget
 
-NAMES = ("budget-ranking.csv", "budget-advice.csv", "crossovers.csv", "budget-fits.csv", "gpu-hours.csv")
+NAMES = ("budget-ranking.csv", "budget-advice.csv", "crossovers.csv", "budget-fits.csv", "gpu-hours.csv",
+         "gpu-equal-time.csv")
 
 
 def axis_tables(anytime: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame, params: dict) -> dict:
@@ -42,8 +45,27 @@ def axis_tables(anytime: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame
     out["crossovers.csv"] = pd.DataFrame(crossings, columns=CROSSOVER_COLUMNS)
     out["budget-fits.csv"] = pd.DataFrame(fits, columns=FIT_COLUMNS)
     if st.get("gpu_cells"):
-        out["gpu-hours.csv"] = gpu_hours_table(runs, summary, params, Path(st["gpu_cells"]))
+        cells = _gpu_cells(Path(st["gpu_cells"]))
+        out["gpu-hours.csv"] = gpu_hours_table(runs, summary, params, cells, st["gpu_cells"])
+        equal = [budget_axis.gpu_equal_time(runs, cells, ds, _unit_tokens(runs[runs.dataset == ds]))
+                 for ds in runs.dataset.unique()]
+        out["gpu-equal-time.csv"] = budget_axis.ranking_at_gpu_time(pd.concat(equal, ignore_index=True),
+                                                                     st["reference"], st["confidence"])
     return out
+
+
+def _unit_tokens(runs: pd.DataFrame) -> dict:
+    """Each method's 1x: its tokens at its 1x point, mean over seeds."""
+    return runs[runs.multiple == 1.0].groupby("method", sort=False).tokens.mean().to_dict()
+
+
+def _gpu_cells(cells_file: Path) -> pd.DataFrame:
+    from ..config import ConfigError
+
+    if not cells_file.is_file():
+        raise ConfigError(f"statistics.gpu_cells names {cells_file}, which does not exist (a GPU cell bench's "
+                          f"cell-bench.csv, e.g. benchmarks/bench-cells-gpu/cell-bench.csv)")
+    return read_csv(cells_file, "dataset", "method", "tokens_per_s")
 
 
 CROSSOVER_COLUMNS = ["dataset", "a", "b", "leader", "at", "low", "high", "separated", "from", "to", "text",
@@ -77,25 +99,20 @@ def _pairs_and_fits(runs: pd.DataFrame, ranked: pd.DataFrame, ds: str, confidenc
     return crossings, fits
 
 
-def gpu_hours_table(runs: pd.DataFrame, summary: pd.DataFrame, params: dict, cells_file: Path) -> pd.DataFrame:
+def gpu_hours_table(runs: pd.DataFrame, summary: pd.DataFrame, params: dict, cells: pd.DataFrame,
+                    source: str) -> pd.DataFrame:
     """``budget_axis.gpu_table`` per dataset of the long runs: 1x is each method's tokens at its 1x point (mean
     over seeds); the head's training FLOPs per token are the runs' own (``head_flops_per_token_train``)."""
-    from ..config import ConfigError
     from ..config.runs import model_config
 
-    if not cells_file.is_file():
-        raise ConfigError(f"statistics.gpu_cells names {cells_file}, which does not exist (a GPU cell bench's "
-                          f"cell-bench.csv, e.g. benchmarks/bench-cells-gpu/cell-bench.csv)")
-    cells = read_csv(cells_file, "dataset", "method", "tokens_per_s")
     test = summary[summary.split == "test"]
     out = []
     for ds, g in runs.groupby("dataset", sort=False):
-        unit = g[g.multiple == 1.0].groupby("method", sort=False).tokens.mean().to_dict()
         flops = test[test.dataset == ds].groupby("method").head_flops_per_token_train.first().to_dict()
         mc = model_config(params, ds)
         flops = flops if mc.encoder == "lstm" else {}  # the floor counts an LSTM encoder's FLOPs only
-        t = budget_axis.gpu_table(cells, ds, unit, flops, {"emb_dim": mc.emb_dim, "hidden_dim": mc.hidden_dim,
-                                                           "layers": mc.layers})
-        out.append(t.assign(dataset=ds, gpu_cells=cells_file.as_posix()))
+        model = {"emb_dim": mc.emb_dim, "hidden_dim": mc.hidden_dim, "layers": mc.layers}
+        t = budget_axis.gpu_table(cells, ds, _unit_tokens(g), flops, model)
+        out.append(t.assign(dataset=ds, gpu_cells=source))
     cols = ["dataset", "method", "multiple", "tokens", "measured_h", "floor_h", "gpu_cells"]
     return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)

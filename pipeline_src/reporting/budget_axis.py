@@ -35,8 +35,8 @@ def point_runs(points: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     """anytime.csv's budget points as per-run rows ``stats.headline`` reads: the test nll at the point, the run's
     unigram line and the validation perplexity at the point (so "learned" is read at that budget too)."""
     if "multiple" not in points or "test_nll" not in points:  # no run kept budget points
-        return pd.DataFrame(columns=["dataset", "vocab", "method", "seed", "multiple", "tokens", "split", "nll", "type",
-                                     "kept_valid_ppl", "unigram_valid_ppl"])
+        return pd.DataFrame(columns=["dataset", "vocab", "method", "seed", "multiple", "tokens", "split", "nll",
+                                     "type", "kept_valid_ppl", "unigram_valid_ppl"])
     pts = points.dropna(subset=["multiple"])
     valid = summary[summary.split == "valid"].set_index(["dataset", "method", "seed"])
     line = valid.unigram_valid_ppl if "unigram_valid_ppl" in valid else pd.Series(dtype=float)
@@ -216,3 +216,47 @@ def gpu_table(cells: pd.DataFrame, dataset: str, unit_tokens: dict, head_flops: 
         for r in gpu_hours(unit, multiples, rate, None if per_token is None else per_token + enc, precision):
             rows.append({"method": m, **r})
     return pd.DataFrame(rows)
+
+
+def gpu_equal_time(runs: pd.DataFrame, cells: pd.DataFrame, dataset: str, unit_tokens: dict,
+                   budgets: int = 3) -> pd.DataFrame:
+    """The same runs read at equal seconds on the GPU of ``cells`` (its tokens/s per method at the sweep's shapes):
+    G seconds there buy method m the multiple G · tokens_per_s[m] / unit_tokens[m] of its own 1x, and each seed's
+    test nll at that multiple is interpolated linearly in log multiple between its measured points. Only budgets
+    G at which every method lies within its measured multiples are read (no extrapolation of a curve): ``budgets``
+    of them spaced evenly in log G over that window, none where there is no such window. Rows as ``point_runs``'
+    with ``multiple`` the method's own and ``gpu_seconds`` the G they share; ``ranking`` reads them grouped by G."""
+    own = runs[runs.dataset == dataset]
+    rate = cells[cells.dataset == dataset].set_index("method").tokens_per_s
+    methods = [m for m in own.method.unique() if m in rate.index and m in unit_tokens]
+    if not methods:
+        return own.iloc[0:0].assign(gpu_seconds=[])
+    per_x = {m: unit_tokens[m] / float(rate[m]) for m in methods}  # GPU seconds of one multiple
+    span = own.groupby("method").multiple.agg(["min", "max"])
+    low = max(span.loc[m, "min"] * per_x[m] for m in methods)
+    high = min(span.loc[m, "max"] * per_x[m] for m in methods)
+    if low > high:
+        return own.iloc[0:0].assign(gpu_seconds=[])
+    rows = []
+    for g in np.unique(np.geomspace(low, high, budgets)):
+        for m in methods:
+            x = g / per_x[m]
+            for seed, s in own[own.method == m].groupby("seed"):
+                s = s.sort_values("multiple")
+                at = lambda v: float(np.interp(math.log(x), np.log(s.multiple.to_numpy(float)), v))  # noqa: E731
+                rows.append({**s.iloc[0].to_dict(), "multiple": float(x), "tokens": x * unit_tokens[m],
+                             "nll": at(s.nll.to_numpy(float)), "gpu_seconds": float(g),  # and "learned" read there:
+                             "kept_valid_ppl": math.exp(at(np.log(s.kept_valid_ppl.to_numpy(float))))})
+    return pd.DataFrame(rows)
+
+
+def ranking_at_gpu_time(rows: pd.DataFrame, reference: str, confidence: float = 0.95) -> pd.DataFrame:
+    """``gpu_equal_time``'s rows ranked at each shared GPU budget as the headline reads them, with each method's
+    own multiple there."""
+    out = []
+    for g, at in rows.groupby("gpu_seconds"):
+        h = headline(at.drop(columns=["multiple", "tokens", "gpu_seconds"]), reference, confidence)
+        h.insert(1, "gpu_seconds", g)
+        h["multiple"] = h.method.map(at.groupby("method").multiple.first())
+        out.append(h.sort_values(["dataset", "nll"]))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()

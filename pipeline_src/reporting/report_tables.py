@@ -110,3 +110,16 @@ def gpu_hours_people(gpu: pd.DataFrame) -> pd.DataFrame:
                          for a, b in zip(gpu.measured_h, gpu.floor_h)])
     t = t.pivot_table(index="method", columns="multiple", values="cell", aggfunc="first", sort=False)
     return t.rename(columns=lambda m: f"{m:g}x").rename_axis(columns=None).reset_index()
+
+
+def gpu_equal_time_table(ranked: pd.DataFrame, reference: str, level: int) -> pd.DataFrame:
+    """One dataset's gpu-equal-time.csv for people: a column per shared GPU budget (seconds), each cell the test
+    perplexity [interval], the verdict and the multiple of its own 1x the method reaches in those seconds."""
+    cells = budget_ranking_table(ranked.drop(columns="multiple").rename(columns={"gpu_seconds": "multiple"}),
+                                 reference, level).set_index("method")
+    at = ranked.pivot_table(index="method", columns="gpu_seconds", values="multiple", aggfunc="first")
+    for g in at.columns:
+        col = f"{g:g}x"
+        cells[col] = [f"{c}, at {at.loc[m, g]:.2g}x" for m, c in cells[col].items()]
+    return cells.rename(columns={f"{g:g}x": f"{g:,.0f} s" if g >= 10 else f"{g:.2g} s" for g in at.columns}
+                        ).reset_index()

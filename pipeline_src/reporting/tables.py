@@ -21,7 +21,7 @@ from .bench_tables import (
     step_breakdown_markdown,
 )
 from .markdown import fmt_ci, fmt_millions, fmt_num, frame_markdown, markdown_table
-from .report_tables import budget_fits_table, budget_ranking_table, gpu_hours_people
+from .report_tables import budget_fits_table, budget_ranking_table, gpu_equal_time_table, gpu_hours_people
 
 
 def headline_markdown(head: pd.DataFrame, refs: pd.DataFrame | None = None, level: int = 95) -> str:
@@ -289,6 +289,15 @@ def budget_ranking_markdown(ranked: pd.DataFrame, level: int = 95) -> str:
     return "\n".join(parts)
 
 
+def gpu_equal_time_markdown(ranked: pd.DataFrame, level: int = 95) -> str:
+    """gpu-equal-time.csv: per dataset, the ranking at equal seconds on the GPU, with each method's own multiple."""
+    reference = ranked.reference.dropna().iloc[0] if ranked.reference.notna().any() else "softmax"
+    return "\n".join(f"**{ds}** (test perplexity [{level}% interval], verdict against {reference}, and the multiple "
+                     f"of its own 1x each method reaches in those GPU seconds):\n\n"
+                     + frame_markdown(gpu_equal_time_table(g, reference, level))
+                     for ds, g in ranked.groupby("dataset", sort=False))
+
+
 def budget_advice_markdown(table: pd.DataFrame, level: int = 95) -> str:
     """budget-advice.csv: what to use over (|V|, budget), one row per dataset and multiple."""
     rows = table.assign(dataset=[f"{d} at {m:g}x" for d, m in zip(table.dataset, table.multiple)])
@@ -312,7 +321,7 @@ def _per_dataset(frame_of) -> callable:
 
 # the tables render_table formats by file name: at the publication's confidence level, or as they are
 BY_LEVEL = {"contrasts.csv": contrasts_markdown, "budget-ranking.csv": budget_ranking_markdown,
-            "budget-advice.csv": budget_advice_markdown}
+            "budget-advice.csv": budget_advice_markdown, "gpu-equal-time.csv": gpu_equal_time_markdown}
 PLAIN = {"references.csv": references_markdown, "bench.csv": bench_markdown, "step-bench.csv": step_bench_markdown,
          "cell-bench.csv": cell_bench_markdown, "step-breakdown.csv": step_breakdown_markdown,
          "tuning.csv": selected_markdown, "sampler-costs.csv": sampler_costs_markdown,
