@@ -262,10 +262,10 @@ def test_the_report_reads_long_runs_budget_points_as_an_axis(tmp_path):
     body = re.sub(r"<(style|script)[^>]*>.*?</\1>", "", html, flags=re.S)
     assert "Traceback" not in body and "The budget as an axis" in body
     axis = body[body.index("The budget as an axis"):]
-    assert "data:image/png;base64" in axis and "<th>0.25x</th>" in axis and "<th>10x</th>" in axis
+    assert "data:image/png;base64" in axis and "<td>0.25x</td>" in axis and "<td>10x</td>" in axis
     assert "stand-in reference" in axis  # softmax sits above its unigram line at 0.25x: no verdict against it there
     assert "Crossovers (measured)" in axis and "softmax overtakes nce at" in axis
     assert "What to use at each budget, zipf-5k" in axis and "zipf-5k at 10x" in axis
     assert "(extrapolated)" in axis or "an extrapolation" in axis
     assert "zipf-5k on one GPU" in axis and "zipf-5k at equal seconds on that GPU" in axis
-    assert "<th>2.5 s</th>" in axis and "<th>50 s</th>" in axis  # the window: softmax's 0.25x to NCE's 10x
+    assert "<td>2.5 s</td>" in axis and "<td>50 s</td>" in axis  # the window: softmax's 0.25x to NCE's 10x

@@ -108,7 +108,8 @@ def pareto(head: pd.DataFrame, dataset: str, style: dict):
 
 
 def _readable_axis(axis, set_scale, values: pd.Series) -> None:
-    """A log axis with labelled ticks at 1, 2 and 5 times powers of ten, in plain numbers (not 3.4 x 10^2);
+    """A log axis with labelled ticks at 1, 2 and 5 times powers of ten (finer within one decade), in plain
+    numbers (not 3.4 x 10^2);
     a linear one when the values span less than a factor of 4 (a log axis would show one tick, or none)."""
     from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
@@ -118,8 +119,9 @@ def _readable_axis(axis, set_scale, values: pd.Series) -> None:
         set_scale("linear")
         axis.set_major_locator(MaxNLocator(5))
     else:
-        set_scale("log")
-        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        set_scale("log")  # within a decade, 1, 2 and 5 label too little: finer steps
+        subs = (1.0, 2.0, 5.0) if v.max() / v.min() >= 10 else (1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0)
+        axis.set_major_locator(LogLocator(base=10, subs=subs))
         axis.set_minor_formatter(NullFormatter())
     axis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
 

@@ -64,26 +64,32 @@ def memory_table(test: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     return pd.DataFrame(rows).sort_values("nll").drop(columns="nll")
 
 
-def budget_ranking_table(ranked: pd.DataFrame, reference: str, level: int) -> pd.DataFrame:
-    """One dataset's budget-ranking.csv for people: a row per method, a column per multiple, each cell the test
-    perplexity [interval] and its verdict there (against the stand-in reference, named, where the reference did
-    not learn at that budget)."""
+def budget_ranking_table(ranked: pd.DataFrame, reference: str, level: int, by: str = "multiple") -> pd.DataFrame:
+    """One dataset's budget-ranking.csv for people: a row per budget (``by``: the multiple, or the GPU seconds of
+    gpu-equal-time.csv, whose cells add the multiple each method reaches there), a column per method (the best at
+    the largest budget first), each cell the test perplexity [interval] and its verdict there (against the
+    stand-in reference, named, where the reference did not learn at that budget)."""
     from .style import fmt_interval
 
     def cell(r) -> str:
         ppl = fmt_interval(r.ppl, r.ppl_low, r.ppl_high, 1)
+        at = f", at {r.multiple:.2g}x" if by != "multiple" else ""
         if pd.isna(r.verdict):
-            return ppl
+            return ppl + at
         if r.verdict == "reference":
-            return ppl + (" (reference)" if r.method == reference else " (stand-in reference)")
+            return ppl + (" (reference" if r.method == reference else " (stand-in reference") + at + ")"
         stand_in = isinstance(r.verdict_reference, str) and r.verdict_reference != reference
         named = f" vs {r.verdict_reference}" if stand_in and r.verdict in ("better", "worse", "no clear difference") \
             else ""
-        return f"{ppl} ({r.verdict}{named})"
+        return f"{ppl} ({r.verdict}{named}{at})"
 
-    t = ranked.assign(cell=ranked.apply(cell, axis=1)).pivot_table(index="method", columns="multiple", values="cell",
-                                                                   aggfunc="first", sort=False)
-    return t.rename(columns=lambda m: f"{m:g}x").rename_axis(columns=None).reset_index()
+    t = ranked.assign(cell=ranked.apply(cell, axis=1)).pivot_table(index=by, columns="method", values="cell",
+                                                                   aggfunc="first")
+    last = ranked[ranked[by] == ranked[by].max()].sort_values("nll").method.tolist()
+    t = t[last + [m for m in t.columns if m not in last]]
+    label = (lambda m: f"{m:g}x") if by == "multiple" else (lambda g: f"{g:,.0f} s" if g >= 10 else f"{g:.2g} s")
+    return t.rename(index=label).rename_axis(index="budget" if by == "multiple" else "GPU seconds",
+                                             columns=None).reset_index()
 
 
 def budget_fits_table(fits: pd.DataFrame) -> pd.DataFrame:
@@ -104,7 +110,12 @@ def budget_fits_table(fits: pd.DataFrame) -> pd.DataFrame:
 def gpu_hours_people(gpu: pd.DataFrame) -> pd.DataFrame:
     """gpu-hours.csv for people: per method, the GPU-hours of each multiple, measured and as the FLOPs floor."""
     def hours(x: float) -> str:
-        return "" if pd.isna(x) else (f"{x * 60:.2g} min" if x < 1 else f"{x:.3g} h")
+        """A duration as people read it: ms, s, min or h, two or three significant digits."""
+        if pd.isna(x):
+            return ""
+        s = x * 3600
+        return (f"{s * 1e3:.3g} ms" if s < 1 else f"{s:.3g} s" if s < 60 else f"{s / 60:.3g} min" if s < 3600
+                else f"{x:.3g} h")
 
     t = gpu.assign(cell=[f"{hours(a)} (floor {hours(b)})" if pd.notna(b) else hours(a)
                          for a, b in zip(gpu.measured_h, gpu.floor_h)])
@@ -113,13 +124,6 @@ def gpu_hours_people(gpu: pd.DataFrame) -> pd.DataFrame:
 
 
 def gpu_equal_time_table(ranked: pd.DataFrame, reference: str, level: int) -> pd.DataFrame:
-    """One dataset's gpu-equal-time.csv for people: a column per shared GPU budget (seconds), each cell the test
-    perplexity [interval], the verdict and the multiple of its own 1x the method reaches in those seconds."""
-    cells = budget_ranking_table(ranked.drop(columns="multiple").rename(columns={"gpu_seconds": "multiple"}),
-                                 reference, level).set_index("method")
-    at = ranked.pivot_table(index="method", columns="gpu_seconds", values="multiple", aggfunc="first")
-    for g in at.columns:
-        col = f"{g:g}x"
-        cells[col] = [f"{c}, at {at.loc[m, g]:.2g}x" for m, c in cells[col].items()]
-    return cells.rename(columns={f"{g:g}x": f"{g:,.0f} s" if g >= 10 else f"{g:.2g} s" for g in at.columns}
-                        ).reset_index()
+    """One dataset's gpu-equal-time.csv for people: a row per shared GPU budget, a column per method, each cell the
+    test perplexity [interval], the verdict and the multiple of its own 1x the method reaches in those seconds."""
+    return budget_ranking_table(ranked, reference, level, by="gpu_seconds")
