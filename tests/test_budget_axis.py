@@ -210,3 +210,45 @@ def test_equal_seconds_on_a_gpu_read_each_curve_at_the_multiple_those_seconds_bu
     assert ba.gpu_equal_time(runs, slow, "d", {"softmax": 1000.0, "nce": 1000.0}).gpu_seconds.min() == pytest.approx(25)
     apart = cells.assign(tokens_per_s=[1.0, 1000.0])  # softmax 1000 s a multiple: no common window
     assert ba.gpu_equal_time(runs, apart, "d", {"softmax": 1000.0, "nce": 1000.0}).empty
+
+
+def test_the_axis_states_nothing_it_has_no_evidence_for():
+    """One paired seed states no crossover; a point without its test score is left out and an infinite one kept
+    (the fit skips it); a stand-in reference is chosen on the points' validation nll, not on test; 1x is read
+    without a 1x point; a seed whose points stop short narrows the GPU window (no curve is extended); and a GPU
+    window that does not exist gives an empty table with its columns."""
+    from pipeline_src.reporting import tables
+    from pipeline_src.reporting.axis_tables import _unit_tokens
+
+    one = _runs({"softmax": [5.8, 5.4, 5.0, 4.6], "nce": [5.3, 5.2, 5.1, 5.0]}, noise=(0.0,))
+    c = ba.crossover(one, "d", "softmax", "nce")
+    assert not c["separated"] and "one paired seed" in ba.crossover_text(c)
+
+    pts = pd.DataFrame([{"dataset": "d", "method": "nce", "seed": s, "multiple": x, "tokens": 1000 * x,
+                         "test_nll": y, "valid_ppl": 200.0} for s, x, y in
+                        [(1, 1.0, 5.0), (2, 1.0, math.nan), (3, 1.0, math.inf)]])
+    runs = ba.point_runs(pts, pd.DataFrame(columns=["dataset", "method", "seed", "split"]))
+    assert sorted(runs.seed) == [1, 3] and math.isinf(runs.nll.max())
+    f = ba.fit_curve([0.25, 1, 3, 10, 30], [5.8, 5.4, 5.0, math.inf, 4.5], hold_out=0)
+    assert f["points"] == 4 and f["params"] is not None
+
+    # softmax above its unigram line at 0.25x; neglm's validation is the better, nce's test the better
+    rows = _runs({"softmax": [6.5, 5.4, 5.0, 4.6], "nce": [5.3, 5.2, 5.1, 5.0], "neglm": [5.35, 5.3, 5.2, 5.1]})
+    rows.loc[(rows.method == "neglm") & (rows.multiple == 0.25), "kept_valid_ppl"] = math.exp(5.0)
+    at = ba.ranking(rows, "softmax").query("multiple == 0.25").set_index("method")
+    assert at.loc["neglm", "verdict"] == "reference" and at.loc["nce", "verdict_reference"] == "neglm"
+
+    no_1x = rows[rows.multiple != 1.0]
+    assert _unit_tokens(no_1x) == pytest.approx({"softmax": 1000.0, "nce": 1000.0, "neglm": 1000.0}, rel=1e-3)
+
+    cells = pd.DataFrame({"dataset": "d", "method": ["softmax", "nce"], "tokens_per_s": [100.0, 1000.0]})
+    short = _runs({"softmax": [5.8, 5.4, 5.0, 4.6], "nce": [5.3, 5.2, 5.1, 5.0]})
+    short = short[~((short.method == "nce") & (short.seed == 3) & (short.multiple == 10.0))]  # nce seed 3 stops at 3x
+    eq = ba.gpu_equal_time(short, cells, "d", {"softmax": 1000.0, "nce": 1000.0})
+    # the window ends at NCE seed 3's 3x (1 s a multiple), not at its other seeds' 10x: 2.5-3 s, narrower than a
+    # factor of 2, so one budget at its middle
+    assert eq.gpu_seconds.unique().tolist() == pytest.approx([math.sqrt(2.5 * 3.0)])
+    apart = cells.assign(tokens_per_s=[1.0, 1000.0])
+    empty = ba.ranking_at_gpu_time(ba.gpu_equal_time(short, apart, "d", {"softmax": 1000.0, "nce": 1000.0}), "softmax")
+    assert empty.empty and "gpu_seconds" in empty
+    assert tables.gpu_equal_time_markdown(empty).startswith("*No GPU budget")

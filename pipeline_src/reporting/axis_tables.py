@@ -55,8 +55,9 @@ def axis_tables(anytime: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame
 
 
 def _unit_tokens(runs: pd.DataFrame) -> dict:
-    """Each method's 1x: its tokens at its 1x point, mean over seeds."""
-    return runs[runs.multiple == 1.0].groupby("method", sort=False).tokens.mean().to_dict()
+    """Each method's 1x in tokens: the median over its points of tokens / multiple (a point is kept at the first
+    step past its multiple, so this is 1x to within a step, with or without a 1x point)."""
+    return (runs.tokens.astype(float) / runs.multiple.astype(float)).groupby(runs.method, sort=False).median().to_dict()
 
 
 def _gpu_cells(cells_file: Path) -> pd.DataFrame:

@@ -33,11 +33,12 @@ H100_SOURCE = "NVIDIA H100 Tensor Core GPU datasheet (SXM5, dense, without spars
 
 def point_runs(points: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     """anytime.csv's budget points as per-run rows ``stats.headline`` reads: the test nll at the point, the run's
-    unigram line and the validation perplexity at the point (so "learned" is read at that budget too)."""
+    unigram line and the validation perplexity at the point (so "learned" is read at that budget too). A point
+    without a test score is left out; an infinite one (a test word scored probability 0) stays."""
     if "multiple" not in points or "test_nll" not in points:  # no run kept budget points
         return pd.DataFrame(columns=["dataset", "vocab", "method", "seed", "multiple", "tokens", "split", "nll",
                                      "type", "kept_valid_ppl", "unigram_valid_ppl"])
-    pts = points.dropna(subset=["multiple"])
+    pts = points.dropna(subset=["multiple", "test_nll"])  # a point without its test score: nothing to rank
     valid = summary[summary.split == "valid"].set_index(["dataset", "method", "seed"])
     line = valid.unigram_valid_ppl if "unigram_valid_ppl" in valid else pd.Series(dtype=float)
     kind = valid["type"] if "type" in valid else pd.Series(dtype=object)
@@ -51,14 +52,22 @@ def point_runs(points: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
                          "unigram_valid_ppl": [line.get(k, math.nan) for k in key]})
 
 
+def _with_valid(rows: pd.DataFrame) -> pd.DataFrame:
+    """The test rows and, beside them, each point's validation nll as a valid row: the headline chooses a stand-in
+    reference on those (not on the test numbers it then compares)."""
+    valid = rows.assign(split="valid", nll=np.log(rows.kept_valid_ppl.astype(float)))
+    return pd.concat([rows, valid], ignore_index=True)
+
+
 def ranking(runs: pd.DataFrame, reference: str, confidence: float = 0.95) -> pd.DataFrame:
     """Per dataset and multiple (``point_runs``' rows), the headline as it stood at that budget, ranked."""
     out = []
     for m, g in runs.groupby("multiple"):
-        h = headline(g.drop(columns=["multiple", "tokens"]), reference, confidence)
+        h = headline(_with_valid(g.drop(columns=["multiple", "tokens"])), reference, confidence)
         h.insert(1, "multiple", m)
         out.append(h.sort_values(["dataset", "nll"]))
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["dataset", "gpu_seconds", "method",
+                                                                               "multiple", "nll", "reference"])
 
 
 def _paired_curve(runs: pd.DataFrame, dataset: str, a: str, b: str, confidence: float) -> pd.DataFrame:
@@ -87,11 +96,12 @@ def crossover(runs: pd.DataFrame, dataset: str, a: str, b: str, confidence: floa
     better by the mean at the largest multiple; ``at``: where the mean last changes sign, None when the leader is
     ahead at every multiple measured; ``low``/``high``: the stretch of budgets around ``at`` (or, without one,
     the last stretch) over which the interval holds 0, None where it runs past the range measured;
-    ``separated``: the interval at the largest multiple excludes 0 (else there is no crossover to state)."""
+    ``separated``: the interval at the largest multiple excludes 0 (else there is no crossover to state); with one
+    paired seed there is no interval, so never separated (``seeds``: the pairs at the largest multiple)."""
     c = _paired_curve(runs, dataset, a, b, confidence).dropna(subset=["delta"])
     if c.empty:
         return {"a": a, "b": b, "leader": None, "at": None, "low": None, "high": None, "separated": False,
-                "range": (None, None)}
+                "seeds": 0, "range": (None, None)}
     xs, d = c.multiple.to_numpy(float), c.delta.to_numpy(float)
     lo, hi = c.low.fillna(c.delta).to_numpy(float), c.high.fillna(c.delta).to_numpy(float)  # one seed: none
     leader = a if d[-1] < 0 else b
@@ -113,8 +123,9 @@ def crossover(runs: pd.DataFrame, dataset: str, a: str, b: str, confidence: floa
         high = None if j == len(grid) - 1 else float(math.exp(grid[j]))
     elif at is not None:  # an interval too narrow for the grid at the crossing (no spread): the crossing itself
         low = high = at
-    return {"a": a, "b": b, "leader": leader, "at": at, "low": low, "high": high, "separated": bool(not holds[-1]),
-            "range": (float(xs[0]), float(xs[-1]))}
+    seeds = int(c.seeds.iloc[-1])
+    return {"a": a, "b": b, "leader": leader, "at": at, "low": low, "high": high,
+            "separated": bool(not holds[-1] and seeds >= 2), "seeds": seeds, "range": (float(xs[0]), float(xs[-1]))}
 
 
 def crossover_text(c: dict) -> str:
@@ -123,6 +134,8 @@ def crossover_text(c: dict) -> str:
     if c["leader"] is None:
         return f"{c['a']} and {c['b']}: no shared budget points"
     other = c["b"] if c["leader"] == c["a"] else c["a"]
+    if c.get("seeds", 2) < 2:
+        return f"{c['a']} vs {c['b']}: one paired seed at {hi_x:g}x, no interval: no crossover stated"
     if not c["separated"]:
         return (f"{c['a']} vs {c['b']}: not separated at {hi_x:g}x ({c['leader']} ahead by the mean): "
                 f"no crossover within {hi_x:g}x")
@@ -144,10 +157,13 @@ def power_law(x, floor, scale, alpha):
 def fit_curve(multiples, nll, hold_out: int = 2) -> dict:
     """Fit ``power_law`` to a method's mean test nll at each multiple, on all but the ``hold_out`` largest; the
     error of the fit there (predicted minus measured, nats/token) is its held-out error; then the parameters
-    refitted on every point (for extrapolating). Needs at least 4 points to fit (3 parameters and one spare)."""
+    refitted on every point (for extrapolating). Needs at least 4 finite points to fit (3 parameters and one
+    spare); ``points`` counts those used."""
     from scipy.optimize import curve_fit
 
     x, y = np.asarray(multiples, float), np.asarray(nll, float)
+    keep = np.isfinite(y)  # a point scored infinite (a word at probability 0) has no place on a power law
+    x, y = x[keep], y[keep]
     order = np.argsort(x)
     x, y = x[order], y[order]
 
@@ -158,7 +174,7 @@ def fit_curve(multiples, nll, hold_out: int = 2) -> dict:
         return params
 
     out = {"points": len(x), "held_out": [], "params": None}
-    if len(x) - hold_out >= 4:
+    if hold_out and len(x) - hold_out >= 4:
         p = fit(x[:-hold_out], y[:-hold_out])
         out["held_out"] = [{"multiple": float(m), "measured": float(v), "predicted": float(power_law(m, *p)),
                             "error": float(power_law(m, *p) - v)} for m, v in zip(x[-hold_out:], y[-hold_out:])]
@@ -215,7 +231,11 @@ def gpu_table(cells: pd.DataFrame, dataset: str, unit_tokens: dict, head_flops: 
         per_token = head_flops.get(m)
         for r in gpu_hours(unit, multiples, rate, None if per_token is None else per_token + enc, precision):
             rows.append({"method": m, **r})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["method", "multiple", "tokens", "measured_h", "floor_h"])
+
+
+EQUAL_TIME_COLUMNS = ["dataset", "vocab", "method", "seed", "multiple", "tokens", "split", "nll", "type",
+                      "kept_valid_ppl", "unigram_valid_ppl", "gpu_seconds"]
 
 
 def gpu_equal_time(runs: pd.DataFrame, cells: pd.DataFrame, dataset: str, unit_tokens: dict,
@@ -223,22 +243,26 @@ def gpu_equal_time(runs: pd.DataFrame, cells: pd.DataFrame, dataset: str, unit_t
     """The same runs read at equal seconds on the GPU of ``cells`` (its tokens/s per method at the sweep's shapes):
     G seconds there buy method m the multiple G · tokens_per_s[m] / unit_tokens[m] of its own 1x, and each seed's
     test nll at that multiple is interpolated linearly in log multiple between its measured points. Only budgets
-    G at which every method lies within its measured multiples are read (no extrapolation of a curve): ``budgets``
-    of them spaced evenly in log G over that window, none where there is no such window. Rows as ``point_runs``'
-    with ``multiple`` the method's own and ``gpu_seconds`` the G they share; ``ranking`` reads them grouped by G."""
+    G at which every seed of every method lies within its measured multiples are read (no curve is extended):
+    ``budgets`` of them spaced evenly in log G over that window (one, its middle, where the window is narrower
+    than a factor of 2), none where there is no such window. Rows as ``point_runs``' with ``multiple`` the
+    method's own and ``gpu_seconds`` the G they share; ``ranking_at_gpu_time`` reads them grouped by G. Methods
+    the GPU bench did not time are left out (``gpu_left_out`` names them)."""
     own = runs[runs.dataset == dataset]
     rate = cells[cells.dataset == dataset].set_index("method").tokens_per_s
     methods = [m for m in own.method.unique() if m in rate.index and m in unit_tokens]
+    empty = pd.DataFrame(columns=EQUAL_TIME_COLUMNS)
     if not methods:
-        return own.iloc[0:0].assign(gpu_seconds=[])
+        return empty
     per_x = {m: unit_tokens[m] / float(rate[m]) for m in methods}  # GPU seconds of one multiple
-    span = own.groupby("method").multiple.agg(["min", "max"])
-    low = max(span.loc[m, "min"] * per_x[m] for m in methods)
-    high = min(span.loc[m, "max"] * per_x[m] for m in methods)
+    span = own[own.method.isin(methods)].groupby(["method", "seed"]).multiple.agg(["min", "max"]).reset_index()
+    low = max(r.min * per_x[r.method] for r in span.itertuples())
+    high = min(r.max * per_x[r.method] for r in span.itertuples())
     if low > high:
-        return own.iloc[0:0].assign(gpu_seconds=[])
+        return empty
+    grid = np.geomspace(low, high, budgets) if high >= 2 * low else [math.sqrt(low * high)]
     rows = []
-    for g in np.unique(np.geomspace(low, high, budgets)):
+    for g in np.unique(grid):
         for m in methods:
             x = g / per_x[m]
             for seed, s in own[own.method == m].groupby("seed"):
@@ -247,7 +271,13 @@ def gpu_equal_time(runs: pd.DataFrame, cells: pd.DataFrame, dataset: str, unit_t
                 rows.append({**s.iloc[0].to_dict(), "multiple": float(x), "tokens": x * unit_tokens[m],
                              "nll": at(s.nll.to_numpy(float)), "gpu_seconds": float(g),  # and "learned" read there:
                              "kept_valid_ppl": math.exp(at(np.log(s.kept_valid_ppl.to_numpy(float))))})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).reindex(columns=EQUAL_TIME_COLUMNS)
+
+
+def gpu_left_out(runs: pd.DataFrame, cells: pd.DataFrame, dataset: str) -> list[str]:
+    """The methods of ``dataset``'s long runs that the GPU bench did not time (no GPU reading for them)."""
+    timed = set(cells[cells.dataset == dataset].method)
+    return [m for m in runs[runs.dataset == dataset].method.unique() if m not in timed]
 
 
 def ranking_at_gpu_time(rows: pd.DataFrame, reference: str, confidence: float = 0.95) -> pd.DataFrame:
@@ -255,8 +285,9 @@ def ranking_at_gpu_time(rows: pd.DataFrame, reference: str, confidence: float = 
     own multiple there."""
     out = []
     for g, at in rows.groupby("gpu_seconds"):
-        h = headline(at.drop(columns=["multiple", "tokens", "gpu_seconds"]), reference, confidence)
+        h = headline(_with_valid(at.drop(columns=["multiple", "tokens", "gpu_seconds"])), reference, confidence)
         h.insert(1, "gpu_seconds", g)
         h["multiple"] = h.method.map(at.groupby("method").multiple.first())
         out.append(h.sort_values(["dataset", "nll"]))
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["dataset", "gpu_seconds", "method",
+                                                                               "multiple", "nll", "reference"])

@@ -202,8 +202,9 @@ def _copy_tables(params: dict, results: Path, out: Path, kind: str, say) -> list
 
 
 def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
-    """Recompute a publication's verdicts (headline.csv, contrasts.csv) from its committed per-run rows
-    (summary.csv) under ``params``' ``statistics``, and regenerate the docs' tables: no run is retrained,
+    """Recompute a publication's verdicts (headline.csv, contrasts.csv, and the budget axis's tables where its
+    runs kept budget points) from its committed per-run rows (summary.csv, anytime.csv) under ``params``'
+    ``statistics``, and regenerate the docs' tables: no run is retrained,
     so ``params`` may differ from the published params in ``statistics`` alone. provenance.json then holds
     ``params`` and, under ``restated``, the commit and statistics that recomputed the tables."""
     import copy
@@ -224,8 +225,15 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
     if key is not None:
         raise ConfigError(f"{params_file} differs from the params {out} was published with at key '{key}': "
                           f"restate changes statistics only; rerun the pipeline and publish instead")
-    head, con = verdict_tables(read_csv(out / "summary.csv", "dataset", "method", "seed", "split", "nll"), params)
+    summary = read_csv(out / "summary.csv", "dataset", "method", "seed", "split", "nll")
+    head, con = verdict_tables(summary, params)
     tables = {"headline.csv": head, "contrasts.csv": con}
+    if "anytime.csv" in prov["files"] and (out / "anytime.csv").stat().st_size > 1:  # long runs' budget points: the budget axis's verdicts follow the statistics
+        from .axis_tables import axis_tables
+
+        refs = out / "references.csv"
+        tables.update(axis_tables(read_csv(out / "anytime.csv"), summary,
+                                  read_csv(refs) if refs.is_file() and refs.stat().st_size > 1 else None, params))
     for file, frame in tables.items():
         write_text(out / file, frame.to_csv(index=False))
     if (out / "summary.json").is_file():  # the publication's summary record says what its tables now are

@@ -117,7 +117,8 @@ def gpu_hours_people(gpu: pd.DataFrame) -> pd.DataFrame:
         return (f"{s * 1e3:.3g} ms" if s < 1 else f"{s:.3g} s" if s < 60 else f"{s / 60:.3g} min" if s < 3600
                 else f"{x:.3g} h")
 
-    t = gpu.assign(cell=[f"{hours(a)} (floor {hours(b)})" if pd.notna(b) else hours(a)
+    t = gpu.assign(cell=[(hours(a) if pd.notna(a) else "not timed on the GPU") + (f" (floor {hours(b)})"
+                                                                                  if pd.notna(b) else "")
                          for a, b in zip(gpu.measured_h, gpu.floor_h)])
     t = t.pivot_table(index="method", columns="multiple", values="cell", aggfunc="first", sort=False)
     return t.rename(columns=lambda m: f"{m:g}x").rename_axis(columns=None).reset_index()

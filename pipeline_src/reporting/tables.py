@@ -291,6 +291,9 @@ def budget_ranking_markdown(ranked: pd.DataFrame, level: int = 95) -> str:
 
 def gpu_equal_time_markdown(ranked: pd.DataFrame, level: int = 95) -> str:
     """gpu-equal-time.csv: per dataset, the ranking at equal seconds on the GPU, with each method's own multiple."""
+    if ranked.empty:
+        return ("*No GPU budget at which every method lies within its measured multiples: no reading at equal "
+                "seconds.*\n")
     reference = ranked.reference.dropna().iloc[0] if ranked.reference.notna().any() else "softmax"
     return "\n".join(f"**{ds}** (test perplexity [{level}% interval], verdict against {reference}, and the multiple "
                      f"of its own 1x each method reaches in those GPU seconds):\n\n"

@@ -193,6 +193,11 @@ def get_all_references(wildcards=None):
     return [str(paths.reference_path(P, d, r)) for d in DATASETS for r in REFERENCES]
 
 
+def get_gpu_cells(wildcards=None):
+    """The GPU cell bench the budget axis reads (statistics.gpu_cells), when named: a new bench remakes the summary."""
+    return [P["statistics"]["gpu_cells"]] if P["statistics"].get("gpu_cells") else []
+
+
 def get_reference_hash_file(wildcards):
     return str(paths.reference_hash_path(P, wildcards.dataset, wildcards.name))
 

@@ -26,6 +26,7 @@ rule summarize:
         get_matrix_fits,
         get_all_selected,
         get_all_references,
+        get_gpu_cells,
     output:
         summary=report(OUT["summary"], caption="../report/summary.rst", category="Results tables",
                        labels={"table": "every run and split"}),
