@@ -144,16 +144,25 @@ PUBLISHED_VERDICTS = sorted(p.parent.name for p in (ROOT / "benchmarks").glob("*
 
 
 @pytest.mark.parametrize("name", PUBLISHED_VERDICTS)
-def test_published_verdicts_are_what_the_statistics_give_their_runs_now(name):
-    """Every published headline and contrasts table equals what the current statistics compute from the
-    publication's own per-run rows under its recorded params: a change to the intervals or the verdicts
-    fails here until `python -m pipeline_src restate` has regenerated them."""
+def test_published_verdicts_are_what_the_statistics_give_their_runs_now(name, monkeypatch):
+    """Every published headline and contrasts table (and the budget axis's, where long runs kept points) equals
+    what the current statistics compute from the publication's own per-run rows under its recorded params: a
+    change to the intervals or the verdicts fails here until `python -m pipeline_src restate` has regenerated
+    them."""
+    from pipeline_src.reporting.axis_tables import axis_tables
     from pipeline_src.reporting.summarize import verdict_tables
 
+    monkeypatch.chdir(ROOT)  # a params file's paths (statistics.gpu_cells) are the repository's
     out = ROOT / "benchmarks" / name
     prov = json.loads((out / "provenance.json").read_text())
-    head, con = verdict_tables(pd.read_csv(out / "summary.csv"), validate(copy.deepcopy(prov["params"])))
-    for file, frame in (("headline.csv", head), ("contrasts.csv", con)):
+    params = validate(copy.deepcopy(prov["params"]))
+    summary = pd.read_csv(out / "summary.csv")
+    head, con = verdict_tables(summary, params)
+    tables = [("headline.csv", head), ("contrasts.csv", con)]
+    if (out / "budget-ranking.csv").is_file():
+        refs = pd.read_csv(out / "references.csv") if (out / "references.csv").stat().st_size > 1 else None
+        tables += list(axis_tables(pd.read_csv(out / "anytime.csv"), summary, refs, params).items())
+    for file, frame in tables:
         got = pd.read_csv(out / file)
         want = pd.read_csv(__import__("io").StringIO(frame.to_csv(index=False)))  # as written: same dtypes
         pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-9, obj=f"{name}/{file}")
