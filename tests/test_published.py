@@ -188,3 +188,30 @@ def test_restate_refuses_params_that_changed_beyond_statistics(tmp_path, monkeyp
     p["training"]["lr"] = 0.5  # a run setting: restating would mislabel the runs
     with pytest.raises(ConfigError, match="at key 'training.lr': restate changes statistics only"):
         pub.restate(p, ROOT / "params.yaml", "default", say=lambda s: None)
+
+
+def test_restate_recomputes_the_budget_axis_under_the_new_statistics(tmp_path, monkeypatch):
+    """A publication whose runs kept budget points: restate at another confidence rewrites its budget-axis
+    tables too (narrower intervals at 90% than at 95%), not only the headline."""
+    import math
+    import shutil
+
+    import pipeline_src.reporting.publish as pub
+
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path)
+    monkeypatch.setattr(pub, "update_docs", lambda: [])
+    shutil.copytree(DEFAULT, tmp_path / "default", ignore=shutil.ignore_patterns("records"))
+    s = pd.read_csv(DEFAULT / "summary.csv").query("split == 'test' and dataset == 'zipf-5k'")
+    rows = [{"dataset": "zipf-5k", "method": r.method, "seed": r.seed, "tokens": int(1e5 * m), "multiple": m,
+             "valid_ppl": math.exp(r.nll - 0.1 * math.log(m)), "test_nll": r.nll - 0.1 * math.log(m) + 0.02 * r.seed}
+            for r in s.itertuples() if r.method in ("softmax", "nce") for m in (0.25, 1, 3, 10)]
+    points = pd.concat([pd.read_csv(DEFAULT / "anytime.csv"), pd.DataFrame(rows)], ignore_index=True)
+    points.to_csv(tmp_path / "default" / "anytime.csv", index=False)
+    p = load(ROOT / "params.yaml")
+    widths = {}
+    for level in (0.95, 0.9):
+        p["statistics"]["confidence"] = level
+        pub.restate(p, ROOT / "params.yaml", "default", say=lambda s: None)
+        r = pd.read_csv(tmp_path / "default" / "budget-ranking.csv").query("method == 'nce'")
+        widths[level] = (r.nll_high - r.nll_low).to_numpy()
+    assert (widths[0.9] < widths[0.95]).all()
