@@ -132,7 +132,7 @@ def crossover_text(c: dict) -> str:
     """One line for people: who stays ahead, from which budget, how sure."""
     lo_x, hi_x = c["range"]
     if c["leader"] is None:
-        return f"{c['a']} and {c['b']}: no shared budget points"
+        return f"{c['a']} and {c['b']}: no seed run by both at a shared budget, so no paired reading"
     other = c["b"] if c["leader"] == c["a"] else c["a"]
     if c.get("seeds", 2) < 2:
         return f"{c['a']} vs {c['b']}: one paired seed at {hi_x:g}x, no interval: no crossover stated"

@@ -251,9 +251,12 @@ def advice_markdown(table: pd.DataFrame, level: int = 95, publication: str | Non
             cells = [name, f"no method learned ({r.methods} tried)", "—", "—", "—"]
         else:
             margin = "one method learned" if not isinstance(r.runner_up, str) else (
+                "no paired seeds" if pd.isna(r.margin_nll) else
+                f"{r.margin_nll:+.3f} over 1 seed: no interval" if pd.isna(r.margin_low) else
                 f"{r.margin_nll:+.3f} [{r.margin_low:+.3f}, {r.margin_high:+.3f}] over {int(r.pairs)} seeds"
-                + ("" if r.clear else ": not separated") if not pd.isna(r.margin_nll) else "no paired seeds")
-            cells = [name, f"**{r.use}**", f"{fmt(r.ppl)} [{fmt(r.ppl_low)}, {fmt(r.ppl_high)}]", margin,
+                + ("" if r.clear else ": not separated"))
+            ppl = fmt(r.ppl) + ("" if pd.isna(r.ppl_low) else f" [{fmt(r.ppl_low)}, {fmt(r.ppl_high)}]")
+            cells = [name, f"**{r.use}**", ppl, margin,
                      f"{r.runner_up} ({fmt(r.runner_up_ppl)})" if isinstance(r.runner_up, str) else "—"]
         ref = "—" if not isinstance(r.reference, str) else (
             f"{r.reference} {fmt(r.reference_ppl)}" + ("" if r.reference_status == "learned" else
@@ -303,7 +306,8 @@ def gpu_equal_time_markdown(ranked: pd.DataFrame, level: int = 95) -> str:
 
 def budget_advice_markdown(table: pd.DataFrame, level: int = 95) -> str:
     """budget-advice.csv: what to use over (|V|, budget), one row per dataset and multiple."""
-    rows = table.assign(dataset=[f"{d} at {m:g}x" for d, m in zip(table.dataset, table.multiple)])
+    rows = table.assign(dataset=[f"{d} ({v:,.0f}) at {m:g}x" if pd.notna(v) else f"{d} at {m:g}x"
+                                 for d, v, m in zip(table.dataset, table.vocab, table.multiple)], vocab=None)
     return advice_markdown(rows, level)
 
 
