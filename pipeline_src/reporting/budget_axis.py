@@ -148,6 +148,9 @@ def crossover_text(c: dict) -> str:
     return f"{c['leader']} overtakes {other} at {c['at']:.2g}x [{lo}, {hi}] and stays ahead to {hi_x:g}x"
 
 
+ALPHA_MAX = 3.0  # the fits' largest exponent: a curve that flattens faster (converged) sits at it
+
+
 def power_law(x, floor, scale, alpha):
     """nll(B) = floor + scale * B^-alpha: an irreducible floor and a power-law excess (Kaplan et al. 2020's form
     in compute, B the multiple of the sweep's budget)."""
@@ -169,7 +172,7 @@ def fit_curve(multiples, nll, hold_out: int = 2) -> dict:
 
     def fit(xx, yy):
         p0 = (max(yy.min() - 0.1, 0.0), max(yy[0] - yy.min(), 1e-3), 0.5)
-        params, _ = curve_fit(power_law, xx, yy, p0=p0, bounds=([0.0, 0.0, 1e-3], [np.inf, np.inf, 3.0]),
+        params, _ = curve_fit(power_law, xx, yy, p0=p0, bounds=([0.0, 0.0, 1e-3], [np.inf, np.inf, ALPHA_MAX]),
                               maxfev=20000)
         return params
 

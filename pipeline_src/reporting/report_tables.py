@@ -95,12 +95,14 @@ def budget_ranking_table(ranked: pd.DataFrame, reference: str, level: int, by: s
 def budget_fits_table(fits: pd.DataFrame) -> pd.DataFrame:
     """One dataset's budget-fits.csv for people: per method the fitted floor (as a perplexity) and exponent, and
     the held-out error at each held-out budget (nats/token, predicted minus measured)."""
+    from .budget_axis import ALPHA_MAX
+
     rows = []
     for m, g in fits.groupby("method", sort=False):
         r = g.iloc[0]
         row = {"method": m, "points": int(r.points),
                "floor ppl": "" if pd.isna(r.floor) else f"{np.exp(r.floor):.1f}",
-               "α": "" if pd.isna(r.alpha) else f"{r.alpha:.2f}"}
+               "α": "" if pd.isna(r.alpha) else f"{r.alpha:.2f}" + (" (its bound: flat)" if r.alpha >= ALPHA_MAX - 1e-3 else "")}
         row.update({f"held-out error at {h.held_out_multiple:g}x (nats)": f"{h.held_out_error:+.3f}"
                     for h in g.itertuples() if pd.notna(h.held_out_multiple)})
         rows.append(row)
