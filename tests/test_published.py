@@ -10,6 +10,7 @@ from machine_tolerance import SAME_MACHINE_NATS, Machine, check_rerun, published
 
 from pipeline_src.cli import main
 from pipeline_src.config import load, run_pairs, validate
+from pipeline_src.io.digests import sha256_of
 from pipeline_src.reporting.publish import BLOCK, doc_files, render_table, stale_tables
 
 DEFAULT = ROOT / "benchmarks" / "default"
@@ -162,6 +163,9 @@ def test_published_verdicts_are_what_the_statistics_give_their_runs_now(name, mo
     if (out / "budget-ranking.csv").is_file():
         refs = pd.read_csv(out / "references.csv") if (out / "references.csv").stat().st_size > 1 else None
         tables += list(axis_tables(pd.read_csv(out / "anytime.csv"), summary, refs, params).items())
+    gpu = json.loads((out / "summary.json").read_text()).get("gpu_cells") if (out / "summary.json").is_file() else None
+    if gpu:  # the GPU bench its axis tables read is the one committed now (else: restate it)
+        assert sha256_of(ROOT / gpu["path"]) == gpu["sha256"], f"{name}: {gpu['path']} changed since it was read"
     for file, frame in tables:
         got = pd.read_csv(out / file)
         want = pd.read_csv(__import__("io").StringIO(frame.to_csv(index=False)))  # as written: same dtypes

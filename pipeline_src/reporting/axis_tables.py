@@ -46,9 +46,9 @@ def axis_tables(anytime: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame
     out["budget-fits.csv"] = pd.DataFrame(fits, columns=FIT_COLUMNS)
     if st.get("gpu_cells"):
         cells = _gpu_cells(Path(st["gpu_cells"]))
-        out["gpu-hours.csv"] = gpu_hours_table(runs, summary, params, cells, st["gpu_cells"])
-        equal = [budget_axis.gpu_equal_time(runs, cells, ds, _unit_tokens(runs[runs.dataset == ds]))
-                 for ds in runs.dataset.unique()]
+        unit = {ds: _unit_tokens(g) for ds, g in runs.groupby("dataset", sort=False)}
+        out["gpu-hours.csv"] = gpu_hours_table(runs, summary, params, cells, st["gpu_cells"], unit)
+        equal = [budget_axis.gpu_equal_time(runs, cells, ds, unit[ds]) for ds in unit]
         out["gpu-equal-time.csv"] = budget_axis.ranking_at_gpu_time(pd.concat(equal, ignore_index=True),
                                                                      st["reference"], st["confidence"])
     return out
@@ -101,19 +101,19 @@ def _pairs_and_fits(runs: pd.DataFrame, ranked: pd.DataFrame, ds: str, confidenc
 
 
 def gpu_hours_table(runs: pd.DataFrame, summary: pd.DataFrame, params: dict, cells: pd.DataFrame,
-                    source: str) -> pd.DataFrame:
-    """``budget_axis.gpu_table`` per dataset of the long runs: 1x is each method's tokens at its 1x point (mean
-    over seeds); the head's training FLOPs per token are the runs' own (``head_flops_per_token_train``)."""
+                    source: str, unit: dict) -> pd.DataFrame:
+    """``budget_axis.gpu_table`` per dataset of the long runs: 1x is each method's tokens in ``unit[dataset]``
+    (``_unit_tokens``); the head's training FLOPs per token are the runs' own (``head_flops_per_token_train``)."""
     from ..config.runs import model_config
 
     test = summary[summary.split == "test"]
     out = []
-    for ds, g in runs.groupby("dataset", sort=False):
+    for ds in unit:
         flops = test[test.dataset == ds].groupby("method").head_flops_per_token_train.first().to_dict()
         mc = model_config(params, ds)
         flops = flops if mc.encoder == "lstm" else {}  # the floor counts an LSTM encoder's FLOPs only
         model = {"emb_dim": mc.emb_dim, "hidden_dim": mc.hidden_dim, "layers": mc.layers}
-        t = budget_axis.gpu_table(cells, ds, _unit_tokens(g), flops, model)
+        t = budget_axis.gpu_table(cells, ds, unit[ds], flops, model)
         out.append(t.assign(dataset=ds, gpu_cells=source))
     cols = ["dataset", "method", "multiple", "tokens", "measured_h", "floor_h", "gpu_cells"]
     return pd.concat(out, ignore_index=True)[cols] if out else pd.DataFrame(columns=cols)

@@ -210,7 +210,7 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
     import copy
 
     from ..config import validate
-    from .summarize import verdict_tables
+    from .summarize import gpu_cells_record, verdict_tables
 
     out = check_name(name)
     prov_path = out / paths.PROVENANCE
@@ -241,6 +241,7 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
 
         info = read_json(out / "summary.json")
         info["statistics"] = params["statistics"]
+        info["gpu_cells"] = gpu_cells_record(params)  # a GPU bench that changed: the axis's GPU tables now read it
         if "tables" in info:
             info["tables"].update({f: sha256_of(out / f) for f in tables})
         write_json(out / "summary.json", info)

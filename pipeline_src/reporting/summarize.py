@@ -227,8 +227,15 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
                                                               for m in missing),
                 "of": total, "missing": missing, "statistics": params["statistics"],
                 "records": records,  # each run's metrics.json by its content digest: check_tables holds them
-                "budget_calibrations": calibrations(params)})  # where frozen token budgets came from
+                "budget_calibrations": calibrations(params),  # where frozen token budgets came from
+                "gpu_cells": gpu_cells_record(params)})  # the GPU bench the axis's GPU tables read, by digest
     return df
+
+
+def gpu_cells_record(params: dict) -> dict | None:
+    """The GPU cell bench named by ``statistics.gpu_cells`` (path and sha256), when named and present."""
+    cells = params["statistics"].get("gpu_cells")
+    return {"path": cells, "sha256": sha256_of(cells)} if cells and Path(cells).is_file() else None
 
 
 def _write_dvc_views(params: dict, head: pd.DataFrame, history: pd.DataFrame) -> None:

@@ -283,10 +283,15 @@ def glance_markdown(publications: list[str]) -> str:
 
 
 
+def _axis_reference(ranked: pd.DataFrame) -> str:
+    """The reference a budget-axis table's verdicts are against (its ``reference`` column; the softmax if unnamed)."""
+    named = ranked.reference.dropna() if "reference" in ranked else pd.Series(dtype=object)
+    return named.iloc[0] if len(named) else "softmax"
+
+
 def budget_ranking_markdown(ranked: pd.DataFrame, level: int = 95) -> str:
     """budget-ranking.csv: per dataset, test perplexity [interval] and the verdict at each multiple of the budget."""
-    reference = ranked.reference.dropna().iloc[0] if "reference" in ranked and ranked.reference.notna().any() \
-        else "softmax"
+    reference = _axis_reference(ranked)
     parts = [f"**{ds}** (test perplexity [{level}% interval] and the verdict against {reference} at each budget):\n\n"
              + frame_markdown(budget_ranking_table(g, reference, level)) for ds, g in ranked.groupby("dataset", sort=False)]
     return "\n".join(parts)
@@ -297,7 +302,7 @@ def gpu_equal_time_markdown(ranked: pd.DataFrame, level: int = 95) -> str:
     if ranked.empty:
         return ("*No GPU budget at which every method lies within its measured multiples: no reading at equal "
                 "seconds.*\n")
-    reference = ranked.reference.dropna().iloc[0] if ranked.reference.notna().any() else "softmax"
+    reference = _axis_reference(ranked)
     return "\n".join(f"**{ds}** (test perplexity [{level}% interval], verdict against {reference}, and the multiple "
                      f"of its own 1x each method reaches in those GPU seconds):\n\n"
                      + frame_markdown(gpu_equal_time_table(g, reference, level))
