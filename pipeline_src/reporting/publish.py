@@ -234,6 +234,7 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
         refs = out / "references.csv"
         tables.update(axis_tables(read_csv(out / "anytime.csv"), summary,
                                   read_csv(refs) if refs.is_file() and refs.stat().st_size > 1 else None, params))
+    dirty = _dirty_files()  # before this writes anything: the tree the restated tables came from
     for file, frame in tables.items():
         write_text(out / file, frame.to_csv(index=False))
     if (out / "summary.json").is_file():  # the publication's summary record says what its tables now are
@@ -245,7 +246,6 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
         if "tables" in info:
             info["tables"].update({f: sha256_of(out / f) for f in tables})
         write_json(out / "summary.json", info)
-    dirty = _dirty_files()
     if dirty:
         say(f"warning: restating from a tree with uncommitted changes ({', '.join(dirty[:5])})")
     prov.update(params=params, files=prov["files"] + [f for f in tables if f not in prov["files"]])
