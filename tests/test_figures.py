@@ -235,3 +235,22 @@ def test_the_memory_table_reads_each_row_against_both_lines_of_the_topic_languag
     assert t.loc["a", "memory's worth recovered"] == "25%"  # (4.4 - 4.3) / (4.4 - 4.0)
     assert t.loc["b", "memory's worth recovered"] == "-50%"  # above the memoryless line: it lost more than memory
     assert t.loc["a", "gap to the memoryless line"].startswith("-0.100 [") and list(t.index) == ["a", "b"]
+
+
+def test_a_memory_block_renders_a_topic_publications_rows_against_both_lines(tmp_path):
+    from pipeline_src.io.errors import ConfigError
+    from pipeline_src.reporting.tables import render_table
+
+    rows = [{"dataset": "zipf-topics-10k", "method": m, "seed": s, "split": split, "nll": nll, "true_nll": 4.0,
+             "gap_nll": nll - 4.0, "memoryless_nll": 4.4, "memory_gap_nll": nll - 4.4}
+            for m, base in (("b", 4.6), ("a", 4.3)) for s, nll in ((1, base - 0.01), (2, base + 0.01))
+            for split in ("valid", "test")]
+    pd.DataFrame(rows).to_csv(tmp_path / "summary.csv", index=False)
+    text = render_table(f"memory:{tmp_path}/summary.csv")
+    assert "**zipf-topics-10k**" in text and "worth 0.400 nats/token" in text  # 4.4 - 4.0, the test rows'
+    lines = [x for x in text.splitlines() if x.startswith("| a ") or x.startswith("| b ")]
+    assert [x.split("|")[1].strip() for x in lines] == ["a", "b"]  # best first
+    assert "| 25% |" in lines[0] and "-0.100 [" in lines[0]
+    pd.DataFrame(rows).drop(columns=["memoryless_nll", "memory_gap_nll"]).to_csv(tmp_path / "summary.csv", index=False)
+    with pytest.raises(ConfigError, match="memory: blocks read a topic language's summary.csv"):
+        render_table(f"memory:{tmp_path}/summary.csv")

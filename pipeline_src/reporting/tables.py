@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..io import paths
-from ..io.artifacts import read_json
+from ..io.artifacts import read_csv, read_json
 from ..io.errors import ConfigError
 from ..io.paths import REPOSITORY
 from .bench_tables import (
@@ -21,7 +21,13 @@ from .bench_tables import (
     step_breakdown_markdown,
 )
 from .markdown import fmt_ci, fmt_millions, fmt_num, frame_markdown, markdown_table
-from .report_tables import budget_fits_table, budget_ranking_table, gpu_equal_time_table, gpu_hours_people
+from .report_tables import (
+    budget_fits_table,
+    budget_ranking_table,
+    gpu_equal_time_table,
+    gpu_hours_people,
+    memory_table,
+)
 
 
 def headline_markdown(head: pd.DataFrame, refs: pd.DataFrame | None = None, level: int = 95) -> str:
@@ -216,12 +222,18 @@ def render_table(path: str) -> str:
     """The markdown of a results-table block naming ``path`` (relative to the repository root)."""
     if path.startswith("glance:"):  # what to use in each dataset of several publications (the README's glance)
         return glance_markdown(path.split(":", 1)[1].split(","))
+    if path.startswith("memory:"):  # the topic language's rows against its two lines (a publication's summary.csv)
+        path, memory = path.split(":", 1)[1], True
+    else:
+        memory = False
     file = REPOSITORY / path
     if not file.exists():  # a page may announce a run before it is published
         return f"*Not published yet: run it, then `python -m pipeline_src publish --name {Path(path).parent.name}`.*\n"
     prov = file.with_name(paths.PROVENANCE)  # the intervals' level is the publication's (restate may change it)
     params = read_json(prov).get("params") or {} if prov.is_file() else {}
     level = int(round(100 * ((params.get("statistics") or {}).get("confidence") or 0.95)))
+    if memory:
+        return memory_markdown(read_csv(file, "dataset", "method", "seed", "split", "nll"), level)
     if file.name in ("headline.csv", "summary.csv"):  # summary.csv: a sweep's reading across sizes
         refs = file.with_name("references.csv")
         refs = pd.read_csv(refs) if refs.exists() and refs.stat().st_size > 1 else None
@@ -281,6 +293,20 @@ def glance_markdown(publications: list[str]) -> str:
     header = parts[0][:2]
     return "\n".join(header + [p[2].rstrip("\n") for p in parts]) + "\n"
 
+
+
+def memory_markdown(summary: pd.DataFrame, level: int = 95) -> str:
+    """The topic language's rows against its two lines, per dataset (``report_tables.memory_table``), each headed
+    by what reading the topic is worth there (memoryless minus truth, nats/token, on the rows' test tokens)."""
+    test = summary[summary.split == "test"]
+    if "memoryless_nll" not in test or test.memoryless_nll.isna().all():
+        raise ConfigError("memory: blocks read a topic language's summary.csv (with memoryless_nll); this has none")
+    parts = []
+    for ds, g in test.dropna(subset=["memoryless_nll"]).groupby("dataset", sort=False):
+        worth = float((g.memoryless_nll - g.true_nll).mean())
+        parts.append(f"**{ds}** (test nll gaps in nats/token, means over seeds [{level}% interval]; reading the topic "
+                     f"is worth {worth:.3f} nats/token):\n\n" + frame_markdown(memory_table(g, level / 100)))
+    return "\n".join(parts)
 
 
 def _axis_reference(ranked: pd.DataFrame) -> str:
