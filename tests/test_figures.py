@@ -1,4 +1,6 @@
 """The headline figures read as a person reads them: labelled ticks on every axis."""
+import math
+
 import pandas as pd
 import pytest
 
@@ -229,9 +231,11 @@ def test_the_memory_table_reads_each_row_against_both_lines_of_the_topic_languag
     from pipeline_src.reporting.report_tables import memory_table
 
     rows = [{"method": m, "seed": s, "nll": nll, "true_nll": 4.0, "gap_nll": nll - 4.0, "memoryless_nll": 4.4,
-             "memory_gap_nll": nll - 4.4} for m, base in (("a", 4.3), ("b", 4.6)) for s, nll in
-            ((1, base - 0.01), (2, base + 0.01))]
+             "memory_gap_nll": nll - 4.4, "kept_valid_ppl": math.exp(nll), "unigram_valid_ppl": 90.0}
+            for m, base in (("a", 4.3), ("b", 4.6)) for s, nll in ((1, base - 0.01), (2, base + 0.01))]
     t = memory_table(pd.DataFrame(rows)).set_index("method")
+    assert t.loc["a", "status"] == "learned"  # e^4.31 = 74.4 < 90 on both seeds
+    assert t.loc["b", "status"] == "did not learn, 2 of 2 seeds"  # e^4.59 = 98.5 and e^4.61 at or above the line
     assert t.loc["a", "memory's worth recovered"] == "25%"  # (4.4 - 4.3) / (4.4 - 4.0)
     assert t.loc["b", "memory's worth recovered"] == "-50%"  # above the memoryless line: it lost more than memory
     assert t.loc["a", "gap to the memoryless line"].startswith("-0.100 [") and list(t.index) == ["a", "b"]

@@ -48,8 +48,10 @@ def memory_table(test: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     what a model that takes no evidence of the topic from what it has read achieves), means over seeds with their
     intervals, and the share of memory's worth (memoryless minus truth, nats/token) the row recovered: 0 = no
     better than ignoring the topic, 1 = the truth. Below the memoryless line the model read the topic off the
-    document; the rest of its gap to the truth is what it (its encoder or its output layer) still loses."""
-    from .stats import mean_ci
+    document; the rest of its gap to the truth is what it (its encoder or its output layer) still loses. A method
+    with a seed that ended at or above its unigram line says so (``stats.learn_status``): its gaps are read as a
+    run that never left the context-free solution, not as what its output layer can express."""
+    from .stats import learn_status, mean_ci
     from .style import fmt_interval
 
     rows = []
@@ -60,7 +62,8 @@ def memory_table(test: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
         rows.append({"method": method, "nll": float(g.nll.mean()),
                      "gap to the truth": fmt_interval(*truth, digits=3),
                      "gap to the memoryless line": fmt_interval(*memory, digits=3),
-                     "memory's worth recovered": f"{-memory[0] / worth:.0%}" if worth > 0 else "—"})
+                     "memory's worth recovered": f"{-memory[0] / worth:.0%}" if worth > 0 else "—",
+                     "status": learn_status(g)})
     return pd.DataFrame(rows).sort_values("nll").drop(columns="nll")
 
 
