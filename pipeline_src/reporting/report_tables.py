@@ -42,6 +42,11 @@ def band_table(test: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     return out, f"test tokens per band: {tokens}" if tokens else ""
 
 
+def memory_worth(test: pd.DataFrame) -> float:
+    """What reading the topic is worth on these rows' test tokens: memoryless minus truth, nats/token."""
+    return float((test.memoryless_nll - test.true_nll).mean())
+
+
 def memory_table(test: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """One dataset's rows against the topic language's two lines (its test rows of summary.csv with
     ``memoryless_nll``): the gap to the truth and to the memoryless line (the truth with the topic averaged out:
@@ -56,7 +61,7 @@ def memory_table(test: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
 
     rows = []
     for method, g in test.groupby("method", sort=False):
-        worth = float((g.memoryless_nll - g.true_nll).mean())
+        worth = memory_worth(g)
         truth = mean_ci(g.gap_nll.to_numpy(float), confidence)
         memory = mean_ci(g.memory_gap_nll.to_numpy(float), confidence)
         rows.append({"method": method, "nll": float(g.nll.mean()),

@@ -27,6 +27,7 @@ from .report_tables import (
     gpu_equal_time_table,
     gpu_hours_people,
     memory_table,
+    memory_worth,
 )
 
 
@@ -222,10 +223,8 @@ def render_table(path: str) -> str:
     """The markdown of a results-table block naming ``path`` (relative to the repository root)."""
     if path.startswith("glance:"):  # what to use in each dataset of several publications (the README's glance)
         return glance_markdown(path.split(":", 1)[1].split(","))
-    if path.startswith("memory:"):  # the topic language's rows against its two lines (a publication's summary.csv)
-        path, memory = path.split(":", 1)[1], True
-    else:
-        memory = False
+    memory = path.startswith("memory:")  # the topic language's rows against its two lines (its summary.csv)
+    path = path.removeprefix("memory:")
     file = REPOSITORY / path
     if not file.exists():  # a page may announce a run before it is published
         return f"*Not published yet: run it, then `python -m pipeline_src publish --name {Path(path).parent.name}`.*\n"
@@ -303,9 +302,8 @@ def memory_markdown(summary: pd.DataFrame, level: int = 95) -> str:
         raise ConfigError("memory: blocks read a topic language's summary.csv (with memoryless_nll); this has none")
     parts = []
     for ds, g in test.dropna(subset=["memoryless_nll"]).groupby("dataset", sort=False):
-        worth = float((g.memoryless_nll - g.true_nll).mean())
         parts.append(f"**{ds}** (test nll gaps in nats/token, means over seeds [{level}% interval]; reading the topic "
-                     f"is worth {worth:.3f} nats/token):\n\n" + frame_markdown(memory_table(g, level / 100)))
+                     f"is worth {memory_worth(g):.3f} nats/token):\n\n" + frame_markdown(memory_table(g, level / 100)))
     return "\n".join(parts)
 
 
