@@ -237,7 +237,7 @@ def test_the_memory_table_reads_each_row_against_both_lines_of_the_topic_languag
     assert t.loc["a", "status"] == "learned"  # e^4.31 = 74.4 < 90 on both seeds
     assert t.loc["b", "status"] == "did not learn, 2 of 2 seeds"  # e^4.59 = 98.5 and e^4.61 at or above the line
     assert t.loc["a", "memory's worth recovered"] == "25%"  # (4.4 - 4.3) / (4.4 - 4.0)
-    assert t.loc["b", "memory's worth recovered"] == "-50%"  # above the memoryless line: it lost more than memory
+    assert t.loc["b", "memory's worth recovered"] == "none (above the line)"  # 0.2 nats above it: nothing recovered
     assert t.loc["a", "gap to the memoryless line"].startswith("-0.100 [") and list(t.index) == ["a", "b"]
 
 

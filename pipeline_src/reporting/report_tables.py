@@ -47,6 +47,14 @@ def memory_worth(test: pd.DataFrame) -> float:
     return float((test.memoryless_nll - test.true_nll).mean())
 
 
+def _recovered(won: float, worth: float) -> str:
+    """The share of memory's worth a row won below the memoryless line; above it, none (its gap column says by
+    how much: a share below 0 would read as a quantity recovered)."""
+    if not worth > 0:
+        return "—"
+    return f"{won / worth:.0%}" if won >= 0 else "none (above the line)"
+
+
 def memory_table(test: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """One dataset's rows against the topic language's two lines (its test rows of summary.csv with
     ``memoryless_nll``): the gap to the truth and to the memoryless line (the truth with the topic averaged out:
@@ -67,7 +75,7 @@ def memory_table(test: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
         rows.append({"method": method, "nll": float(g.nll.mean()),
                      "gap to the truth": fmt_interval(*truth, digits=3),
                      "gap to the memoryless line": fmt_interval(*memory, digits=3),
-                     "memory's worth recovered": f"{-memory[0] / worth:.0%}" if worth > 0 else "—",
+                     "memory's worth recovered": _recovered(-memory[0], worth),
                      "status": learn_status(g)})
     return pd.DataFrame(rows).sort_values("nll").drop(columns="nll")
 
