@@ -237,6 +237,16 @@ def test_the_equal_data_table_reads_the_points_at_epochs_over_the_seeds_that_rea
     assert t.loc[("a", 0.5), "valid_ppl"] == pytest.approx(math.exp(5.15)) and t.loc[("a", 0.5), "seeds"] == 2
     assert t.loc[("a", 1.0), "seeds"] == 1 and ("b", 1.0) not in t.index  # b's budget ended before one epoch
     assert list(equal_tokens(pd.DataFrame(rows).drop(columns="epochs")).columns)[:3] == ["dataset", "method", "epochs"]
+    from pipeline_src.reporting.sweep import equal_tokens_table
+    from pipeline_src.reporting.tables import equal_tokens_markdown
+
+    wide = equal_tokens_table(pd.DataFrame(rows)).set_index("method")
+    assert list(wide.columns) == ["dataset", "after 0.5 epochs", "after 1 epochs"]
+    assert wide.loc["a", "after 0.5 epochs"] == f"{math.exp(5.15):.1f}"  # both seeds: no count
+    assert wide.loc["a", "after 1 epochs"] == f"{math.exp(4.1):.1f} (1 of 2 seeds)" and pd.isna(wide.loc["b", "after 1 epochs"])
+    md = equal_tokens_markdown(pd.DataFrame(rows))
+    assert md.startswith("**d** (validation perplexity") and f"| b | {math.exp(6.15):.1f} |" in md
+    assert "No validation at equal data" in equal_tokens_markdown(pd.DataFrame(rows).drop(columns="epochs"))
 
 
 def test_a_size_where_no_method_learned_says_so_not_that_every_run_diverged():

@@ -182,6 +182,20 @@ def equal_tokens(points: pd.DataFrame) -> pd.DataFrame:
     return out[cols].sort_values(["dataset", "epochs", "valid_ppl"], ignore_index=True)
 
 
+def equal_tokens_table(points: pd.DataFrame) -> pd.DataFrame:
+    """:func:`equal_tokens` for people: one row per dataset and method, a column per amount of data ("after 0.25
+    epochs"), each cell the validation perplexity, with "(k of n seeds)" where fewer of its seeds reached it."""
+    eq = equal_tokens(points)
+    if eq.empty:
+        return pd.DataFrame(columns=["dataset", "method"])
+    most = eq.groupby(["dataset", "method"]).seeds.transform("max")
+    cells = eq.assign(cell=[f"{p:.1f}" + ("" if s == n else f" ({s} of {n} seeds)")
+                            for p, s, n in zip(eq.valid_ppl, eq.seeds, most)])
+    wide = cells.pivot_table(index=["dataset", "method"], columns="epochs", values="cell", aggfunc="first",
+                             sort=False).rename_axis(columns=None).reset_index()
+    return wide.rename(columns=lambda e: e if isinstance(e, str) else f"after {e:g} epochs")
+
+
 def delta_to_best(table: pd.DataFrame, summary: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """What the sweep figure draws, one row per (|V|, method) of ``by_size``'s table. A method that learned at a
     size (``panel`` "learned"): its test nll minus that of the best method there (``rank_at_size`` 1), paired
