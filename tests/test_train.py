@@ -302,6 +302,8 @@ def test_rank_diagnostic_leaves_out_zero_probability_words(data):
     assert r["zero_probability_words"] == 1 and 0 < r["rank"] <= 16 + 2
 
 
+@pytest.mark.skipif(not torch.backends.cpu.get_cpu_capability().startswith("AVX512"),
+                    reason="bf16 on a CPU needs torch's AVX-512 kernels (refused otherwise: the test below)")
 def test_bf16_training_learns_like_fp32(data, tmp_path):
     p, raw, prep = data
     cfg = run_config(p, "tiny", "softmax")
@@ -313,6 +315,18 @@ def test_bf16_training_learns_like_fp32(data, tmp_path):
     assert abs(bf16["best_valid_nll"] - fp32["best_valid_nll"]) < 0.05
     weights = torch.load(tmp_path / "bf16" / "model.pt", weights_only=False)["model"]
     assert all(w.dtype == torch.float32 for w in weights.values() if w.is_floating_point())
+
+
+def test_bf16_on_a_cpu_without_avx512_is_refused_in_one_line_before_any_work(data, tmp_path, monkeypatch):
+    from pipeline_src.io.errors import ConfigError
+
+    p, raw, prep = data
+    cfg = run_config(p, "tiny", "softmax")
+    cfg["training"]["precision"] = "bf16"
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    with pytest.raises(ConfigError, match=r"^key 'training.precision': bf16 on this CPU needs AVX-512 kernels \(torch has AVX2"):
+        train(cfg, prep, tmp_path / "bf16", CPU)
+    assert not (tmp_path / "bf16" / "train.json").exists()
 
 
 def test_the_gpu_update_path_is_the_fused_one_and_the_same_update(monkeypatch):

@@ -26,6 +26,7 @@ from ..io.digests import seal
 from ..io.errors import ResumeError, Stopped
 from ..io.runtime import (
     environment,
+    gemm_gflops,
     load_average,
     peak_memory_mb,
     reset_peak_memory,
@@ -40,7 +41,7 @@ from .guard import CHECK_EVERY, LossGuard, check_validation, collapse, safe_exp
 from .optim import build_optimizer
 from .schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
 from .state import RunState
-from .step import build_model, train_step
+from .step import build_model, check_precision, train_step
 
 HISTORY_FIELDS = ["epoch", "lr", "train_loss", "valid_nll", "valid_ppl", "train_tokens_per_s", "epoch_time_s",
                   "wall_time_s", "best"]
@@ -67,6 +68,7 @@ class Run:
     t_call: float = 0.0  # this call's start (perf_counter) and the wall time before it
     wall0: float = 0.0
     env_start: float | None = None
+    gflops: float | None = None  # the machine's speed at this call's start (time budgets: runtime.gemm_gflops)
 
     @property
     def finetune(self) -> bool:
@@ -88,7 +90,7 @@ class Run:
                 "peak_mem_mb_train": peak_memory_mb(self.device),
                 "head_flops_per_token_train": head.flops_per_token(train=True),
                 "head_flops_per_token_eval": head.flops_per_token(train=False),
-                "environment": environment(self.device, self.env_start)}
+                "environment": environment(self.device, self.env_start, self.gflops)}
 
     def validate(self) -> float:
         """Exact validation nll (the averaged weights once nt-asgd averages)."""
@@ -110,6 +112,7 @@ def setup(cfg: dict, prepared: Path, out_dir: Path, device: torch.device, init: 
     trained weights for a finetuning run, else from the seed)."""
     tc = training_settings(cfg)
     step_clock(tc, device)  # a clock that cannot time this device is refused before any work
+    check_precision(tc, device)  # as is bf16 on a CPU without AVX-512
     out_dir.mkdir(parents=True, exist_ok=True)
     seed_everything(cfg["seed"])
     model = build_model(cfg, prepared).to(device)
@@ -124,6 +127,8 @@ def setup(cfg: dict, prepared: Path, out_dir: Path, device: torch.device, init: 
     if not _resume(run) and run.finetune:
         _start_finetuning(run, init)
     run.env_start = load_average()
+    if tc.budget_seconds is not None and device.type == "cpu":  # a time budget's tokens depend on the machine
+        run.gflops = gemm_gflops()
     reset_peak_memory(device)
     run.t_call, run.wall0 = time.perf_counter(), run.st.wall_time_s
     return run

@@ -14,6 +14,17 @@ from .model import LanguageModel
 from .optim import clip_grad_norm
 
 
+def check_precision(tc, device) -> None:
+    """bf16 autocast on a CPU needs torch's AVX-512 kernels: with AVX2 only, oneDNN has no bf16 LSTM and fails deep
+    inside the first forward pass; refuse it before any work (one line, the key named)."""
+    if tc.precision == "bf16" and device.type == "cpu":
+        capability = torch.backends.cpu.get_cpu_capability()
+        if not capability.startswith("AVX512"):
+            from ..io.errors import ConfigError
+            raise ConfigError(f"key 'training.precision': bf16 on this CPU needs AVX-512 kernels (torch has "
+                              f"{capability} here: oneDNN's LSTM has no bf16 form); use fp32 here, or bf16 on a GPU")
+
+
 def build_model(run_cfg: dict, prepared: Path) -> LanguageModel:
     meta = read_json(prepared / paths.META, "vocab_size")
     counts = torch.from_numpy(np.load(prepared / paths.NOISE)["counts"])
