@@ -66,12 +66,31 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def environment(device: torch.device, load_at_start: float) -> dict:
-    """The setup that makes a run's timings comparable with another's."""
+def gemm_gflops(seconds: float = 0.3) -> float:
+    """This machine's speed now: GFLOP/s of a fixed fp32 matrix product (512 x 256 by 256 x 512) on this process's
+    threads, repeated for ``seconds``. No random numbers (the run's streams are left as they are). Under a time
+    budget a run's tokens depend on it: records whose machines differ by much are not one experiment
+    (``reporting/machine.py``)."""
+    import time
+
+    a, b = torch.full((512, 256), 0.5), torch.full((256, 512), 0.25)
+    a @ b  # the first call allocates
+    calls, t0 = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - t0) < seconds:
+        a @ b
+        calls += 1
+    return 2 * 512 * 256 * 512 * calls / elapsed / 1e9
+
+
+def environment(device: torch.device, load_at_start: float, gflops: float | None = None) -> dict:
+    """The setup that makes a run's timings comparable with another's; ``gflops``: the speed probe at the start of
+    this call (``gemm_gflops``, taken under a time budget)."""
     env = {"cpu_model": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # kernels: AVX2, AVX512
            "cpu_count": os.cpu_count(), "threads": torch.get_num_threads(),
            "torch": torch.__version__, "python": platform.python_version(), "device": str(device),
            "load_avg_start": load_at_start, "load_avg_end": load_average()}
+    if gflops is not None:
+        env["gemm_gflops"] = gflops
     if device.type == "cuda":
         env["gpu"] = torch.cuda.get_device_name(device)
     return env

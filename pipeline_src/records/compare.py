@@ -89,7 +89,7 @@ def run_compare(params: dict, params_file: Path, against: str, threads: int | No
     targets = [str(paths.metrics_path(params, d, m, s)) for d, m in run_pairs(params) for s in run_seeds(params)]
     targets += [str(paths.bench_path(params))]
     _snakemake([*snake, *targets, "--config", f"params={params_file}"], root, f"train and evaluate {new[0]}")
-    summarize(params, partial=True)
+    summarize(params, partial=True, one_machine=False)  # the new head may run elsewhere: the card says so
     return render_card(params, params_file, against, new[0])
 
 

@@ -23,6 +23,7 @@ from ..io.errors import StaleError
 from .axis_tables import NAMES as AXIS_TABLES
 from .axis_tables import axis_tables
 from .calibration import calibrations
+from .machine import check_one_machine, timed_record
 from .rows import BAND_PARTS, SUMMARY_COLUMNS, anytime_rows, anytime_table, band_columns, summary_rows
 from .stats import contrasts, expected_best, headline
 
@@ -154,10 +155,12 @@ def verdict_tables(summary: pd.DataFrame, params: dict) -> tuple[pd.DataFrame, p
     return head, con
 
 
-def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
+def summarize(params: dict, partial: bool = False, one_machine: bool = True) -> pd.DataFrame:
     """``partial``: summarise the runs that have finished and list the others in ``summary.json``
-    (a long experiment publishes its results as they land; the tables then say how many runs they hold)."""
-    rows, curves, anytime, missing, records = [], [], [], [], {}
+    (a long experiment publishes its results as they land; the tables then say how many runs they hold).
+    ``one_machine``: refuse time-budgeted records from machines of different speed (``machine.py``; ``compare``
+    lifts it: its card states the new head's machine beside the publication's calibration)."""
+    rows, curves, anytime, missing, records, timed = [], [], [], [], {}, []
     for dataset, method in run_pairs(params):
         for seed in run_seeds(params):
             path = paths.metrics_path(params, dataset, method, seed)
@@ -176,6 +179,7 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
                 raise StaleError(f"{path} was scored on other data than {meta.parent} holds now (prepared again "
                                  f"since): rerun {evaluate} (or `snakemake`)")
             rows.extend(summary_rows(metrics, _vocab(params, dataset)))
+            timed.append(timed_record(f"{dataset}/{method}/seed{seed}", metrics, final=True))
             anytime.extend(anytime_rows(metrics))
             hist_path = paths.run_dir(params, dataset, method, seed) / paths.HISTORY
             check_file(hist_path, metrics.get("history_sha256"), path, f"its run's train and {evaluate}")
@@ -213,6 +217,9 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
         trials, tcurves = tuning_tables(params, partial, missing)
         tables[paths.tuning_summary_path(params)] = trials
         tables[paths.tuning_curves_path(params)] = tcurves
+        timed += trial_records(params, trials)
+    if one_machine:
+        check_one_machine([t for t in timed if t], params["results_dir"])
     for path, frame in tables.items():
         _write(path, frame)
     _write_dvc_views(params, head, history)
@@ -230,6 +237,16 @@ def summarize(params: dict, partial: bool = False) -> pd.DataFrame:
                 "budget_calibrations": calibrations(params),  # where frozen token budgets came from
                 "gpu_cells": gpu_cells_record(params)})  # the GPU bench the axis's GPU tables read, by digest
     return df
+
+
+def trial_records(params: dict, trials: pd.DataFrame) -> list:
+    """The tuning trials' records as ``machine.Timed`` (their train.json: the environment they ran in)."""
+    out = []
+    for r in trials.itertuples():
+        path = paths.trial_dir(params, r.dataset, r.method, r.trial) / paths.TRAIN_RECORD
+        if path.is_file():
+            out.append(timed_record(f"{r.dataset}/{r.method}/trial{r.trial}", read_json(path), picked=r.selected))
+    return out
 
 
 def gpu_cells_record(params: dict) -> dict | None:

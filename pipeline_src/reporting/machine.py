@@ -1,0 +1,78 @@
+"""One time-budgeted experiment, one kind of machine.
+
+Under a time budget (``training.budget_seconds``) a run's tokens are what its machine bought in that time. Records
+made on machines of different speed (a sweep carried across sessions lands on whatever machine each session gets)
+are then not one experiment: a tuning trial on a fast machine beats one on a slow machine by its tokens, and a
+method's finals on a slow machine are read at another budget than its pick. ``summarize`` refuses such a set
+(``check_one_machine``); frozen token budgets (``freeze-budgets``) make the machine matter for wall time only.
+
+Three readings, each of records that carry it:
+- the CPU kernels torch chose (``environment.cpu_capability``: AVX512 against AVX2 is another machine);
+- the speed probe at each run's start (``environment.gemm_gflops``, ``runtime.gemm_gflops``);
+- a tuned method's final runs against its picked trial, which share every setting: their tokens/s must agree.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..io.errors import ConfigError
+
+RATIO = 1.3  # the most two records of one timed experiment may differ in speed (seen: within 1.1 on one machine)
+
+
+@dataclass(frozen=True)
+class Timed:
+    """One time-budgeted record: a final run or a tuning trial."""
+    label: str  # e.g. zipf-10k/nce/seed1 or zipf-10k/nce/trial3
+    dataset: str
+    method: str
+    tokens_per_s: float | None
+    capability: str | None
+    gflops: float | None
+    picked: bool = False  # the trial its method's finals were run with
+    final: bool = False
+
+
+def timed_record(label: str, record: dict, picked: bool = False, final: bool = False) -> Timed | None:
+    """A record of train.json / metrics.json as :class:`Timed`, or None when it ran without a time budget."""
+    training = (record.get("config") or {}).get("training") or {}
+    if training.get("budget_seconds") is None:
+        return None
+    env = record.get("environment") or {}
+    return Timed(label, record.get("dataset") or label.split("/")[0], record.get("method") or label.split("/")[1],
+                 record.get("tokens_per_s_train"), env.get("cpu_capability"), env.get("gemm_gflops"), picked, final)
+
+
+def machine_problems(records: list[Timed], ratio: float = RATIO) -> list[str]:
+    """What says these time-budgeted records ran on machines of different speed (empty: nothing does)."""
+    problems = []
+    kernels: dict[str, list[str]] = {}
+    for r in records:
+        if r.capability:
+            kernels.setdefault(r.capability, []).append(r.label)
+    if len(kernels) > 1:
+        problems.append("their CPU kernels differ (" + "; ".join(f"{k}: {len(v)} records, e.g. {v[0]}"
+                                                                 for k, v in sorted(kernels.items())) + ")")
+    probed = sorted((r for r in records if r.gflops), key=lambda r: r.gflops)
+    if len(probed) > 1 and probed[-1].gflops > ratio * probed[0].gflops:
+        problems.append(f"the speed probe ranges from {probed[0].gflops:.1f} GFLOP/s ({probed[0].label}) to "
+                        f"{probed[-1].gflops:.1f} ({probed[-1].label})")
+    for pick in (r for r in records if r.picked and r.tokens_per_s):
+        finals = [r.tokens_per_s for r in records if r.final and r.tokens_per_s
+                  and (r.dataset, r.method) == (pick.dataset, pick.method)]
+        if finals:
+            mean = sum(finals) / len(finals)
+            if not 1 / ratio <= mean / pick.tokens_per_s <= ratio:
+                problems.append(f"{pick.dataset}/{pick.method}'s final runs trained {mean:,.0f} tokens/s, its picked "
+                                f"trial {pick.label} {pick.tokens_per_s:,.0f} with the same settings")
+    return problems
+
+
+def check_one_machine(records: list[Timed], where: str) -> None:
+    """Refuse (one line) a time-budgeted set of records that ran on machines of different speed."""
+    problems = machine_problems(records)
+    if problems:
+        raise ConfigError(f"{where}: these time-budgeted runs are not one experiment, their machines differ in speed: "
+                          f"{'; '.join(problems[:3])}{' ...' if len(problems) > 3 else ''}. Rerun the odd ones on "
+                          f"the machine of the rest (remove their records), or freeze the budgets into tokens "
+                          f"(`freeze-budgets`)")

@@ -1,0 +1,49 @@
+"""One time-budgeted experiment, one kind of machine (pipeline_src/reporting/machine.py)."""
+import pytest
+
+from pipeline_src.io.errors import ConfigError
+from pipeline_src.reporting.machine import check_one_machine, machine_problems, timed_record
+
+
+def record(method="softmax", tps=14_000.0, capability="AVX512", gflops=None, seconds=180):
+    env = {"cpu_capability": capability, **({"gemm_gflops": gflops} if gflops else {})}
+    return {"dataset": "d", "method": method, "tokens_per_s_train": tps, "environment": env,
+            "config": {"training": {"budget_seconds": seconds}}}
+
+
+def test_records_of_one_machine_pass_and_untimed_records_are_not_read():
+    same = [timed_record("d/softmax/trial1", record(tps=14_653), picked=True),
+            timed_record("d/softmax/seed1", record(tps=13_480), final=True),
+            timed_record("d/nce/seed1", record("nce", 136_000, gflops=50.0), final=True),
+            timed_record("d/nce/seed2", record("nce", 138_000, gflops=53.0), final=True)]
+    assert machine_problems(same) == []
+    check_one_machine(same, "here")  # no error
+    assert timed_record("d/softmax/seed1", record(seconds=None)) is None  # a token budget: the machine is wall time only
+
+
+def test_a_sweep_carried_onto_a_slower_machine_is_refused_by_each_reading():
+    # the topic language's case: 10k words, the pick on an AVX512 machine, the finals on an AVX2 one 2.5x slower
+    pick = timed_record("d/softmax/trial1", record(tps=14_653), picked=True)
+    finals = [timed_record(f"d/softmax/seed{s}", record(tps=t, capability="AVX2"), final=True)
+              for s, t in ((1, 5_761), (2, 5_727), (3, 5_865))]
+    problems = machine_problems([pick, *finals])
+    assert len(problems) == 2
+    assert problems[0] == "their CPU kernels differ (AVX2: 3 records, e.g. d/softmax/seed1; AVX512: 1 records, e.g. d/softmax/trial1)"
+    assert problems[1] == "d/softmax's final runs trained 5,784 tokens/s, its picked trial d/softmax/trial1 14,653 with the same settings"
+    # the speed probe alone: 26 against 53 GFLOP/s, beyond 1.3x; 40 against 50 is within it
+    probed = [timed_record("d/a/seed1", record(gflops=26.0), final=True), timed_record("d/b/seed1", record(gflops=53.0), final=True)]
+    assert machine_problems(probed) == ["the speed probe ranges from 26.0 GFLOP/s (d/a/seed1) to 53.0 (d/b/seed1)"]
+    assert machine_problems(probed[:1] + [timed_record("d/b/seed1", record(gflops=33.0), final=True)]) == []
+    with pytest.raises(ConfigError, match=r"^results/x: these time-budgeted runs are not one experiment.*freeze-budgets"):
+        check_one_machine([pick, *finals], "results/x")
+
+
+def test_the_speed_probe_measures_a_product_without_touching_the_random_streams():
+    import torch
+
+    from pipeline_src.io.runtime import gemm_gflops
+
+    torch.manual_seed(0)
+    before = torch.get_rng_state().clone()
+    speed = gemm_gflops(0.05)
+    assert torch.equal(torch.get_rng_state(), before) and 0.1 < speed < 1e5  # GFLOP/s of one core, any machine
