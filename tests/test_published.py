@@ -90,7 +90,9 @@ def test_a_rerun_on_another_machine_is_held_to_the_measured_spread_and_on_the_sa
     softmax, _ = tolerance("softmax", PUBLISHED_ON, xeon)
     plif, _ = tolerance("plif", PUBLISHED_ON, xeon)
     assert softmax == SAME_MACHINE_NATS < plif == pytest.approx(2 * 5.8e-3)  # per method: PLIF needs its own
-    assert tolerance("a-head-never-measured", PUBLISHED_ON, xeon)[0] == plif  # the largest of any method
+    nce, _ = tolerance("nce", PUBLISHED_ON, xeon)
+    assert nce == pytest.approx(2 * 1.68e-2)  # a sampled loss on a real AVX2 machine moved the furthest
+    assert tolerance("a-head-never-measured", PUBLISHED_ON, xeon)[0] == nce  # the largest of any method
     assert tolerance("softmax", PUBLISHED_ON, Machine("AMD EPYC", "2.11.0"))[0] == SAME_MACHINE_NATS  # versions count
     assert "another machine" in tolerance("softmax", PUBLISHED_ON, Machine("AMD EPYC", "2.11.0"))[1]
     # the same model string with other kernels (an AVX2-only EPYC) is another machine where both are recorded
@@ -169,7 +171,9 @@ def test_published_verdicts_are_what_the_statistics_give_their_runs_now(name, mo
     for file, frame in tables:
         got = pd.read_csv(out / file)
         want = pd.read_csv(__import__("io").StringIO(frame.to_csv(index=False)))  # as written: same dtypes
-        pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=1e-9, obj=f"{name}/{file}")
+        # a fitted curve is an optimizer's answer: other CPU kernels move it in the 7th digit (AVX2: 3e-7 in a scale)
+        rtol = 1e-5 if file == "budget-fits.csv" else 1e-9
+        pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=rtol, obj=f"{name}/{file}")
 
 
 def test_restate_refuses_params_that_changed_beyond_statistics(tmp_path, monkeypatch):
