@@ -7,6 +7,7 @@ rows of every dataset (``references.csv``: Kneser-Ney, no seeds) and, with tunin
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -160,7 +161,55 @@ def summarize(params: dict, partial: bool = False, one_machine: bool = True) -> 
     (a long experiment publishes its results as they land; the tables then say how many runs they hold).
     ``one_machine``: refuse time-budgeted records from machines of different speed (``machine.py``; ``compare``
     lifts it: its card states the new head's machine beside the publication's calibration)."""
-    rows, curves, anytime, missing, records, timed = [], [], [], [], {}, []
+    missing: list = []
+    runs = _read_runs(params, partial, missing)
+    matrix_rows = _matrix_rows(params, partial, missing)
+    if not runs.rows:
+        raise FileNotFoundError(f"no finished run under {params['results_dir']}: nothing to summarise")
+    df = pd.DataFrame(runs.rows, columns=SUMMARY_COLUMNS)
+    history = pd.concat(runs.curves, ignore_index=True)
+    history = history[["dataset", "method", "seed"] + [c for c in history.columns
+                                                       if c not in ("dataset", "method", "seed")]]
+    head, con = verdict_tables(df, params)
+    # every record read and checked before any table is written: a refusal leaves the earlier tables whole
+    tables = {paths.summary_path(params): df, paths.history_path(params): history,
+              paths.anytime_path(params): anytime_table(runs.anytime),
+              paths.matrix_summary_path(params): pd.DataFrame(matrix_rows), paths.headline_path(params): head,
+              paths.contrasts_path(params): con,
+              paths.references_summary_path(params): reference_rows(params, partial, missing)}
+    refs = tables[paths.references_summary_path(params)]
+    tables.update({Path(params["results_dir"]) / name: frame  # the budget axis, when long runs kept points
+                   for name, frame in axis_tables(tables[paths.anytime_path(params)], df, refs, params).items()})
+    timed = runs.timed
+    if (params.get("tuning") or {}).get("enabled"):
+        trials, tcurves = tuning_tables(params, partial, missing)
+        tables[paths.tuning_summary_path(params)] = trials
+        tables[paths.tuning_curves_path(params)] = tcurves
+        timed = timed + trial_records(params, trials)
+    if one_machine:
+        check_one_machine([t for t in timed if t], params["results_dir"])
+    for path, frame in tables.items():
+        _write(path, frame)
+    _write_dvc_views(params, head, history)
+    _remove_stale(params, tables)
+    _write_info(params, tables, missing, runs.records)
+    return df
+
+
+@dataclass
+class _Runs:
+    """What the final runs' records hold, read and checked (``_read_runs``)."""
+    rows: list = field(default_factory=list)  # summary rows, one per split
+    curves: list = field(default_factory=list)  # each run's history.csv with its keys
+    anytime: list = field(default_factory=list)  # anytime, equal-data and budget points
+    records: dict = field(default_factory=dict)  # metrics.json path -> its content digest
+    timed: list = field(default_factory=list)  # machine.Timed (None for a run without a time budget)
+
+
+def _read_runs(params: dict, partial: bool, missing: list) -> _Runs:
+    """Every final run's record, checked (seal, config, data, history); an unfinished one is listed in
+    ``missing`` under ``partial``, else an error."""
+    runs = _Runs()
     for dataset, method in run_pairs(params):
         for seed in run_seeds(params):
             path = paths.metrics_path(params, dataset, method, seed)
@@ -169,7 +218,7 @@ def summarize(params: dict, partial: bool = False, one_machine: bool = True) -> 
                              " (or `summarize --partial` to summarise the finished runs)"):
                 continue
             metrics = read_json(path, "config_hash", "config")
-            records[Path(path).relative_to(params["results_dir"]).as_posix()] = metrics.get(SEAL)
+            runs.records[Path(path).relative_to(params["results_dir"]).as_posix()] = metrics.get(SEAL)
             evaluate = f"`python -m pipeline_src evaluate --dataset {dataset} --method {method} --seed {seed}`"
             check_seal(path, metrics, evaluate)
             check_current(path, metrics, final_config(params, dataset, method, seed))
@@ -178,14 +227,18 @@ def summarize(params: dict, partial: bool = False, one_machine: bool = True) -> 
                     and sha256_of(meta) != metrics["prepared_meta_sha256"]:
                 raise StaleError(f"{path} was scored on other data than {meta.parent} holds now (prepared again "
                                  f"since): rerun {evaluate} (or `snakemake`)")
-            rows.extend(summary_rows(metrics, _vocab(params, dataset)))
-            timed.append(timed_record(f"{dataset}/{method}/seed{seed}", metrics, final=True))
-            anytime.extend(anytime_rows(metrics))
+            runs.rows.extend(summary_rows(metrics, _vocab(params, dataset)))
+            runs.timed.append(timed_record(f"{dataset}/{method}/seed{seed}", metrics, final=True))
+            runs.anytime.extend(anytime_rows(metrics))
             hist_path = paths.run_dir(params, dataset, method, seed) / paths.HISTORY
             check_file(hist_path, metrics.get("history_sha256"), path, f"its run's train and {evaluate}")
-            hist = read_csv(hist_path)
-            curves.append(hist.assign(dataset=dataset, method=method, seed=seed))
-    matrix_rows = []
+            runs.curves.append(read_csv(hist_path).assign(dataset=dataset, method=method, seed=seed))
+    return runs
+
+
+def _matrix_rows(params: dict, partial: bool, missing: list) -> list:
+    """The matrix-fitting experiment's rows, each fit checked against its config."""
+    rows = []
     for vocab in params["matrix"]["vocab_sizes"]:
         for dim in params["matrix"]["dims"]:
             for seed in run_seeds(params):
@@ -196,37 +249,20 @@ def summarize(params: dict, partial: bool = False, one_machine: bool = True) -> 
                 fit = read_json(path, "rows", "config", "methods")
                 check_matrix_fit(params, path, fit, f"`python -m pipeline_src matrix --vocab {vocab} --dim {dim} "
                                                     f"--seed {seed}`")
-                matrix_rows.extend(fit["rows"])
-    if not rows:
-        raise FileNotFoundError(f"no finished run under {params['results_dir']}: nothing to summarise")
-    df = pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
-    history = pd.concat(curves, ignore_index=True)
-    history = history[["dataset", "method", "seed"] + [c for c in history.columns
-                                                       if c not in ("dataset", "method", "seed")]]
-    head, con = verdict_tables(df, params)
-    # every record read and checked before any table is written: a refusal leaves the earlier tables whole
-    tables = {paths.summary_path(params): df, paths.history_path(params): history,
-              paths.anytime_path(params): anytime_table(anytime),
-              paths.matrix_summary_path(params): pd.DataFrame(matrix_rows), paths.headline_path(params): head,
-              paths.contrasts_path(params): con,
-              paths.references_summary_path(params): reference_rows(params, partial, missing)}
-    refs = tables[paths.references_summary_path(params)]
-    tables.update({Path(params["results_dir"]) / name: frame  # the budget axis, when long runs kept points
-                   for name, frame in axis_tables(tables[paths.anytime_path(params)], df, refs, params).items()})
-    if (params.get("tuning") or {}).get("enabled"):
-        trials, tcurves = tuning_tables(params, partial, missing)
-        tables[paths.tuning_summary_path(params)] = trials
-        tables[paths.tuning_curves_path(params)] = tcurves
-        timed += trial_records(params, trials)
-    if one_machine:
-        check_one_machine([t for t in timed if t], params["results_dir"])
-    for path, frame in tables.items():
-        _write(path, frame)
-    _write_dvc_views(params, head, history)
+                rows.extend(fit["rows"])
+    return rows
+
+
+def _remove_stale(params: dict, tables: dict) -> None:
+    """An earlier summary's tuning and budget-axis tables that this one did not write: not to be shown."""
     for stale in (paths.tuning_summary_path(params), paths.tuning_curves_path(params),
                   *(Path(params["results_dir"]) / name for name in AXIS_TABLES)):
-        if stale not in tables:  # an earlier summary's (under tuning, or with points): not to be shown
+        if stale not in tables:
             stale.unlink(missing_ok=True)
+
+
+def _write_info(params: dict, tables: dict, missing: list, records: dict) -> None:
+    """summary.json: the tables by digest, what is missing, the statistics, the records and calibrations read."""
     total = len(run_pairs(params)) * len(run_seeds(params))
     write_json(paths.summary_path(params).with_suffix(".json"),
                {"tables": {Path(p).relative_to(params["results_dir"]).as_posix(): sha256_of(p) for p in tables},
@@ -236,7 +272,6 @@ def summarize(params: dict, partial: bool = False, one_machine: bool = True) -> 
                 "records": records,  # each run's metrics.json by its content digest: check_tables holds them
                 "budget_calibrations": calibrations(params),  # where frozen token budgets came from
                 "gpu_cells": gpu_cells_record(params)})  # the GPU bench the axis's GPU tables read, by digest
-    return df
 
 
 def trial_records(params: dict, trials: pd.DataFrame) -> list:
