@@ -182,9 +182,14 @@ def equal_tokens(points: pd.DataFrame) -> pd.DataFrame:
     return out[cols].sort_values(["dataset", "epochs", "valid_ppl"], ignore_index=True)
 
 
+EQUAL_TOKENS_CAPTION = ("validation perplexity on the fixed validation subset after the same epochs of training data, "
+                        "the mean nll over the seeds that reached it; empty where a method's budget ended first")
+
+
 def equal_tokens_table(points: pd.DataFrame) -> pd.DataFrame:
     """:func:`equal_tokens` for people: one row per dataset and method, a column per amount of data ("after 0.25
-    epochs"), each cell the validation perplexity, with "(k of n seeds)" where fewer of its seeds reached it."""
+    epochs"), each cell the validation perplexity, with "(k of n seeds)" where fewer of its seeds reached it. Its caption,
+    wherever it is shown: ``EQUAL_TOKENS_CAPTION``."""
     eq = equal_tokens(points)
     if eq.empty:
         return pd.DataFrame(columns=["dataset", "method"])

@@ -358,14 +358,13 @@ def _per_dataset(frame_of) -> callable:
 # the tables render_table formats by file name: at the publication's confidence level, or as they are
 def equal_tokens_markdown(points: pd.DataFrame) -> str:
     """anytime.csv: the equal-data reading, per dataset (``sweep.equal_tokens_table``)."""
-    from .sweep import equal_tokens_table
+    from .sweep import EQUAL_TOKENS_CAPTION, equal_tokens_table
 
     wide = equal_tokens_table(points)
     if wide.empty:
         return "*No validation at equal data in this run (`training.anytime_epochs`).*\n"
-    return "\n".join(f"**{ds}** (validation perplexity on the fixed validation subset after the same epochs of "
-                     f"training data, the mean nll over the seeds that reached it; empty where a method's budget "
-                     f"ended first):\n\n" + frame_markdown(g.drop(columns="dataset").dropna(axis=1, how="all"))
+    return "\n".join(f"**{ds}** ({EQUAL_TOKENS_CAPTION}):\n\n"
+                     + frame_markdown(g.drop(columns="dataset").dropna(axis=1, how="all"))
                      for ds, g in wide.groupby("dataset", sort=False))
 
 
@@ -375,4 +374,5 @@ PLAIN = {"references.csv": references_markdown, "bench.csv": bench_markdown, "st
          "cell-bench.csv": cell_bench_markdown, "step-breakdown.csv": step_breakdown_markdown,
          "tuning.csv": selected_markdown, "sampler-costs.csv": sampler_costs_markdown,
          "sampler-bias.csv": sampler_bias_markdown, "crossovers.csv": crossovers_markdown,
-         "budget-fits.csv": _per_dataset(budget_fits_table), "anytime.csv": equal_tokens_markdown, "gpu-hours.csv": _per_dataset(gpu_hours_people)}
+         "budget-fits.csv": _per_dataset(budget_fits_table), "anytime.csv": equal_tokens_markdown,
+         "gpu-hours.csv": _per_dataset(gpu_hours_people)}
