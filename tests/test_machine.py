@@ -2,11 +2,11 @@
 import pytest
 
 from pipeline_src.io.errors import ConfigError
-from pipeline_src.reporting.machine import check_one_machine, machine_problems, timed_record
+from pipeline_src.reporting.machine import check_one_machine, machine_problems, machine_record, timed_record
 
 
-def record(method="softmax", tps=14_000.0, capability="AVX512", gflops=None, seconds=180):
-    env = {"cpu_capability": capability, **({"gemm_gflops": gflops} if gflops else {})}
+def record(method="softmax", tps=14_000.0, capability="AVX512", gflops=None, seconds=180, model="AMD EPYC"):
+    env = {"cpu_capability": capability, "cpu_model": model, **({"gemm_gflops": gflops} if gflops else {})}
     return {"dataset": "d", "method": method, "tokens_per_s_train": tps, "environment": env,
             "config": {"training": {"budget_seconds": seconds}}}
 
@@ -47,3 +47,12 @@ def test_the_speed_probe_measures_a_product_without_touching_the_random_streams(
     before = torch.get_rng_state().clone()
     speed = gemm_gflops(0.05)
     assert torch.equal(torch.get_rng_state(), before) and 0.1 < speed < 1e5  # GFLOP/s of one core, any machine
+
+
+def test_summary_json_names_the_machine_a_time_budget_ran_on():
+    timed = [timed_record("d/nce/seed1", record("nce", gflops=62.5), final=True),
+             timed_record("d/nce/trial2", record("nce", gflops=73.6, model="AMD EPYC 9B14")),
+             timed_record("d/softmax/seed1", record(), final=True)]
+    assert machine_record(timed) == {"records": 3, "cpu_models": ["AMD EPYC", "AMD EPYC 9B14"],
+                                     "cpu_capability": ["AVX512"], "gemm_gflops": [62.5, 73.6]}
+    assert machine_record([]) is None  # token budgets only: the machine bought nothing

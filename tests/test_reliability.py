@@ -268,6 +268,7 @@ def test_a_partial_summary_lists_the_missing_runs_and_a_full_one_refuses(capsys,
     info = json.loads((tmp_path / "results" / "summary.json").read_text())
     assert rc == 0 and info["partial"] and info["runs"] == 1 and info["of"] == 2
     assert info["missing"][0] == "tiny/moc/seed0" and "summarised 1 of 2 runs" in out
+    assert info["time_budget_machine"] is None  # epochs, no time budget: no machine decided what a run bought
     import pandas as pd
 
     assert list(pd.read_csv(tmp_path / "results" / "headline.csv").method) == ["softmax"]

@@ -31,6 +31,7 @@ class Timed:
     gflops: float | None
     picked: bool = False  # the trial its method's finals were run with
     final: bool = False
+    cpu_model: str | None = None
 
 
 def timed_record(label: str, record: dict, picked: bool = False, final: bool = False) -> Timed | None:
@@ -40,7 +41,8 @@ def timed_record(label: str, record: dict, picked: bool = False, final: bool = F
         return None
     env = record.get("environment") or {}
     return Timed(label, record.get("dataset") or label.split("/")[0], record.get("method") or label.split("/")[1],
-                 record.get("tokens_per_s_train"), env.get("cpu_capability"), env.get("gemm_gflops"), picked, final)
+                 record.get("tokens_per_s_train"), env.get("cpu_capability"), env.get("gemm_gflops"), picked, final,
+                 env.get("cpu_model"))
 
 
 def machine_problems(records: list[Timed], ratio: float = RATIO) -> list[str]:
@@ -66,6 +68,17 @@ def machine_problems(records: list[Timed], ratio: float = RATIO) -> list[str]:
                 problems.append(f"{pick.dataset}/{pick.method}'s final runs trained {mean:,.0f} tokens/s, its picked "
                                 f"trial {pick.label} {pick.tokens_per_s:,.0f} with the same settings")
     return problems
+
+
+def machine_record(records: list[Timed]) -> dict | None:
+    """What summary.json says of the machine a time-budgeted experiment ran on (None: no time budget): how many
+    records, their CPU models and kernels, and the range of their speed probes (GFLOP/s)."""
+    if not records:
+        return None
+    probes = sorted(r.gflops for r in records if r.gflops)
+    return {"records": len(records), "cpu_models": sorted({r.cpu_model for r in records if r.cpu_model}),
+            "cpu_capability": sorted({r.capability for r in records if r.capability}),
+            "gemm_gflops": [probes[0], probes[-1]] if probes else None}
 
 
 def check_one_machine(records: list[Timed], where: str) -> None:

@@ -24,7 +24,7 @@ from ..io.errors import StaleError
 from .axis_tables import NAMES as AXIS_TABLES
 from .axis_tables import axis_tables
 from .calibration import calibrations
-from .machine import check_one_machine, timed_record
+from .machine import check_one_machine, machine_record, timed_record
 from .rows import BAND_PARTS, SUMMARY_COLUMNS, anytime_rows, anytime_table, band_columns, summary_rows
 from .stats import contrasts, expected_best, headline
 
@@ -186,13 +186,14 @@ def summarize(params: dict, partial: bool = False, one_machine: bool = True) -> 
         tables[paths.tuning_summary_path(params)] = trials
         tables[paths.tuning_curves_path(params)] = tcurves
         timed = timed + trial_records(params, trials)
+    timed = [t for t in timed if t]
     if one_machine:
-        check_one_machine([t for t in timed if t], params["results_dir"])
+        check_one_machine(timed, params["results_dir"])
     for path, frame in tables.items():
         _write(path, frame)
     _write_dvc_views(params, head, history)
     _remove_stale(params, tables)
-    _write_info(params, tables, missing, runs.records)
+    _write_info(params, tables, missing, runs.records, machine_record(timed))
     return df
 
 
@@ -261,8 +262,9 @@ def _remove_stale(params: dict, tables: dict) -> None:
             stale.unlink(missing_ok=True)
 
 
-def _write_info(params: dict, tables: dict, missing: list, records: dict) -> None:
-    """summary.json: the tables by digest, what is missing, the statistics, the records and calibrations read."""
+def _write_info(params: dict, tables: dict, missing: list, records: dict, machine: dict | None) -> None:
+    """summary.json: the tables by digest, what is missing, the statistics, the records and calibrations read,
+    and the machine of a time-budgeted experiment (``machine.machine_record``)."""
     total = len(run_pairs(params)) * len(run_seeds(params))
     write_json(paths.summary_path(params).with_suffix(".json"),
                {"tables": {Path(p).relative_to(params["results_dir"]).as_posix(): sha256_of(p) for p in tables},
@@ -271,6 +273,7 @@ def _write_info(params: dict, tables: dict, missing: list, records: dict) -> Non
                 "of": total, "missing": missing, "statistics": params["statistics"],
                 "records": records,  # each run's metrics.json by its content digest: check_tables holds them
                 "budget_calibrations": calibrations(params),  # where frozen token budgets came from
+                "time_budget_machine": machine,  # what a time budget bought depends on it
                 "gpu_cells": gpu_cells_record(params)})  # the GPU bench the axis's GPU tables read, by digest
 
 
