@@ -111,6 +111,32 @@ def test_a_budgeted_run_resumes_with_its_accounting(tiny_data, tmp_path):
     assert all(torch.equal(a[k], r[k]) for k in a)
 
 
+def test_a_time_budgeted_run_resumes_only_on_a_machine_like_the_first(tiny_data, tmp_path, monkeypatch):
+    """Its remaining seconds would buy other tokens elsewhere: a resume on other kernels is refused in one line;
+    on the same machine it goes on, and its record lists every call's probe."""
+    from pipeline_src.io.errors import ResumeError
+    from pipeline_src.io.runtime import PROBE
+    from pipeline_src.reporting.machine import timed_record
+    from pipeline_src.training import epoch
+
+    p, raw, prep = tiny_data
+    cfg = _cfg(p, budget_seconds=0.5, anytime_points=1, budget_clock="cpu")
+    monkeypatch.setattr(epoch, "gemm_gflops", lambda clock: 60.0)
+    assert train(cfg, prep, tmp_path / "run", CPU, stop_after_steps=5) is None
+    first = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)["state"]["machines"]
+    assert first == [{"kernels": torch.backends.cpu.get_cpu_capability(), "gemm_gflops": 60.0}]
+    monkeypatch.setattr(epoch, "kernels", lambda device: "OTHER")  # the next session lands on another machine
+    with pytest.raises(ResumeError, match=rf"started on {first[0]['kernels']} kernels and would resume on OTHER: its "
+                                          r"remaining seconds would buy other tokens"):
+        train(cfg, prep, tmp_path / "run", CPU)
+    monkeypatch.undo()
+    monkeypatch.setattr(epoch, "gemm_gflops", lambda clock: 30.0)  # the same kernels, half the speed: resumed, recorded
+    done = train(cfg, prep, tmp_path / "run", CPU)
+    assert done["environment"]["gemm_probe"] == PROBE and done["budget"]["reached"]["seconds"] >= 0.5
+    assert [c["gemm_gflops"] for c in done["environment"]["calls"]] == [60.0, 30.0]
+    assert timed_record("tiny/softmax/seed0", done).probes == (60.0, 30.0)  # summarize holds both to the rest
+
+
 def test_budget_keys_are_checked_and_leave_every_earlier_hash_alone(tiny):
     from pipeline_src.config import run_hash
 

@@ -66,20 +66,36 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def gemm_gflops(seconds: float = 0.3) -> float:
+PROBE = "fastest 20 ms block of 15, run clock"  # how gemm_gflops measures (records of another probe: not compared)
+
+
+def gemm_gflops(clock=None, blocks: int = 15, block_seconds: float = 0.02) -> float:
     """This machine's speed now: GFLOP/s of a fixed fp32 matrix product (512 x 256 by 256 x 512) on this process's
-    threads, repeated for ``seconds``. No random numbers (the run's streams are left as they are). Under a time
-    budget a run's tokens depend on it: records whose machines differ by much are not one experiment
-    (``reporting/machine.py``)."""
+    threads, the fastest of ``blocks`` blocks of about ``block_seconds`` each, timed by ``clock`` (the run's step
+    clock: a CPU-time budget's probe ignores other work on the machine as the budget does). Contention only slows
+    a block, so the fastest one reads the core's own speed; another machine changes that speed itself. No random
+    numbers (the run's streams are left as they are). Under a time budget a run's tokens depend on it: records
+    whose machines differ by much are not one experiment (``reporting/machine.py``)."""
     import time
 
+    clock = clock or time.perf_counter
     a, b = torch.full((512, 256), 0.5), torch.full((256, 512), 0.25)
     a @ b  # the first call allocates
-    calls, t0 = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - t0) < seconds:
-        a @ b
-        calls += 1
-    return 2 * 512 * 256 * 512 * calls / elapsed / 1e9
+    best = 0.0
+    for _ in range(blocks):
+        calls, t0 = 0, clock()
+        while (elapsed := clock() - t0) < block_seconds:
+            a @ b
+            calls += 1
+        best = max(best, 2 * 512 * 256 * 512 * calls / elapsed / 1e9)
+    return best
+
+
+def kernels(device: torch.device) -> str:
+    """What a step's speed rests on: the GPU's name, or the CPU kernels torch chose (AVX512, AVX2, ...)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return torch.backends.cpu.get_cpu_capability()
 
 
 def environment(device: torch.device, load_at_start: float, gflops: float | None = None) -> dict:
@@ -90,7 +106,7 @@ def environment(device: torch.device, load_at_start: float, gflops: float | None
            "torch": torch.__version__, "python": platform.python_version(), "device": str(device),
            "load_avg_start": load_at_start, "load_avg_end": load_average()}
     if gflops is not None:
-        env["gemm_gflops"] = gflops
+        env["gemm_gflops"], env["gemm_probe"] = gflops, PROBE
     if device.type == "cuda":
         env["gpu"] = torch.cuda.get_device_name(device)
     return env

@@ -7,12 +7,18 @@ method's finals on a slow machine are read at another budget than its pick. ``su
 (``check_one_machine``); frozen token budgets (``freeze-budgets``) make the machine matter for wall time only.
 
 Three readings, each of records that carry it:
-- the CPU kernels torch chose (``environment.cpu_capability``: AVX512 against AVX2 is another machine);
-- the speed probe at each run's start (``environment.gemm_gflops``, ``runtime.gemm_gflops``);
-- a tuned method's final runs against its picked trial, which share every setting: their tokens/s must agree.
+- what a step ran on: the GPU's name for a CUDA run, else the CPU kernels torch chose (``environment.gpu``,
+  ``environment.cpu_capability``: AVX512 against AVX2 is another machine);
+- the speed probe at each run's start (``environment.gemm_gflops``, ``runtime.gemm_gflops``), compared among
+  records of one probe (``environment.gemm_probe``; records from before it name none);
+- a tuned method's final runs against its picked trial, which share every setting: each final's tokens/s must
+  agree with the trial's.
+A run is refused when it would resume on other kernels (``training.budget.same_machine``); every call's probe is
+in its record (``environment.calls``) and read here.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..io.errors import ConfigError
@@ -32,6 +38,8 @@ class Timed:
     picked: bool = False  # the trial its method's finals were run with
     final: bool = False
     cpu_model: str | None = None
+    probe: str | None = None  # how gflops was measured (environment.gemm_probe; None: the 0.3 s mean of before)
+    probes: tuple = ()  # every call's probe of a resumed run (environment.calls), else (gflops,)
 
 
 def timed_record(label: str, record: dict, picked: bool = False, final: bool = False) -> Timed | None:
@@ -40,9 +48,12 @@ def timed_record(label: str, record: dict, picked: bool = False, final: bool = F
     if training.get("budget_seconds") is None:
         return None
     env = record.get("environment") or {}
+    on_gpu = str(env.get("device") or record.get("device") or "").startswith("cuda")
     return Timed(label, record.get("dataset") or label.split("/")[0], record.get("method") or label.split("/")[1],
-                 record.get("tokens_per_s_train"), env.get("cpu_capability"), env.get("gemm_gflops"), picked, final,
-                 env.get("cpu_model"))
+                 record.get("tokens_per_s_train"), env.get("gpu") if on_gpu else env.get("cpu_capability"),
+                 env.get("gemm_gflops"), picked, final, env.get("cpu_model"), env.get("gemm_probe"),
+                 tuple(c["gemm_gflops"] for c in env.get("calls") or () if c.get("gemm_gflops"))
+                 or ((env["gemm_gflops"],) if env.get("gemm_gflops") else ()))
 
 
 def machine_problems(records: list[Timed], ratio: float = RATIO) -> list[str]:
@@ -53,20 +64,21 @@ def machine_problems(records: list[Timed], ratio: float = RATIO) -> list[str]:
         if r.capability:
             kernels.setdefault(r.capability, []).append(r.label)
     if len(kernels) > 1:
-        problems.append("their CPU kernels differ (" + "; ".join(f"{k}: {len(v)} records, e.g. {v[0]}"
+        problems.append("their kernels differ (" + "; ".join(f"{k}: {len(v)} record{'s' * (len(v) > 1)}, e.g. {v[0]}"
                                                                  for k, v in sorted(kernels.items())) + ")")
-    probed = sorted((r for r in records if r.gflops), key=lambda r: r.gflops)
-    if len(probed) > 1 and probed[-1].gflops > ratio * probed[0].gflops:
-        problems.append(f"the speed probe ranges from {probed[0].gflops:.1f} GFLOP/s ({probed[0].label}) to "
-                        f"{probed[-1].gflops:.1f} ({probed[-1].label})")
+    for probe in sorted({r.probe for r in records if r.probes}, key=str):
+        probed = sorted((g, r.label) for r in records if r.probe == probe for g in r.probes)
+        if len(probed) > 1 and probed[-1][0] > ratio * probed[0][0]:
+            problems.append(f"the speed probe ranges from {probed[0][0]:.1f} GFLOP/s ({probed[0][1]}) to "
+                            f"{probed[-1][0]:.1f} ({probed[-1][1]}), more than {ratio:g}x")
     for pick in (r for r in records if r.picked and r.tokens_per_s):
-        finals = [r.tokens_per_s for r in records if r.final and r.tokens_per_s
+        finals = [r for r in records if r.final and r.tokens_per_s
                   and (r.dataset, r.method) == (pick.dataset, pick.method)]
         if finals:
-            mean = sum(finals) / len(finals)
-            if not 1 / ratio <= mean / pick.tokens_per_s <= ratio:
-                problems.append(f"{pick.dataset}/{pick.method}'s final runs trained {mean:,.0f} tokens/s, its picked "
-                                f"trial {pick.label} {pick.tokens_per_s:,.0f} with the same settings")
+            odd = max(finals, key=lambda r: abs(math.log(r.tokens_per_s / pick.tokens_per_s)))
+            if not 1 / ratio <= odd.tokens_per_s / pick.tokens_per_s <= ratio:
+                problems.append(f"{odd.label} trained {odd.tokens_per_s:,.0f} tokens/s, its picked trial "
+                                f"{pick.label} {pick.tokens_per_s:,.0f} with the same settings")
     return problems
 
 
@@ -75,9 +87,9 @@ def machine_record(records: list[Timed]) -> dict | None:
     records, their CPU models and kernels, and the range of their speed probes (GFLOP/s)."""
     if not records:
         return None
-    probes = sorted(r.gflops for r in records if r.gflops)
+    probes = sorted(g for r in records for g in r.probes)
     return {"records": len(records), "cpu_models": sorted({r.cpu_model for r in records if r.cpu_model}),
-            "cpu_capability": sorted({r.capability for r in records if r.capability}),
+            "kernels": sorted({r.capability for r in records if r.capability}),
             "gemm_gflops": [probes[0], probes[-1]] if probes else None}
 
 
@@ -88,4 +100,4 @@ def check_one_machine(records: list[Timed], where: str) -> None:
         raise ConfigError(f"{where}: these time-budgeted runs are not one experiment, their machines differ in speed: "
                           f"{'; '.join(problems[:3])}{' ...' if len(problems) > 3 else ''}. Rerun the odd ones on "
                           f"the machine of the rest (remove their records), or freeze the budgets into tokens "
-                          f"(`freeze-budgets`)")
+                          f"(`freeze-budgets`: a new config, so every run of it again)")

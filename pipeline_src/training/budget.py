@@ -20,6 +20,20 @@ from dataclasses import dataclass
 from .state import RunState
 
 
+def same_machine(st: RunState, kernels: str, gflops: float | None, where: str) -> None:
+    """A time-budgeted run spends its budget on one kind of machine: a call that would resume it on other kernels
+    (AVX512 against AVX2, another GPU) is refused, its remaining seconds would buy other tokens; else this call's
+    machine and speed probe join ``st.machines`` (the record lists them all: ``reporting/machine.py`` holds every
+    call's probe to the others')."""
+    first = st.machines[0]["kernels"] if st.machines else kernels
+    if first != kernels:
+        from ..io.errors import ResumeError
+        raise ResumeError(f"{where}: this time-budgeted run started on {first} kernels and would resume on "
+                          f"{kernels}: its remaining seconds would buy other tokens. Resume it on a machine like the first, or "
+                          f"delete its checkpoints to start it afresh here")
+    st.machines.append({"kernels": kernels, "gemm_gflops": gflops})
+
+
 def step_clock(tc, device):
     """The clock a training step is timed with (``training.budget_clock``)."""
     if tc.budget_clock == "wall":

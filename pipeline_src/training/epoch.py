@@ -27,6 +27,7 @@ from ..io.errors import ResumeError, Stopped
 from ..io.runtime import (
     environment,
     gemm_gflops,
+    kernels,
     load_average,
     peak_memory_mb,
     reset_peak_memory,
@@ -36,7 +37,7 @@ from ..io.runtime import (
 )
 from . import checkpoints
 from .averaging import ParameterAverage
-from .budget import Budget, anytime_point, snapshot_point, step_clock, token_point
+from .budget import Budget, anytime_point, same_machine, snapshot_point, step_clock, token_point
 from .guard import CHECK_EVERY, LossGuard, check_validation, collapse, safe_exp
 from .optim import build_optimizer
 from .schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
@@ -90,7 +91,8 @@ class Run:
                 "peak_mem_mb_train": peak_memory_mb(self.device),
                 "head_flops_per_token_train": head.flops_per_token(train=True),
                 "head_flops_per_token_eval": head.flops_per_token(train=False),
-                "environment": environment(self.device, self.env_start, self.gflops)}
+                "environment": {**environment(self.device, self.env_start, self.gflops),
+                                **({"calls": self.st.machines} if self.st.machines else {})}}
 
     def validate(self) -> float:
         """Exact validation nll (the averaged weights once nt-asgd averages)."""
@@ -127,8 +129,9 @@ def setup(cfg: dict, prepared: Path, out_dir: Path, device: torch.device, init: 
     if not _resume(run) and run.finetune:
         _start_finetuning(run, init)
     run.env_start = load_average()
-    if tc.budget_seconds is not None and device.type == "cpu":  # a time budget's tokens depend on the machine
-        run.gflops = gemm_gflops()
+    if tc.budget_seconds is not None:  # a time budget's tokens depend on the machine: one machine a run
+        run.gflops = gemm_gflops(step_clock(tc, device)) if device.type == "cpu" else None
+        same_machine(run.st, kernels(device), run.gflops, str(out_dir))
     reset_peak_memory(device)
     run.t_call, run.wall0 = time.perf_counter(), run.st.wall_time_s
     return run

@@ -30,6 +30,7 @@ class RunState:
     snapshots: list[dict] = field(default_factory=list)  # and where training.snapshots kept the weights (budget.py)
     budget_spent: bool = False
     validation_s: float = 0.0  # time spent validating during training (never in a budget)
+    machines: list[dict] = field(default_factory=list)  # time budgets: each call's kernels and probe (budget.py)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

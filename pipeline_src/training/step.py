@@ -16,8 +16,11 @@ from .optim import clip_grad_norm
 
 def check_precision(tc, device) -> None:
     """bf16 autocast on a CPU needs torch's AVX-512 kernels: with AVX2 only, oneDNN has no bf16 LSTM and fails deep
-    inside the first forward pass; refuse it before any work (one line, the key named)."""
-    if tc.precision == "bf16" and device.type == "cpu":
+    inside the first forward pass; refuse it before any work (one line, the key named). Other CPUs (ARM) are left
+    to torch."""
+    import platform
+
+    if tc.precision == "bf16" and device.type == "cpu" and platform.machine().lower() in ("x86_64", "amd64"):
         capability = torch.backends.cpu.get_cpu_capability()
         if not capability.startswith("AVX512"):
             from ..io.errors import ConfigError
