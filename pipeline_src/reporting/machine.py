@@ -10,7 +10,8 @@ Three readings, each of records that carry it:
 - what a step ran on: the GPU's name for a CUDA run, else the CPU kernels torch chose (``environment.gpu``,
   ``environment.cpu_capability``: AVX512 against AVX2 is another machine);
 - the speed probe at each run's start (``environment.gemm_gflops``, ``runtime.gemm_gflops``), compared among
-  records of one probe (``environment.gemm_probe``; records from before it name none);
+  records of one probe (``environment.gemm_probe``). Records of the first probe (a 0.3 s mean on the wall clock)
+  name none and are not compared: on one machine it read 47.6 to 73.6 GFLOP/s while other work ran;
 - a tuned method's final runs against its picked trial, which share every setting: each final's tokens/s must
   agree with the trial's.
 A run is refused when it would resume on other kernels (``training.budget.same_machine``); every call's probe is
@@ -38,7 +39,7 @@ class Timed:
     picked: bool = False  # the trial its method's finals were run with
     final: bool = False
     cpu_model: str | None = None
-    probe: str | None = None  # how gflops was measured (environment.gemm_probe; None: the 0.3 s mean of before)
+    probe: str | None = None  # how gflops was measured (environment.gemm_probe; None: the first probe, not compared)
     probes: tuple = ()  # every call's probe of a resumed run (environment.calls), else (gflops,)
 
 
@@ -66,7 +67,7 @@ def machine_problems(records: list[Timed], ratio: float = RATIO) -> list[str]:
     if len(kernels) > 1:
         problems.append("their kernels differ (" + "; ".join(f"{k}: {len(v)} record{'s' * (len(v) > 1)}, e.g. {v[0]}"
                                                                  for k, v in sorted(kernels.items())) + ")")
-    for probe in sorted({r.probe for r in records if r.probes}, key=str):
+    for probe in sorted({r.probe for r in records if r.probes and r.probe}):  # the first probe's: not compared
         probed = sorted((g, r.label) for r in records if r.probe == probe for g in r.probes)
         if len(probed) > 1 and probed[-1][0] > ratio * probed[0][0]:
             problems.append(f"the speed probe ranges from {probed[0][0]:.1f} GFLOP/s ({probed[0][1]}) to "
