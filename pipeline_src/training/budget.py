@@ -29,8 +29,8 @@ def same_machine(st: RunState, kernels: str, gflops: float | None, where: str) -
     if first != kernels:
         from ..io.errors import ResumeError
         raise ResumeError(f"{where}: this time-budgeted run started on {first} kernels and would resume on "
-                          f"{kernels}: its remaining seconds would buy other tokens. Resume it on a machine like the first, or "
-                          f"delete its checkpoints to start it afresh here")
+                          f"{kernels}: its remaining seconds would buy other tokens. Resume it on a machine like the "
+                          f"first, or delete its checkpoints to start it afresh here")
     st.machines.append({"kernels": kernels, "gemm_gflops": gflops})
 
 
