@@ -11,7 +11,7 @@ Three readings, each of records that carry it:
   ``environment.cpu_capability``: AVX512 against AVX2 is another machine);
 - the speed probe at each run's start (``environment.gemm_gflops``, ``runtime.gemm_gflops``), compared among
   records of one probe (``environment.gemm_probe``). Records of the first probe (a 0.3 s mean on the wall clock)
-  name none and are not compared: on one machine it read 47.6 to 73.6 GFLOP/s while other work ran;
+  name none and are not compared: on one machine it read 12.5 to 81.5 GFLOP/s while other work ran;
 - a tuned method's final runs against its picked trial, which share every setting: each final's tokens/s must
   agree with the trial's.
 A run is refused when it would resume on other kernels (``training.budget.same_machine``); every call's probe is
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ..io.errors import ConfigError
 
-RATIO = 1.3  # the most two records of one timed experiment may differ in speed (seen: within 1.1 on one machine)
+RATIO = 1.3  # the most two records of one timed experiment may differ in speed (seen on one loaded machine: 1.19)
 
 
 @dataclass(frozen=True)
