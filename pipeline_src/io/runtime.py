@@ -108,7 +108,7 @@ def environment(device: torch.device, load_at_start: float, gflops: float | None
     if gflops is not None:
         env["gemm_gflops"], env["gemm_probe"] = gflops, PROBE
     if device.type == "cuda":
-        env["gpu"] = torch.cuda.get_device_name(device)
+        env["gpu"] = kernels(device)
     return env
 
 

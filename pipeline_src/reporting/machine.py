@@ -35,12 +35,11 @@ class Timed:
     method: str
     tokens_per_s: float | None
     capability: str | None
-    gflops: float | None
     picked: bool = False  # the trial its method's finals were run with
     final: bool = False
     cpu_model: str | None = None
-    probe: str | None = None  # how gflops was measured (environment.gemm_probe; None: the first probe, not compared)
-    probes: tuple = ()  # every call's probe of a resumed run (environment.calls), else (gflops,)
+    probe: str | None = None  # how probes were measured (environment.gemm_probe; None: the first probe, not compared)
+    probes: tuple = ()  # the speed probe (GFLOP/s) of each call (environment.calls), else of its one call
 
 
 def timed_record(label: str, record: dict, picked: bool = False, final: bool = False) -> Timed | None:
@@ -52,7 +51,7 @@ def timed_record(label: str, record: dict, picked: bool = False, final: bool = F
     on_gpu = str(env.get("device") or record.get("device") or "").startswith("cuda")
     return Timed(label, record.get("dataset") or label.split("/")[0], record.get("method") or label.split("/")[1],
                  record.get("tokens_per_s_train"), env.get("gpu") if on_gpu else env.get("cpu_capability"),
-                 env.get("gemm_gflops"), picked, final, env.get("cpu_model"), env.get("gemm_probe"),
+                 picked, final, env.get("cpu_model"), env.get("gemm_probe"),
                  tuple(c["gemm_gflops"] for c in env.get("calls") or () if c.get("gemm_gflops"))
                  or ((env["gemm_gflops"],) if env.get("gemm_gflops") else ()))
 
