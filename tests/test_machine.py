@@ -29,13 +29,13 @@ def test_a_sweep_carried_onto_a_slower_machine_is_refused_by_each_reading():
               for s, t in ((1, 5_761), (2, 5_727), (3, 5_865))]
     problems = machine_problems([pick, *finals])
     assert len(problems) == 2
-    assert problems[0] == "their kernels differ (AVX2: 3 records, e.g. d/softmax/seed1; AVX512: 1 record, e.g. d/softmax/trial1)"
-    assert problems[1] == "d/softmax/seed2 trained 5,727 tokens/s, its picked trial d/softmax/trial1 14,653 with the same settings"
+    assert problems[0] == "d: their kernels differ (AVX2: 3 records, e.g. d/softmax/seed1; AVX512: 1 record, e.g. d/softmax/trial1)"
+    assert problems[1] == "d: d/softmax/seed2 trained 5,727 tokens/s, its picked trial d/softmax/trial1 14,653 with the same settings"
     # the speed probe alone: 26 against 53 GFLOP/s, beyond 1.3x; 40 against 50 is within it
     probed = [timed_record("d/a/seed1", record(gflops=26.0), final=True), timed_record("d/b/seed1", record(gflops=53.0), final=True)]
-    assert machine_problems(probed) == ["the speed probe ranges from 26.0 GFLOP/s (d/a/seed1) to 53.0 (d/b/seed1), more than 1.3x"]
+    assert machine_problems(probed) == ["d: the speed probe ranges from 26.0 GFLOP/s (d/a/seed1) to 53.0 (d/b/seed1), more than 1.3x"]
     assert machine_problems(probed[:1] + [timed_record("d/b/seed1", record(gflops=33.0), final=True)]) == []
-    with pytest.raises(ConfigError, match=r"^results/x: these time-budgeted runs are not one experiment.*freeze-budgets"):
+    with pytest.raises(ConfigError, match=r"^results/x: these time-budgeted runs of one dataset are not one experiment.*freeze-budgets"):
         check_one_machine([pick, *finals], "results/x")
 
 
@@ -71,8 +71,8 @@ def test_summary_json_names_the_machine_a_time_budget_ran_on():
     timed = [timed_record("d/nce/seed1", record("nce", gflops=62.5), final=True),
              timed_record("d/nce/trial2", record("nce", gflops=73.6, model="AMD EPYC 9B14")),
              timed_record("d/softmax/seed1", record(), final=True)]
-    assert machine_record(timed) == {"records": 3, "cpu_models": ["AMD EPYC", "AMD EPYC 9B14"],
-                                     "kernels": ["AVX512"], "gemm_gflops": [62.5, 73.6]}
+    whole = {"records": 3, "cpu_models": ["AMD EPYC", "AMD EPYC 9B14"], "kernels": ["AVX512"], "gemm_gflops": [62.5, 73.6]}
+    assert machine_record(timed) == {**whole, "one_machine": True, "by_dataset": {"d": whole}}
     assert machine_record([]) is None  # token budgets only: the machine bought nothing
 
 
@@ -81,14 +81,14 @@ def test_one_slow_final_gpu_records_and_probes_of_another_kind():
     finals = [timed_record(f"d/softmax/seed{s}", record(tps=t), final=True) for s, t in ((1, 14_500), (2, 14_700), (3, 5_800))]
     # their mean (11,667) is within 1.3x of the pick: each final is read, the slow seed named
     assert machine_problems([pick, *finals]) == [
-        "d/softmax/seed3 trained 5,800 tokens/s, its picked trial d/softmax/trial1 14,653 with the same settings"]
+        "d: d/softmax/seed3 trained 5,800 tokens/s, its picked trial d/softmax/trial1 14,653 with the same settings"]
     gpu = {"device": "cuda:0", "gpu": "NVIDIA H100 80GB HBM3"}
     h100 = timed_record("d/nce/seed1", {**record("nce"), "environment": {"cpu_capability": "AVX512", **gpu}}, final=True)
     a100 = timed_record("d/nce/seed2", {**record("nce"), "environment": {"cpu_capability": "AVX512", "device": "cuda:0",
                                                                         "gpu": "NVIDIA A100-SXM4-80GB"}}, final=True)
     other_host = timed_record("d/nce/seed3", {**record("nce"), "environment": {"cpu_capability": "AVX2", **gpu}}, final=True)
     assert machine_problems([h100, other_host]) == []  # one GPU: the host's CPU kernels do not time its steps
-    assert machine_problems([h100, a100])[0].startswith("their kernels differ (NVIDIA A100-SXM4-80GB: 1 record")
+    assert machine_problems([h100, a100])[0].startswith("d: their kernels differ (NVIDIA A100-SXM4-80GB: 1 record")
     new = timed_record("d/a/seed1", {**record(gflops=74.0), "environment": {"cpu_capability": "AVX2", "gemm_gflops": 74.0,
                                                                            "gemm_probe": "fastest block"}}, final=True)
     first = [timed_record(f"d/b/seed{s}", {**record(capability="AVX2"), "environment": {"cpu_capability": "AVX2",
@@ -96,3 +96,23 @@ def test_one_slow_final_gpu_records_and_probes_of_another_kind():
              for s, g in ((1, 47.6), (2, 73.6))]  # the first probe (a 0.3 s wall-clock mean), read on one machine
     assert machine_problems([new, *first]) == []  # not compared: neither with the probe of now nor among themselves
     assert machine_record([new, *first])["gemm_gflops"] == [47.6, 74.0]  # but kept in what summary.json says
+
+
+def test_each_dataset_is_one_experiment_and_may_have_its_own_machine():
+    """Verdicts compare methods within a dataset: a sweep whose 10k words ran on an AVX512 machine and whose 100k
+    ran on an AVX2 one is accepted, each size on one machine, and summary.json says the machines differ; one size
+    carried over both is refused, named."""
+    def at(label, capability, gflops, tps=14_000.0):
+        rec = {**record(label.split("/")[1], tps, capability, gflops), "dataset": label.split("/")[0]}
+        return timed_record(label, rec, picked=label.endswith("trial1"), final="seed" in label)
+
+    small = [at("zipf-10k/softmax/trial1", "AVX512", 53.0), at("zipf-10k/softmax/seed1", "AVX512", 52.0)]
+    large = [at("zipf-100k/softmax/trial1", "AVX2", 26.0, 5_000), at("zipf-100k/softmax/seed1", "AVX2", 25.0, 5_100)]
+    assert machine_problems(small + large) == []
+    check_one_machine(small + large, "here")  # no error
+    said = machine_record(small + large)
+    assert said["one_machine"] is False and said["kernels"] == ["AVX2", "AVX512"]
+    assert said["by_dataset"]["zipf-100k"] == {"records": 2, "cpu_models": ["AMD EPYC"], "kernels": ["AVX2"],
+                                               "gemm_gflops": [25.0, 26.0]}
+    carried = small + [at("zipf-10k/softmax/seed2", "AVX2", 26.0, 5_000)]
+    assert [p.split(":")[0] for p in machine_problems(carried + large)] == ["zipf-10k"] * 3  # kernels, probe, final

@@ -85,3 +85,18 @@ def test_sentencepiece_trains_on_train_only_and_sorts_ids(tmp_path, mirror):
     assert np.bincount(train, minlength=len(vocab)).tolist() == counts.tolist()
     assert (train == vocab.index("<eos>")).sum() == 20000
     assert (out / "spm.model").exists() and json.loads((out / "meta.json").read_text())["config"] == cfg
+
+
+def test_noise_and_unigram_floats_are_the_same_bits_on_any_cpu():
+    """noise.npz and meta.json's unigram perplexities enter every record's data digest, so they must not depend on
+    the CPU: NumPy's vectorised float64 power and log differ in the last bit on AVX-512 machines (SVML), the C
+    library does not. Digests measured on an AVX2 CPU, where NumPy calls the C library; an AVX-512 CPU running
+    NumPy's own kernels fails this test."""
+    import hashlib
+
+    from pipeline_src.data.prepare import unigram_log_probs
+
+    counts = 10_000_000 // np.arange(1, 200_002, dtype=np.int64)  # Zipfian, with many equal counts; integers only
+    digest = lambda a: hashlib.sha256(a.tobytes()).hexdigest()[:16]  # noqa: E731
+    assert digest(noise_probs(counts, 0.75)) == "8f7ca8ce5981ddf5"
+    assert digest(unigram_log_probs(counts)) == "83148e316925c00b"

@@ -10,6 +10,7 @@ Output directory (written atomically):
 from __future__ import annotations
 
 import collections
+import math
 from pathlib import Path
 from typing import Iterable
 
@@ -165,16 +166,23 @@ def _prepare_spm(raw: Path, tok: dict, seed: int, tmp: Path) -> tuple[list[str],
     return vocab, raw_counts[order].astype(np.int64), stats
 
 
+def _libm(fn, x: np.ndarray) -> np.ndarray:
+    """``fn`` (a function of :mod:`math`) elementwise, through the C library: NumPy's own vectorised float64
+    ``power`` and ``log`` differ from it in the last bit on some CPUs (SVML on AVX-512), which made noise.npz and
+    meta.json, and so every record's data digest, depend on the machine that prepared the data."""
+    return np.fromiter(map(fn, x.tolist()), dtype=np.float64, count=x.size).reshape(x.shape)
+
+
 def noise_probs(counts: np.ndarray, alpha: float) -> np.ndarray:
-    """Unigram^alpha: counts**alpha normalised (alpha = 0 gives uniform, 0**0 = 1)."""
-    w = np.power(counts.astype(np.float64), alpha)
+    """Unigram^alpha: counts**alpha normalised (alpha = 0 gives uniform, 0**0 = 1); the same bits on any CPU."""
+    w = _libm(lambda c: math.pow(c, alpha), counts.astype(np.float64))
     return w / w.sum()
 
 
 def unigram_log_probs(counts: np.ndarray) -> np.ndarray:
     """(V,) log p of the add-one unigram model of the train ``counts``: the context-free line a trained model
-    must beat (a word unseen in train keeps a non-zero probability)."""
-    return np.log((counts.astype(np.float64) + 1.0) / (counts.sum() + counts.size))
+    must beat (a word unseen in train keeps a non-zero probability); the same bits on any CPU."""
+    return _libm(math.log, (counts.astype(np.float64) + 1.0) / (counts.sum() + counts.size))
 
 
 def unigram_nll(counts: np.ndarray, ids: np.ndarray) -> float:

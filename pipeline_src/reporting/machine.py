@@ -3,8 +3,12 @@
 Under a time budget (``training.budget_seconds``) a run's tokens are what its machine bought in that time. Records
 made on machines of different speed (a sweep carried across sessions lands on whatever machine each session gets)
 are then not one experiment: a tuning trial on a fast machine beats one on a slow machine by its tokens, and a
-method's finals on a slow machine are read at another budget than its pick. ``summarize`` refuses such a set
-(``check_one_machine``); frozen token budgets (``freeze-budgets``) make the machine matter for wall time only.
+method's finals on a slow machine are read at another budget than its pick. Verdicts compare methods within a
+dataset, so the unit is a dataset: ``summarize`` refuses a dataset whose time-budgeted records ran on machines of
+different speed (``check_one_machine``). Two datasets may each have their own machine (a sweep carried across
+sessions: one size on one machine, the next on another); summary.json names each dataset's, and a reading across
+datasets then compares budgets that bought different compute. Frozen token budgets (``freeze-budgets``) make the
+machine matter for wall time only.
 
 Three readings, each of records that carry it:
 - what a step ran on: the GPU's name for a CUDA run, else the CPU kernels torch chose (``environment.gpu``,
@@ -57,7 +61,15 @@ def timed_record(label: str, record: dict, picked: bool = False, final: bool = F
 
 
 def machine_problems(records: list[Timed], ratio: float = RATIO) -> list[str]:
-    """What says these time-budgeted records ran on machines of different speed (empty: nothing does)."""
+    """What says the time-budgeted records of one dataset ran on machines of different speed (empty: nothing
+    does); records of several datasets are judged dataset by dataset."""
+    problems = []
+    for dataset in sorted({r.dataset for r in records}):
+        problems += [f"{dataset}: {p}" for p in _dataset_problems([r for r in records if r.dataset == dataset], ratio)]
+    return problems
+
+
+def _dataset_problems(records: list[Timed], ratio: float) -> list[str]:
     problems = []
     kernels: dict[str, list[str]] = {}
     for r in records:
@@ -72,8 +84,7 @@ def machine_problems(records: list[Timed], ratio: float = RATIO) -> list[str]:
             problems.append(f"the speed probe ranges from {probed[0][0]:.1f} GFLOP/s ({probed[0][1]}) to "
                             f"{probed[-1][0]:.1f} ({probed[-1][1]}), more than {ratio:g}x")
     for pick in (r for r in records if r.picked and r.tokens_per_s):
-        finals = [r for r in records if r.final and r.tokens_per_s
-                  and (r.dataset, r.method) == (pick.dataset, pick.method)]
+        finals = [r for r in records if r.final and r.tokens_per_s and r.method == pick.method]
         if finals:
             odd = max(finals, key=lambda r: abs(math.log(r.tokens_per_s / pick.tokens_per_s)))
             if not 1 / ratio <= odd.tokens_per_s / pick.tokens_per_s <= ratio:
@@ -83,10 +94,17 @@ def machine_problems(records: list[Timed], ratio: float = RATIO) -> list[str]:
 
 
 def machine_record(records: list[Timed]) -> dict | None:
-    """What summary.json says of the machine a time-budgeted experiment ran on (None: no time budget): how many
-    records, their CPU models and kernels, and the range of their speed probes (GFLOP/s)."""
+    """What summary.json says of the machines a time-budgeted experiment ran on (None: no time budget): how many
+    records, their CPU models and kernels, and the range of their speed probes (GFLOP/s), over all its records and
+    per dataset (``by_dataset``; ``one_machine``: whether every dataset's records name the same kernels)."""
     if not records:
         return None
+    by = {d: _machine([r for r in records if r.dataset == d]) for d in sorted({r.dataset for r in records})}
+    return {**_machine(records), "one_machine": len({tuple(m["kernels"]) for m in by.values()}) == 1,
+            "by_dataset": by}
+
+
+def _machine(records: list[Timed]) -> dict:
     probes = sorted(g for r in records for g in r.probes)
     return {"records": len(records), "cpu_models": sorted({r.cpu_model for r in records if r.cpu_model}),
             "kernels": sorted({r.capability for r in records if r.capability}),
@@ -94,10 +112,11 @@ def machine_record(records: list[Timed]) -> dict | None:
 
 
 def check_one_machine(records: list[Timed], where: str) -> None:
-    """Refuse (one line) a time-budgeted set of records that ran on machines of different speed."""
+    """Refuse (one line) a dataset whose time-budgeted records ran on machines of different speed."""
     problems = machine_problems(records)
     if problems:
-        raise ConfigError(f"{where}: these time-budgeted runs are not one experiment, their machines differ in speed: "
+        raise ConfigError(f"{where}: these time-budgeted runs of one dataset are not one experiment, their machines differ in "
+                         f"speed: "
                           f"{'; '.join(problems[:3])}{' ...' if len(problems) > 3 else ''}. Rerun the odd ones on "
                           f"the machine of the rest (remove their records), or freeze the budgets into tokens "
                           f"(`freeze-budgets`: a new config, so every run of it again)")
