@@ -32,6 +32,11 @@ bench: {{vocab_sizes: [100], tokens: 16, dim: 8, repeats: 1, warmup: 0}}
 """
 
 
+def _whole_valid(p: dict) -> bool:
+    """Whether the shrunk run validates on all of valid in training: the finetuned PTB configs."""
+    return bool(p["training"].get("finetune_epochs")) and p["run"]["datasets"][0] == "ptb"
+
+
 def _project(tmp_path: Path) -> Path:
     import yaml
     from conftest import tiny_params
@@ -84,10 +89,11 @@ def test_paper_config_runs_end_to_end_shrunk(tmp_path, path, mirror):
     small = tmp_path / "small.yaml"
     small.write_text(SHRINK.format(base=path, name=path.stem, method=method, last=", last_dim: 20" if mos else "",
                                    dataset=p["run"]["datasets"][0],
-                                   # a run without finetuning validates in training on the first 20,000 tokens (the
-                                   # finetuned runs on all: their test checks evaluation scores the kept model)
-                                   finetune=", finetune_epochs: 2" if p["training"].get("finetune_epochs")
-                                   else ", valid_tokens: 20000",
+                                   # training validates on the first 20,000 tokens, but a finetuned PTB run on all
+                                   # of them: its test checks that evaluation scores the kept model (WikiText-2's
+                                   # 217k tokens, 4 validations of a MoS, were half of this test's time)
+                                   finetune=(", finetune_epochs: 2" if p["training"].get("finetune_epochs") else "")
+                                   + ("" if _whole_valid(p) else ", valid_tokens: 20000"),
                                    methods=f"methods: {{{method}: {{components: 3}}}}" if mos else ""))
     proj = _project(tmp_path)
     # the first config to its report; the others to their run's metrics (the summary, references, matrix fits,
@@ -113,8 +119,9 @@ def test_paper_config_runs_end_to_end_shrunk(tmp_path, path, mirror):
         ft = metrics["finetune"]
         assert ft["epochs"] == 2 and ft["config"]["training"]["lr"] == p["training"].get("finetune_lr",
                                                                                           p["training"]["lr"])
-        assert metrics["before_finetune"]["test"]["ppl"] > 0 and metrics["splits"]["valid"]["nll"] == \
-            pytest.approx(ft["best_valid_nll"], rel=1e-6)
+        assert metrics["before_finetune"]["test"]["ppl"] > 0
+        if _whole_valid(p):  # the kept model is the one evaluation scores: its validation nll again, on all of valid
+            assert metrics["splits"]["valid"]["nll"] == pytest.approx(ft["best_valid_nll"], rel=1e-6)
     if not report:
         return
     head = pd.read_csv(res / "headline.csv")

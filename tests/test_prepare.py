@@ -89,9 +89,9 @@ def test_sentencepiece_trains_on_train_only_and_sorts_ids(tmp_path, mirror):
 
 def test_noise_and_unigram_floats_are_the_same_bits_on_any_cpu():
     """noise.npz and meta.json's unigram perplexities enter every record's data digest, so they must not depend on
-    the CPU: NumPy's vectorised float64 power and log differ in the last bit on AVX-512 machines (SVML), the C
-    library does not. Digests measured on an AVX2 CPU, where NumPy calls the C library; an AVX-512 CPU running
-    NumPy's own kernels fails this test."""
+    the CPU. NumPy's vectorised float64 power and log gave other last bits on the AVX-512 machine of earlier
+    sessions (SVML: noise.npz and meta.json differed from an AVX2 machine's, so every record's data digest did);
+    the C library's are the same everywhere. Digests measured on an AVX2 CPU."""
     import hashlib
 
     from pipeline_src.data.prepare import unigram_log_probs

@@ -73,13 +73,15 @@ PUBLISHED_ON = Machine("AMD EPYC", "2.13.0+cpu")
 
 
 def test_a_rerun_on_another_machine_is_held_to_the_measured_spread_and_on_the_same_one_to_its_bits():
-    """Another machine's results fed in: PLIF's seed 1 on an Intel Xeon gave test ppl 93.60563 against the
-    published 93.57626 (3.1e-4 nats; its largest spread over three seeds was 7.1e-4), and 94.1202 with AVX2
-    kernels (5.8e-3 nats)."""
+    """Another machine's results fed in: PLIF's seed 1 on an Intel Xeon gave test ppl 93.60563 against the first
+    publication's 93.57626 (an AVX-512 AMD EPYC; 3.1e-4 nats; its largest spread over three seeds was 7.1e-4), and
+    94.1202 with AVX2 kernels forced there (5.8e-3 nats): what the default run made again on an AVX2-only EPYC
+    gave, now the publication."""
     import math
 
-    pub = float(pd.read_csv(DEFAULT / "summary.csv").query("method == 'plif' and seed == 1 and split == 'test'").nll.iloc[0])
-    assert math.exp(pub) == pytest.approx(93.57626, abs=1e-5)
+    pub = math.log(93.57626)  # the first publication's: the measurements below are against it
+    now = float(pd.read_csv(DEFAULT / "summary.csv").query("method == 'plif' and seed == 1 and split == 'test'").nll.iloc[0])
+    assert math.exp(now) == pytest.approx(94.1202, abs=1e-4)  # the real AVX2 machine, as the forced kernels said
     xeon = Machine("Intel Xeon", "2.13.0+cpu")
     for got in (math.log(93.60563), pub + 7.1e-4, pub - 7.1e-4, math.log(94.1202)):
         check_rerun("plif", got, pub, PUBLISHED_ON, xeon)  # passes: within the measured cross-machine spread
@@ -89,11 +91,16 @@ def test_a_rerun_on_another_machine_is_held_to_the_measured_spread_and_on_the_sa
         check_rerun("plif", pub + 0.02, pub, PUBLISHED_ON, xeon)  # 2% of perplexity is not a CPU's last bits
     softmax, _ = tolerance("softmax", PUBLISHED_ON, xeon)
     plif, _ = tolerance("plif", PUBLISHED_ON, xeon)
-    assert softmax == SAME_MACHINE_NATS < plif == pytest.approx(2 * 5.8e-3)  # per method: PLIF needs its own
+    # per method: PLIF needs its own; the softmax's is zipf-5k's (3.3e-4 nats across the two EPYCs, its synth rows 1e-6)
+    assert softmax == pytest.approx(2 * 3.29e-4) and plif == pytest.approx(2 * 5.8e-3)
+    assert SAME_MACHINE_NATS < softmax < plif
     nce, _ = tolerance("nce", PUBLISHED_ON, xeon)
-    assert nce == pytest.approx(2 * 1.68e-2)  # a sampled loss on a real AVX2 machine moved the furthest
-    assert tolerance("a-head-never-measured", PUBLISHED_ON, xeon)[0] == nce  # the largest of any method
-    assert tolerance("softmax", PUBLISHED_ON, Machine("AMD EPYC", "2.11.0"))[0] == SAME_MACHINE_NATS  # versions count
+    assert nce == pytest.approx(2 * 1.68e-2)  # a sampled loss over many steps moves further than an exact head
+    worst = tolerance("neglm-b-neg-start", PUBLISHED_ON, xeon)[0]
+    assert worst == pytest.approx(2 * 6.75e-2)  # one seed of NEGLM-B, AVX-512 against AVX2: the largest measured
+    assert tolerance("a-head-never-measured", PUBLISHED_ON, xeon)[0] == worst  # the largest of any method
+    assert tolerance("softmax", PUBLISHED_ON, Machine("AMD EPYC", "2.11.0"))[0] == softmax  # versions count
+    assert tolerance("softmax", PUBLISHED_ON, PUBLISHED_ON)[0] == SAME_MACHINE_NATS
     assert "another machine" in tolerance("softmax", PUBLISHED_ON, Machine("AMD EPYC", "2.11.0"))[1]
     # the same model string with other kernels (an AVX2-only EPYC) is another machine where both are recorded
     assert Machine("AMD EPYC", "2.13.0+cpu", "AVX512").same_as(PUBLISHED_ON)  # the publication did not record it
