@@ -72,7 +72,7 @@ def test_summary_json_names_the_machine_a_time_budget_ran_on():
              timed_record("d/nce/trial2", record("nce", gflops=73.6, model="AMD EPYC 9B14")),
              timed_record("d/softmax/seed1", record(), final=True)]
     whole = {"records": 3, "cpu_models": ["AMD EPYC", "AMD EPYC 9B14"], "kernels": ["AVX512"], "gemm_gflops": [62.5, 73.6]}
-    assert machine_record(timed) == {**whole, "one_machine": True, "by_dataset": {"d": whole}}
+    assert machine_record(timed) == {**whole, "same_kernels": True, "by_dataset": {"d": whole}}
     assert machine_record([]) is None  # token budgets only: the machine bought nothing
 
 
@@ -111,7 +111,7 @@ def test_each_dataset_is_one_experiment_and_may_have_its_own_machine():
     assert machine_problems(small + large) == []
     check_one_machine(small + large, "here")  # no error
     said = machine_record(small + large)
-    assert said["one_machine"] is False and said["kernels"] == ["AVX2", "AVX512"]
+    assert said["same_kernels"] is False and said["kernels"] == ["AVX2", "AVX512"]
     assert said["by_dataset"]["zipf-100k"] == {"records": 2, "cpu_models": ["AMD EPYC"], "kernels": ["AVX2"],
                                                "gemm_gflops": [25.0, 26.0]}
     carried = small + [at("zipf-10k/softmax/seed2", "AVX2", 26.0, 5_000)]

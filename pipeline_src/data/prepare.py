@@ -170,7 +170,7 @@ def _libm(fn, x: np.ndarray) -> np.ndarray:
     """``fn`` (a function of :mod:`math`) elementwise, through the C library: NumPy's own vectorised float64
     ``power`` and ``log`` differ from it in the last bit on some CPUs (SVML on AVX-512), which made noise.npz and
     meta.json, and so every record's data digest, depend on the machine that prepared the data."""
-    return np.fromiter(map(fn, x.tolist()), dtype=np.float64, count=x.size).reshape(x.shape)
+    return np.fromiter(map(fn, x.ravel().tolist()), dtype=np.float64, count=x.size).reshape(x.shape)
 
 
 def noise_probs(counts: np.ndarray, alpha: float) -> np.ndarray:
@@ -228,7 +228,7 @@ def prepare(raw: Path, out: Path, data_cfg: dict) -> dict:
                  probs=np.stack([noise_probs(counts, a) for a in alphas]))
         meta = {"vocab_size": len(vocab), "dtype": str(np.load(tmp / "train.npy", mmap_mode="r").dtype),
                 "splits": stats, "warnings": warnings, "config": data_cfg, "config_hash": config_hash(data_cfg),
-                "unigram_ppl": {split: float(np.exp(unigram_nll(counts, np.load(tmp / f"{split}.npy"))))
+                "unigram_ppl": {split: math.exp(unigram_nll(counts, np.load(tmp / f"{split}.npy")))  # C library
                                 for split in ("valid", "test")},
                 "source": read_json(raw / paths.SOURCE) if (raw / paths.SOURCE).exists() else None,
                 # what check_prepared holds the files to: an edited or truncated split is refused, not trained on

@@ -65,7 +65,8 @@ def machine_problems(records: list[Timed], ratio: float = RATIO) -> list[str]:
     does); records of several datasets are judged dataset by dataset."""
     problems = []
     for dataset in sorted({r.dataset for r in records}):
-        problems += [f"{dataset}: {p}" for p in _dataset_problems([r for r in records if r.dataset == dataset], ratio)]
+        mine = [r for r in records if r.dataset == dataset]
+        problems += [f"{dataset}: {p}" for p in _dataset_problems(mine, ratio)]
     return problems
 
 
@@ -96,12 +97,13 @@ def _dataset_problems(records: list[Timed], ratio: float) -> list[str]:
 def machine_record(records: list[Timed]) -> dict | None:
     """What summary.json says of the machines a time-budgeted experiment ran on (None: no time budget): how many
     records, their CPU models and kernels, and the range of their speed probes (GFLOP/s), over all its records and
-    per dataset (``by_dataset``; ``one_machine``: whether every dataset's records name the same kernels)."""
+    per dataset (``by_dataset``; ``same_kernels``: whether every dataset's records name the same kernels, which
+    says nothing of two machines of one kind at different speeds: compare ``gemm_gflops``)."""
     if not records:
         return None
     by = {d: _machine([r for r in records if r.dataset == d]) for d in sorted({r.dataset for r in records})}
-    return {**_machine(records), "one_machine": len({tuple(m["kernels"]) for m in by.values()}) == 1,
-            "by_dataset": by}
+    same = len({tuple(m["kernels"]) for m in by.values() if m["kernels"]}) <= 1
+    return {**_machine(records), "same_kernels": same, "by_dataset": by}
 
 
 def _machine(records: list[Timed]) -> dict:
@@ -115,8 +117,8 @@ def check_one_machine(records: list[Timed], where: str) -> None:
     """Refuse (one line) a dataset whose time-budgeted records ran on machines of different speed."""
     problems = machine_problems(records)
     if problems:
-        raise ConfigError(f"{where}: these time-budgeted runs of one dataset are not one experiment, their machines differ in "
-                         f"speed: "
+        raise ConfigError(f"{where}: these time-budgeted runs of one dataset are not one experiment, their machines "
+                          f"differ in speed: "
                           f"{'; '.join(problems[:3])}{' ...' if len(problems) > 3 else ''}. Rerun the odd ones on "
                           f"the machine of the rest (remove their records), or freeze the budgets into tokens "
                           f"(`freeze-budgets`: a new config, so every run of it again)")
