@@ -636,6 +636,69 @@ def test_a_run_scored_on_data_prepared_again_since_is_refused(unseen, tmp_path, 
     assert "was scored on other data than" in line and "rerun `python -m pipeline_src evaluate" in line
 
 
+def test_a_run_scored_on_an_earlier_preparation_with_the_same_tokens_is_kept_and_said(unseen, tmp_path, capsys):
+    """The 10k rerun's records were scored on data whose noise probabilities NumPy's SVML kernels (AVX-512) had
+    made; prepared again through the C library the tokens are the same and noise.npz differs in the last bit. With
+    the earlier meta.json beside the records (earlier-data/), summarize keeps the runs and says so in
+    summary.json; a test split changed since is refused even so."""
+    import numpy as np
+
+    from pipeline_src.io.atomic import write_json
+    from pipeline_src.io.digests import sha256_of
+
+    p, cfg = unseen
+    prepared = paths.prepared_dir(p, "tiny")
+    earlier = paths.earlier_meta_path(p, "tiny")
+    earlier.parent.mkdir(parents=True)
+    original = (prepared / "meta.json").read_bytes()
+    earlier.write_bytes(original)
+    with np.load(prepared / "noise.npz") as z:  # prepared again on other float kernels: one ulp apart
+        arrays = {k: z[k] for k in z.files}
+    np.savez(prepared / "noise.npz", **{**arrays, "probs": np.nextafter(arrays["probs"], 1.0)})
+    meta = json.loads((prepared / "meta.json").read_text())
+    files = {**meta["files"], "noise.npz": sha256_of(prepared / "noise.npz")}
+    write_json(prepared / "meta.json", {**meta, "files": files})
+    capsys.readouterr()
+    assert main(["summarize", "--config", str(cfg)]) == 0, capsys.readouterr().err
+    info = json.loads(paths.summary_path(p).with_suffix(".json").read_text())
+    assert info["earlier_data"] == {"tiny": {"scored_on": sha256_of(earlier), "differs": "noise.npz",
+                                             "prepared_now": sha256_of(prepared / "meta.json")}}
+    earlier.write_text(earlier.read_text().replace('"test.npy": "', '"test.npy": "0', 1))  # not what they scored on
+    line = _refused(capsys, "summarize", "--config", str(cfg))
+    assert "was scored on other data than" in line
+    earlier.write_bytes(original)  # the earlier data again, but a token changed since
+    test = tmp_path / "test.txt"
+    test.write_text("".join(test.read_text().splitlines(keepends=True)[:20]))
+    for step in ("fetch", "prepare"):
+        assert main([step, "--config", str(cfg), "--dataset", "tiny"]) == 0
+    capsys.readouterr()
+    assert "was scored on other data than" in _refused(capsys, "summarize", "--config", str(cfg))
+
+
+def test_restore_puts_back_the_earlier_preparation_its_records_were_scored_on(default_params, tmp_path):
+    """earlier-data/<dataset>.meta.json beside a stash's records is restored with them when its data config is
+    the params file's now; one made under another is left out and said."""
+    from pipeline_src.config import validate
+    from pipeline_src.records.stash import restore, stash
+
+    p, cfg = _kept_runs(default_params, tmp_path, epochs=1, results="stashed-from")
+    out = tmp_path / "b" / "x"
+    stash(validate(copy.deepcopy(p)), str(cfg), out)
+    meta = paths.prepared_dir(p, "tiny") / "meta.json"
+    (out / paths.EARLIER_DATA).mkdir()
+    (out / paths.EARLIER_DATA / "tiny.meta.json").write_bytes(meta.read_bytes())
+    fresh = validate({**copy.deepcopy(p), "results_dir": str(tmp_path / "clone")})
+    n, stale = restore(fresh, out, say=lambda s: None)
+    assert n == 5 and not stale  # the run's three files, the reference and the earlier meta.json
+    assert paths.earlier_meta_path(fresh, "tiny").read_bytes() == meta.read_bytes()
+    other = json.loads(meta.read_text())
+    (out / paths.EARLIER_DATA / "tiny.meta.json").write_text(json.dumps({**other, "config_hash": "0" * 16}))
+    again = validate({**copy.deepcopy(p), "results_dir": str(tmp_path / "clone2")})
+    n, stale = restore(again, out, say=lambda s: None)
+    assert n == 4 and stale == [f"{out / paths.EARLIER_DATA / 'tiny.meta.json'}: made under another data config"]
+    assert not paths.earlier_meta_path(again, "tiny").exists()
+
+
 def test_stash_and_restore_leave_out_an_edited_record(default_params, tmp_path):
     """The second probe: stash copied a metrics.json whose seal was broken and counted it current; a stash whose
     manifest was updated after an edit restored it."""

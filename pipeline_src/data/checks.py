@@ -88,3 +88,30 @@ def check_prepared(params: dict, dataset: str) -> Path:
             raise StaleError(f"{path} is missing: rerun {_rebuild('prepare', dataset)}")
         check_file(path, digest, prepared / paths.META, _rebuild("prepare", dataset))
     return prepared
+
+
+def same_tokens(earlier: dict, now: dict) -> bool:
+    """Two preparations' meta.json say the same data: every field equal but noise.npz's digest. noise.npz is a
+    function of the train counts (held equal through train.npy and vocab.txt) and of the config's noise alphas
+    (held equal through the config), so it can differ only in the last bits of the float kernels that made it
+    (NumPy's SVML kernels on AVX-512 before data went through the C library)."""
+    def strip(meta: dict) -> dict:
+        return {**meta, "files": {k: v for k, v in (meta.get("files") or {}).items() if k != paths.NOISE}}
+
+    return bool(earlier.get("files")) and strip(earlier) == strip(now)
+
+
+def scored_data(params: dict, dataset: str, digest: str) -> str | None:
+    """How the data a record was scored on (the sha256 of its meta.json) stands to ``dataset``'s prepared data
+    now: "current" (the same meta.json), "same tokens" (an earlier preparation, kept as
+    ``earlier-data/<dataset>.meta.json`` beside the records, has that digest and :func:`same_tokens` as now's),
+    or None (other data: the record is stale)."""
+    from ..io.digests import sha256_of
+
+    meta = paths.prepared_dir(params, dataset) / paths.META
+    if sha256_of(meta) == digest:
+        return "current"
+    earlier = paths.earlier_meta_path(params, dataset)
+    if earlier.is_file() and sha256_of(earlier) == digest and same_tokens(read_json(earlier), read_json(meta)):
+        return "same tokens"
+    return None

@@ -27,6 +27,7 @@ CHECKPOINT = "checkpoint.pt"  # the resume state while a run trains (deleted whe
 PREVIOUS_CHECKPOINT = "checkpoint.prev.pt"  # the generation before it, kept in case the newest is damaged
 SELECTED = "selected.json"  # a tuning's choice, read by its final runs
 RECORDS_MANIFEST = "records.json"  # a stash of records (a publication's records/ folder): every file's digest
+EARLIER_DATA = "earlier-data"  # a publication's (and results_dir's) <dataset>.meta.json of an earlier preparation
 PROVENANCE = "provenance.json"  # a publication's commit, params file and the tables it copied
 # The result tables under results_dir, in the order a publication lists them; it copies every one that exists.
 TABLES = ("summary.csv", "summary.json", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv",
@@ -175,6 +176,12 @@ def hashes_dir(params: dict) -> Path:
 def run_hash_path(params: dict, dataset: str, method: str, seed: int, step: str) -> Path:
     """``step``: ``train`` (what makes the model) or ``evaluate`` (that and how it is scored)."""
     return hashes_dir(params) / dataset / method / f"seed{seed}.{step}"
+
+
+def earlier_meta_path(params: dict, dataset: str) -> Path:
+    """The meta.json of an earlier preparation of ``dataset`` that restored records were scored on
+    (:func:`data.checks.scored_data`)."""
+    return Path(params["results_dir"]) / EARLIER_DATA / f"{dataset}.meta.json"
 
 
 def reference_path(params: dict, dataset: str, name: str) -> Path:

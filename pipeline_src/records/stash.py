@@ -142,8 +142,9 @@ def stash(params: dict, params_file: str, out: Path) -> tuple[int, int, list[str
 
 def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
     """Put the stashed records of ``src/records`` back under ``results_dir``: each whose bytes match the
-    manifest and whose config is the params file's now. Needs the datasets it holds records of prepared
-    (current) first."""
+    manifest and whose config is the params file's now, and the meta.json of an earlier preparation of a dataset
+    that they were scored on (``src/earlier-data``). Needs the datasets it holds records of prepared (current)
+    first."""
     from ..data.checks import check_prepared
     from .hashes import record_hashes
 
@@ -164,6 +165,7 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
                               f"after it as a config entry)") from None
     record_hashes(params)  # the hash files first: the records must be newer than these inputs of their rules
     root = Path(params["results_dir"])
+    earlier, stale_data = _restore_earlier_data(params, src)
     staged = root / ".restore"  # inside results_dir: restore writes nowhere else
     if staged.exists():
         shutil.rmtree(staged)
@@ -183,10 +185,31 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
             written += 1
     finally:
         shutil.rmtree(staged, ignore_errors=True)
-    stale = [s.replace(str(staged), str(rec)) for s in stale]
+    stale = [s.replace(str(staged), str(rec)) for s in stale] + stale_data
     stale += [f"{root / d}: holds a record with other content than the stash's (another run of the same name): left "
               f"as it is; delete that folder to restore the stash's" for d in sorted(clash)]
-    return written, stale
+    return written + earlier, stale
+
+
+def _restore_earlier_data(params: dict, src: Path) -> tuple[int, list[str]]:
+    """Put back each ``src/earlier-data/<dataset>.meta.json`` made under the params file's data config now: the
+    meta.json of an earlier preparation of a dataset that the stash's records were scored on, which summarize
+    accepts while it holds the same tokens as the data prepared now (``data.checks.scored_data``)."""
+    from ..config import data_config
+
+    n, stale = 0, []
+    for ds in sorted({d for d, _ in run_pairs(params)}):
+        meta = src / paths.EARLIER_DATA / f"{ds}.meta.json"
+        if not meta.is_file():
+            continue
+        if read_json(meta, "config_hash")["config_hash"] != config_hash(data_config(params, ds)):
+            stale.append(f"{meta}: made under another data config")
+            continue
+        target = paths.earlier_meta_path(params, ds)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(meta, target)
+        n += 1
+    return n, stale
 
 
 SEALED = (paths.METRICS, paths.SELECTED, paths.TRAIN_RECORD)  # and every reference: the records whose seal is checked

@@ -261,7 +261,8 @@ def _earlier_files(out: Path) -> list[str] | None:
     """The tables an earlier publication at ``out`` copied (its provenance.json), None if there is none."""
     prov = out / paths.PROVENANCE
     if not prov.is_file():
-        if out.is_dir() and any(f.name != "records" for f in out.iterdir()):  # records/: `stash` (records/stash.py)
+        # records/ and earlier-data/: `stash` and the data its records were scored on (records/stash.py)
+        if out.is_dir() and any(f.name not in ("records", paths.EARLIER_DATA) for f in out.iterdir()):
             raise OutputError(f"{out} exists and is not a publication (no provenance.json): refusing to write "
                               f"into it; choose another --name")
         return None

@@ -193,7 +193,7 @@ def summarize(params: dict, partial: bool = False, one_machine: bool = True) -> 
         _write(path, frame)
     _write_dvc_views(params, head, history)
     _remove_stale(params, tables)
-    _write_info(params, tables, missing, runs.records, machine_record(timed))
+    _write_info(params, tables, missing, runs.records, machine_record(timed), runs.earlier_data)
     return df
 
 
@@ -205,6 +205,7 @@ class _Runs:
     anytime: list = field(default_factory=list)  # anytime, equal-data and budget points
     records: dict = field(default_factory=dict)  # metrics.json path -> its content digest
     timed: list = field(default_factory=list)  # machine.Timed (None for a run without a time budget)
+    earlier_data: dict = field(default_factory=dict)  # dataset -> the earlier preparation its runs were scored on
 
 
 def _read_runs(params: dict, partial: bool, missing: list) -> _Runs:
@@ -223,11 +224,7 @@ def _read_runs(params: dict, partial: bool, missing: list) -> _Runs:
             evaluate = f"`python -m pipeline_src evaluate --dataset {dataset} --method {method} --seed {seed}`"
             check_seal(path, metrics, evaluate)
             check_current(path, metrics, final_config(params, dataset, method, seed))
-            meta = paths.prepared_dir(params, dataset) / paths.META
-            if metrics.get("prepared_meta_sha256") and meta.is_file() \
-                    and sha256_of(meta) != metrics["prepared_meta_sha256"]:
-                raise StaleError(f"{path} was scored on other data than {meta.parent} holds now (prepared again "
-                                 f"since): rerun {evaluate} (or `snakemake`)")
+            _check_scored_data(params, dataset, path, metrics, evaluate, runs.earlier_data)
             runs.rows.extend(summary_rows(metrics, _vocab(params, dataset)))
             runs.timed.append(timed_record(f"{dataset}/{method}/seed{seed}", metrics, final=True))
             runs.anytime.extend(anytime_rows(metrics))
@@ -235,6 +232,22 @@ def _read_runs(params: dict, partial: bool, missing: list) -> _Runs:
             check_file(hist_path, metrics.get("history_sha256"), path, f"its run's train and {evaluate}")
             runs.curves.append(read_csv(hist_path).assign(dataset=dataset, method=method, seed=seed))
     return runs
+
+
+def _check_scored_data(params: dict, dataset: str, path, metrics: dict, evaluate: str, earlier: dict) -> None:
+    """A run scored on other data than the dataset's prepared data now is refused; one scored on an earlier
+    preparation with the same tokens (``data.checks.scored_data``) is kept and noted in ``earlier``."""
+    from ..data.checks import scored_data
+
+    digest, meta = metrics.get("prepared_meta_sha256"), paths.prepared_dir(params, dataset) / paths.META
+    if not digest or not meta.is_file():
+        return
+    how = scored_data(params, dataset, digest)
+    if how is None:
+        raise StaleError(f"{path} was scored on other data than {meta.parent} holds now (prepared again "
+                         f"since): rerun {evaluate} (or `snakemake`)")
+    if how == "same tokens":
+        earlier[dataset] = {"scored_on": digest, "prepared_now": sha256_of(meta), "differs": paths.NOISE}
 
 
 def _matrix_rows(params: dict, partial: bool, missing: list) -> list:
@@ -262,9 +275,11 @@ def _remove_stale(params: dict, tables: dict) -> None:
             stale.unlink(missing_ok=True)
 
 
-def _write_info(params: dict, tables: dict, missing: list, records: dict, machine: dict | None) -> None:
+def _write_info(params: dict, tables: dict, missing: list, records: dict, machine: dict | None,
+                earlier_data: dict) -> None:
     """summary.json: the tables by digest, what is missing, the statistics, the records and calibrations read,
-    and the machine of a time-budgeted experiment (``machine.machine_record``)."""
+    the machine of a time-budgeted experiment (``machine.machine_record``), and the datasets whose runs were
+    scored on an earlier preparation with the same tokens (``data.checks.scored_data``)."""
     total = len(run_pairs(params)) * len(run_seeds(params))
     write_json(paths.summary_path(params).with_suffix(".json"),
                {"tables": {Path(p).relative_to(params["results_dir"]).as_posix(): sha256_of(p) for p in tables},
@@ -274,7 +289,8 @@ def _write_info(params: dict, tables: dict, missing: list, records: dict, machin
                 "records": records,  # each run's metrics.json by its content digest: check_tables holds them
                 "budget_calibrations": calibrations(params),  # where frozen token budgets came from
                 "time_budget_machine": machine,  # what a time budget bought depends on it
-                "gpu_cells": gpu_cells_record(params)})  # the GPU bench the axis's GPU tables read, by digest
+                "gpu_cells": gpu_cells_record(params),  # the GPU bench the axis's GPU tables read, by digest
+                **({"earlier_data": dict(sorted(earlier_data.items()))} if earlier_data else {})})
 
 
 def trial_records(params: dict, trials: pd.DataFrame) -> list:
