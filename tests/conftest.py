@@ -10,13 +10,17 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config):
-    """Under pytest-xdist, each worker's torch takes its share of the cores: two workers of two threads each
-    on two cores spin against each other (OpenMP's busy wait) and ran tiny trainings 25x slower."""
+    """Under pytest-xdist, each worker's torch and BLAS take their share of the cores: two workers of two threads
+    each on two cores spin against each other (OpenMP's and OpenBLAS's busy waits) and ran tiny trainings 25x
+    slower."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
         import torch
+        from threadpoolctl import threadpool_limits
 
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+        share = max(1, (os.cpu_count() or 1) // workers)
+        torch.set_num_threads(share)
+        threadpool_limits(limits=share, user_api="blas")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -37,13 +41,17 @@ def clean_env(home: Path, **extra: str) -> dict:
 
 @pytest.fixture(autouse=True)
 def _torch_threads_restored():
-    """A step that sets torch's thread count (`--threads`, the step bench) sets it for the whole process: put it
-    back, so a test's numbers do not depend on which tests ran before it in the same worker."""
+    """A step that sets torch's and BLAS's thread counts (`--threads`, the step bench) sets them for the whole
+    process: put them back, so a test's numbers do not depend on which tests ran before it in the same worker."""
     import torch
+    from threadpoolctl import threadpool_info, threadpool_limits
 
     n = torch.get_num_threads()
+    blas = max((p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"), default=None)
     yield
     torch.set_num_threads(n)
+    if blas is not None:
+        threadpool_limits(limits=blas, user_api="blas")
 
 
 @pytest.fixture(scope="session")

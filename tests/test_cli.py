@@ -72,3 +72,20 @@ def test_every_subcommand_and_option_says_what_it_is_for():
         assert sp.description and sp.description.rstrip(".") in (COMMANDS[name][1][0].upper() + COMMANDS[name][1][1:]), name
         undocumented = [a.option_strings or [a.dest] for a in sp._actions if not a.help]
         assert not undocumented, (name, undocumented)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_threads_hold_numpy_s_blas_to_the_job_s_threads_as_torch_s(threads):
+    """`--threads 1` set torch's threads alone: OpenBLAS under NumPy kept one thread per core, and beside another
+    job on two cores the rank diagnostic's SVD spun 50x slower. Both pools now take the job's count."""
+    import numpy as np
+    import torch
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from pipeline_src.io.runtime import set_threads
+
+    np.linalg.svd(np.eye(3))  # NumPy's BLAS loaded
+    threadpool_limits(limits=3 - threads, user_api="blas")  # another count first, whatever the machine's
+    set_threads(threads)
+    blas = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+    assert blas and set(blas) == {threads} and torch.get_num_threads() == threads

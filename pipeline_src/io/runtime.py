@@ -32,8 +32,14 @@ def seed_everything(seed: int) -> None:
 
 
 def set_threads(threads: int | None) -> None:
+    """``threads`` CPU threads for torch and for the BLAS under NumPy and SciPy (threadpoolctl). Without the
+    second, a `--threads 1` job beside another on two cores still ran OpenBLAS on two threads, which spin against
+    the other job: the rank diagnostic's SVD of a 1,000 x 500 matrix took 4.4 s instead of 0.08 s."""
     if threads:
+        from threadpoolctl import threadpool_limits
+
         torch.set_num_threads(threads)
+        threadpool_limits(limits=threads, user_api="blas")
 
 
 def reset_peak_memory(device: torch.device) -> None:
