@@ -672,7 +672,8 @@ def test_a_run_scored_on_an_earlier_preparation_with_the_same_tokens_is_kept_and
     for step in ("fetch", "prepare"):
         assert main([step, "--config", str(cfg), "--dataset", "tiny"]) == 0
     capsys.readouterr()
-    assert "was scored on other data than" in _refused(capsys, "summarize", "--config", str(cfg))
+    line = _refused(capsys, "summarize", "--config", str(cfg))
+    assert "was scored on other data than" in line and f"({earlier}) differs in test.npy" in line
 
 
 def test_restore_puts_back_the_earlier_preparation_its_records_were_scored_on(default_params, tmp_path):

@@ -90,28 +90,34 @@ def check_prepared(params: dict, dataset: str) -> Path:
     return prepared
 
 
-def same_tokens(earlier: dict, now: dict) -> bool:
-    """Two preparations' meta.json say the same data: every field equal but noise.npz's digest. noise.npz is a
-    function of the train counts (held equal through train.npy and vocab.txt) and of the config's noise alphas
-    (held equal through the config), so it can differ only in the last bits of the float kernels that made it
-    (NumPy's SVML kernels on AVX-512 before data went through the C library)."""
-    def strip(meta: dict) -> dict:
-        return {**meta, "files": {k: v for k, v in (meta.get("files") or {}).items() if k != paths.NOISE}}
-
-    return bool(earlier.get("files")) and strip(earlier) == strip(now)
+def token_difference(earlier: dict, now: dict) -> str | None:
+    """What tells two preparations' meta.json apart besides noise.npz's digest (a file's digest or a field), None
+    when nothing does: the same data. noise.npz is a function of the train counts (held equal through train.npy and
+    vocab.txt) and of the config's noise alphas (held equal through the config), so it can differ only in the last
+    bits of the float kernels that made it (NumPy's SVML kernels on AVX-512 before data went through the C
+    library)."""
+    a, b = earlier.get("files") or {}, now.get("files") or {}
+    if not a:
+        return "its file digests (none recorded)"
+    for name in sorted((set(a) | set(b)) - {paths.NOISE}):
+        if a.get(name) != b.get(name):
+            return name
+    fields = sorted((set(earlier) | set(now)) - {"files"})
+    return next((key for key in fields if earlier.get(key) != now.get(key)), None)
 
 
 def scored_data(params: dict, dataset: str, digest: str) -> str | None:
     """How the data a record was scored on (the sha256 of its meta.json) stands to ``dataset``'s prepared data
     now: "current" (the same meta.json), "same tokens" (an earlier preparation, kept as
-    ``earlier-data/<dataset>.meta.json`` beside the records, has that digest and :func:`same_tokens` as now's),
-    or None (other data: the record is stale)."""
+    ``earlier-data/<dataset>.meta.json`` beside the records, has that digest and no :func:`token_difference`),
+    or what differs from the data prepared now (a file or a field: the record is stale)."""
     from ..io.digests import sha256_of
 
     meta = paths.prepared_dir(params, dataset) / paths.META
     if sha256_of(meta) == digest:
         return "current"
     earlier = paths.earlier_meta_path(params, dataset)
-    if earlier.is_file() and sha256_of(earlier) == digest and same_tokens(read_json(earlier), read_json(meta)):
-        return "same tokens"
-    return None
+    if not (earlier.is_file() and sha256_of(earlier) == digest):
+        return "meta.json"
+    differs = token_difference(read_json(earlier), read_json(meta))
+    return "same tokens" if differs is None else differs

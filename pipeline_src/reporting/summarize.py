@@ -243,9 +243,11 @@ def _check_scored_data(params: dict, dataset: str, path, metrics: dict, evaluate
     if not digest or not meta.is_file():
         return
     how = scored_data(params, dataset, digest)
-    if how is None:
+    if how not in ("current", "same tokens"):
+        earlier = "" if how == "meta.json" else (f"; the earlier preparation it was scored on "
+                                                  f"({paths.earlier_meta_path(params, dataset)}) differs in {how}")
         raise StaleError(f"{path} was scored on other data than {meta.parent} holds now (prepared again "
-                         f"since): rerun {evaluate} (or `snakemake`)")
+                         f"since{earlier}): rerun {evaluate} (or `snakemake`)")
     if how == "same tokens":
         earlier[dataset] = {"scored_on": digest, "prepared_now": sha256_of(meta), "differs": paths.NOISE}
 
