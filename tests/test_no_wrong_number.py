@@ -623,16 +623,21 @@ def test_nested_data_and_results_folders_and_a_stash_into_another_benchmark_are_
     check_stash(tmp_path / "pub", "params.yaml", replace=False)
 
 
-def test_a_run_scored_on_data_prepared_again_since_is_refused(unseen, tmp_path, capsys):
-    """The probe: a local corpus's test file cut after evaluation, fetched and prepared again; summarize and
-    publish kept the old test nll over 516 tokens while the prepared test split had 260."""
-    p, cfg = unseen
+def _test_split_cut_and_prepared_again(tmp_path, cfg, capsys) -> str:
+    """The local corpus's test file cut to 20 lines, fetched and prepared again; summarize's refusal."""
     test = tmp_path / "test.txt"
     test.write_text("".join(test.read_text().splitlines(keepends=True)[:20]))
     for step in ("fetch", "prepare"):
         assert main([step, "--config", str(cfg), "--dataset", "tiny"]) == 0
     capsys.readouterr()
-    line = _refused(capsys, "summarize", "--config", str(cfg))
+    return _refused(capsys, "summarize", "--config", str(cfg))
+
+
+def test_a_run_scored_on_data_prepared_again_since_is_refused(unseen, tmp_path, capsys):
+    """The probe: a local corpus's test file cut after evaluation, fetched and prepared again; summarize and
+    publish kept the old test nll over 516 tokens while the prepared test split had 260."""
+    p, cfg = unseen
+    line = _test_split_cut_and_prepared_again(tmp_path, cfg, capsys)
     assert "was scored on other data than" in line and "rerun `python -m pipeline_src evaluate" in line
 
 
@@ -667,12 +672,7 @@ def test_a_run_scored_on_an_earlier_preparation_with_the_same_tokens_is_kept_and
     line = _refused(capsys, "summarize", "--config", str(cfg))
     assert "was scored on other data than" in line
     earlier.write_bytes(original)  # the earlier data again, but a token changed since
-    test = tmp_path / "test.txt"
-    test.write_text("".join(test.read_text().splitlines(keepends=True)[:20]))
-    for step in ("fetch", "prepare"):
-        assert main([step, "--config", str(cfg), "--dataset", "tiny"]) == 0
-    capsys.readouterr()
-    line = _refused(capsys, "summarize", "--config", str(cfg))
+    line = _test_split_cut_and_prepared_again(tmp_path, cfg, capsys)
     assert "was scored on other data than" in line and f"({earlier}) differs in test.npy" in line
 
 
