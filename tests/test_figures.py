@@ -207,6 +207,24 @@ def test_the_tuning_figure_draws_each_method_s_trials_against_the_rate_and_names
     assert sum(len(ln.get_xdata()) for ln in hs.lines if ln.get_label().startswith("clustering")) == 3  # finite ones
 
 
+def test_the_tuning_figure_draws_promoted_trials_as_stars_joined_to_their_rung_0_trial():
+    rows = [{"dataset": "d", "method": "nce", "trial": i, "rung": 0, "lr": lr, "valid_ppl": 200.0 - 10 * i,
+             "selected": False, "opt_negatives": (50, 200)[i % 2], "lr_edge": None}
+            for i, lr in enumerate([0.001, 0.003, 0.01, 0.03])]
+    rows += [{"dataset": "d", "method": "nce", "trial": 4 + j, "rung": 1, "lr": lr, "valid_ppl": ppl,
+              "selected": j == 0, "opt_negatives": neg, "lr_edge": None}
+             for j, (lr, ppl, neg) in enumerate([(0.03, 120.0, 200), (0.01, 130.0, 50)])]
+    fig = figures.tuning_by_lr(pd.DataFrame(rows), "d", {"nce": {"color": "C0"}})
+    ax = [a for a in fig.axes if a.axison][0]
+    stars = [ln for ln in ax.lines if ln.get_label() == "full budget"][0]
+    assert list(stars.get_xdata()) == [0.03, 0.01] and list(stars.get_ydata()) == [120.0, 130.0]
+    joins = [ln for ln in ax.lines if ln.get_linestyle() == ":"]
+    assert sorted(tuple(ln.get_ydata()) for ln in joins) == [(170.0, 120.0), (180.0, 130.0)]  # from rung 0 up to it
+    assert sum(len(ln.get_xdata()) for ln in ax.lines if ln.get_label().startswith("negatives")) == 4  # rung 0 only
+    ring = [ln for ln in ax.lines if ln.get_label() == "pick"][0]
+    assert list(ring.get_ydata()) == [120.0]
+
+
 def test_the_dvc_plots_page_carries_vega_itself(tmp_path):
     """`dvc plots show` fills the template .dvc/config names: no CDN script tag is added (no {scripts} placeholder),
     and the page defines vegaEmbed itself, so it draws offline."""

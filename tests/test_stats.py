@@ -193,7 +193,7 @@ def test_no_verdict_from_a_method_that_did_not_learn_and_a_collapsed_reference_i
     assert set(head.verdict) == {"did not learn, 3 of 3 seeds"} and head.verdict_reference.isna().all()
 
 
-def test_the_stand_in_is_chosen_on_valid_a_reference_not_run_is_no_stand_in_and_contrasts_follow_the_rule():
+def test_the_stand_in_is_chosen_on_valid_also_for_a_reference_not_run_and_contrasts_follow_the_rule():
     from pipeline_src.reporting.stats import contrasts, headline
 
     rows = [(m, s, nll + 0.01 * s, k) for m, nll, k in (("softmax", 5.0, 150.0), ("a", 4.0, 95.0), ("b", 4.5, 80.0))
@@ -203,9 +203,14 @@ def test_the_stand_in_is_chosen_on_valid_a_reference_not_run_is_no_stand_in_and_
     head = headline(pd.concat([test, valid]), "softmax").set_index("method")
     assert set(head.verdict_reference) == {"b"} and head.loc["a", "verdict"] == "better"  # a beats b on test
     assert "lowest validation nll" in head.loc["b", "reference_note"]
-    # a reference that did not run at this dataset: no paired reference, as before the rule (not "did not learn")
-    head = headline(test[test.method != "softmax"], "softmax").set_index("method")
-    assert set(head.verdict) == {"no paired reference"} and pd.isna(head.reference_note).all()
+    # a reference that did not run at this dataset (a size its budget cannot reach): the same stand-in, said so
+    both = pd.concat([test, valid])
+    head = headline(both[both.method != "softmax"], "softmax").set_index("method")
+    assert set(head.verdict_reference) == {"b"} and head.loc["a", "verdict"] == "better"
+    assert head.loc["b", "reference_note"].startswith("softmax did not run at this dataset")
+    # one method alone: nothing to compare, no stand-in
+    head = headline(test[test.method == "a"], "softmax").set_index("method")
+    assert set(head.verdict) == {"no paired reference"} and pd.isna(head.get("reference_note", pd.Series([None]))).all()
     con = contrasts(test, [["a", "softmax"], ["a", "b"]]).set_index("control")
     assert con.loc["softmax", "verdict"] == "softmax did not learn, 3 of 3 seeds" and pd.isna(con.loc["softmax", "p_value"])
     assert con.loc["b", "verdict"] == "better"

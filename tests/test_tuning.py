@@ -2,6 +2,7 @@
 diverged trials as results."""
 import json
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -192,3 +193,106 @@ def test_a_widened_range_of_an_unknown_cell_is_named(default_params, tmp_path):
                         ({"softmax": {"tiny": [1.0, 0.01]}}, "tuning.lr_ranges.softmax.tiny")):
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
             validate(dict(p, tuning={**p["tuning"], "lr_ranges": ranges}))
+
+
+def halving_params(base, tmp_path, promote=2):
+    """Four trials at half of a 2,000-token budget, the best ``promote`` again at the whole of it."""
+    p = tuned(base, tmp_path, trials=4, lr=(1e-3, 3e-1))
+    p["datasets"]["tiny"]["training"].update(budget_tokens=2000, epochs=50)
+    p["tuning"]["halving"] = {"datasets": ["tiny"], "fraction": 0.5, "promote": promote}
+    return validate(p)
+
+
+def test_successive_halving_promotes_the_best_trials_to_the_full_budget_and_picks_among_them(default_params,
+                                                                                            tmp_path):
+    from pipeline_src.config.runspec import resolve_run
+    from pipeline_src.config.tuning import ranking, trial_count, trial_rows
+    from pipeline_src.records.stash import current_records
+    from pipeline_src.reporting.summarize import tuning_tables
+
+    p = halving_params(default_params, tmp_path)
+    assert trial_count(p, "tiny") == 6
+    pts = points(p, "tiny", "softmax")
+    first = trial_config(p, "tiny", "softmax", 1)  # rung 0: the design's point at half the budget
+    assert first["training"]["budget_tokens"] == 1000 and first["training"]["lr"] == pts[1]["training"]["lr"]
+    assert first["tuning"] == {"trial": 1, "point": pts[1], "rung": 0, "budget_fraction": 0.5}
+    # a promoted trial before its rung 0 ran: keyed by its place (the hash files), not resolvable as a run
+    placed = resolve_run(p, "tiny", "softmax", trial=4, as_written=True).config
+    assert placed["tuning"] == {"trial": 4, "rung": 1, "promoted_rank": 0} and placed["training"]["budget_tokens"] == 2000
+    with pytest.raises(FileNotFoundError, match="trial0"):
+        trial_config(p, "tiny", "softmax", 4)
+    raw, prep = paths.raw_dir(p, "tiny"), paths.prepared_dir(p, "tiny")
+    generate(p["datasets"]["tiny"]["corpus"], raw, p["seed"])
+    prepare(raw, prep, data_config(p, "tiny"))
+    run = {}
+    for i in range(4):
+        run[i] = train(trial_config(p, "tiny", "softmax", i), prep, paths.trial_dir(p, "tiny", "softmax", i), CPU,
+                       trial=True)
+        assert 1000 <= run[i]["train_tokens"] < 1000 + 8 * 10  # the half budget: the step that reaches 1,000 tokens
+    by_nll = sorted(range(4), key=lambda i: (run[i]["best_valid_nll"], i))
+    assert ranking(trial_rows(trials(p, "tiny", "softmax")[:4])) == by_nll
+    for place, i in enumerate((4, 5)):  # the best two rung-0 points again, at the whole budget
+        cfg = trial_config(p, "tiny", "softmax", i)
+        assert cfg["tuning"]["promoted_from"] == by_nll[place] and cfg["tuning"]["point"] == pts[by_nll[place]]
+        assert cfg["training"]["budget_tokens"] == 2000 and cfg["training"]["lr"] == pts[by_nll[place]]["training"]["lr"]
+        run[i] = train(cfg, prep, paths.trial_dir(p, "tiny", "softmax", i), CPU, trial=True)
+        assert 2000 <= run[i]["train_tokens"] < 2000 + 8 * 10
+    sel = select(p, "tiny", "softmax", trials(p, "tiny", "softmax"), selection_key(p, "tiny", "softmax"))
+    assert sel["trial"] == min((4, 5), key=lambda i: (run[i]["best_valid_nll"], i))  # never a half-budget trial
+    assert [r["rung"] for r in sel["trials"]] == [0, 0, 0, 0, 1, 1] and "promoted to the full budget" in sel["summary"]
+    final = final_config(p, "tiny", "softmax", 0)
+    assert final["training"]["budget_tokens"] == 2000 and final["training"]["lr"] == sel["settings"]["training"]["lr"]
+    rows, curves = tuning_tables(dict(p, run={**p["run"], "methods": ["softmax"]}))
+    assert list(rows.rung) == [0, 0, 0, 0, 1, 1] and rows.selected.sum() == 1
+    assert list(curves.trials) == [1, 2, 3, 4]  # the expected best of the design's trials, one budget
+    # the stash takes rung 0, the promoted trials and the selection; without a rung-0 record a promoted one is
+    # not current (its point is not known), and the selection neither
+    kept = [f.parent.name for f in current_records(p)[0] if f.name == "train.json"]
+    assert kept == [f"trial{i}" for i in range(6)]
+    (paths.trial_dir(p, "tiny", "softmax", by_nll[0]) / "train.json").unlink()
+    kept = [f.parent.name for f in current_records(p)[0]]
+    assert kept == [f"trial{i}" for i in range(4) if i != by_nll[0]]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"promote": 5}, r"tuning.halving.promote': 5 is more than the 4 trials"),
+    ({"datasets": ["nowhere"]}, r"tuning.halving.datasets': 'nowhere' is not defined under 'datasets'"),
+    ({"fraction": 1.0}, r"tuning.halving.fraction"),
+])
+def test_a_bad_halving_setting_is_named(default_params, tmp_path, change, message):
+    p = halving_params(default_params, tmp_path)
+    p["tuning"]["halving"].update(change)
+    with pytest.raises(ConfigError, match=message):
+        validate(p)
+
+
+def test_halving_needs_a_budget_to_share_out(default_params, tmp_path):
+    p = halving_params(default_params, tmp_path)
+    del p["datasets"]["tiny"]["training"]["budget_tokens"]
+    with pytest.raises(ConfigError, match=r"tuning.halving.datasets': dataset 'tiny' has no run budget"):
+        validate(p)
+
+
+def test_the_dag_of_a_halving_size_waits_for_rung_0_before_its_promoted_trials(tmp_path):
+    """config/large-vocab.yaml's 1M words: 8 trials and 2 promoted repeats per method, each repeat an input of
+    every rung-0 trial's record (Snakemake cannot know which it repeats before they ran); 10k words tune as before."""
+    import re
+    import subprocess
+
+    from conftest import ROOT, clean_env
+
+    params = tmp_path / "lv.yaml"
+    params.write_text(f"extends: {ROOT / 'config/large-vocab.yaml'}\nresults_dir: {tmp_path / 'r'}\n"
+                      f"data_dir: {tmp_path / 'd'}\n")
+    targets = [str(tmp_path / "r/tuning" / ds / "nce/selected.json") for ds in ("zipf-1m", "zipf-10k")]
+    r = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", *targets, "--config",
+                        f"params={params}"], cwd=ROOT, capture_output=True, text=True, env=clean_env(tmp_path),
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-3000:]
+    jobs = re.findall(r"rule trial:\n    input: ([^\n]*)\n    output: [^\n]*/tuning/([^/]+)/nce/trial(\d+)/", r.stdout)
+    trials = {(ds, int(t)): inputs for inputs, ds, t in jobs}
+    assert sorted(t for ds, t in trials if ds == "zipf-1m") == list(range(10))
+    assert sorted(t for ds, t in trials if ds == "zipf-10k") == list(range(8))
+    for (ds, t), inputs in trials.items():
+        rung0 = sorted(int(x) for x in re.findall(r"nce/trial(\d+)/train.json", inputs))
+        assert rung0 == (list(range(8)) if ds == "zipf-1m" and t >= 8 else []), (ds, t, inputs)

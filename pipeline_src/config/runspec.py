@@ -66,11 +66,15 @@ def resolve_run(params: dict, dataset: str, method: str, seed: int | None = None
     those its tuning selected; a tuning trial (``trial``) takes its quasi-random point and the trial budget.
     ``as_written``: a final run's params-file settings even when tuning selects them, which is what the hash
     files key it by (Snakemake and DVC read those before the selection exists; the selection is an input of
-    its own)."""
+    its own); likewise a promoted trial of successive halving is keyed by its place, its rung-0 trials being
+    its inputs (:func:`tuning.trial_point`)."""
     if (seed is None) == (trial is None):
         raise ConfigError("give exactly one of --seed (a final run) and --trial (a tuning trial)")
     if trial is not None:
-        t_seed, overrides = tuning.trial_point(params, dataset, method, trial)
+        ranked = None
+        if tuning.rung(params, dataset, trial) and not as_written:  # a promoted repeat: rung 0 decides its point
+            ranked = tuning.ranking(tuning.trial_rows(rung0_trials(params, dataset, method)))
+        t_seed, overrides = tuning.trial_point(params, dataset, method, trial, ranked)
         cfg = run_config(params, dataset, method, seed=t_seed, overrides=overrides)
         return RunSpec(dataset, method, t_seed, trial, f"tuning trial {trial}",
                        paths.trial_dir(params, dataset, method, trial), cfg)
@@ -91,7 +95,15 @@ def selection_key(params: dict, dataset: str, method: str, specs: list[RunSpec] 
 
 
 def trials(params: dict, dataset: str, method: str) -> list[RunSpec]:
-    """Every tuning trial of a method, resolved (what ``select`` compares)."""
+    """Every tuning trial of a method, resolved (what ``select`` compares); a promoted one needs its rung-0
+    trials' records (a missing one is a FileNotFoundError naming it)."""
+    first = rung0_trials(params, dataset, method)
+    return first + [resolve_run(params, dataset, method, trial=i)
+                    for i in range(len(first), tuning.trial_count(params, dataset))]
+
+
+def rung0_trials(params: dict, dataset: str, method: str) -> list[RunSpec]:
+    """The ``tuning.trials`` trials of the design (all of them without successive halving), resolved."""
     return [resolve_run(params, dataset, method, trial=i) for i in range(tuning.settings(params)["trials"])]
 
 

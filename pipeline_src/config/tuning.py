@@ -13,7 +13,16 @@ a few of the method's own options (``tuning.space.<method>``). Two designs (``tu
   ranges a Latin hypercube of their own (:func:`_latin_values`).
 
 Either way every method sees the same learning rates in the same order, and adding a method or a dimension never
-moves another method's points. A selection at the lowest or highest rate tried is flagged (``lr_edge``): the range
+moves another method's points.
+
+**Successive halving** (``tuning.halving``, for the datasets it lists: an expensive size). The ``tuning.trials``
+trials (rung 0) train at ``fraction`` of the run budget (``training.budget_seconds`` or the frozen token budget);
+the ``promote`` best of them by validation nll train again from scratch at the full budget as trials
+``trials`` .. ``trials + promote - 1`` (rung 1, each recording the rung-0 trial it repeats), and the selection
+picks among rung 1 only. Every method still gets the same budget: ``trials x fraction + promote`` full runs.
+Restarting rather than resuming the rung-0 run keeps every trial a whole run of its own (the schedule never reads
+the budget, so the rung-0 run is the start of its rung-1 repeat up to the kernels' timing); it costs
+``promote x fraction`` runs more. A selection at the lowest or highest rate tried is flagged (``lr_edge``): the range
 may not hold the optimum. The DAG is static: trial i of every method is its own job, and a trial that diverges is
 a result (``status: diverged``), skipped by the selection. The selected settings then run over every seed in
 ``run.seeds``.
@@ -148,15 +157,58 @@ def edge_of(lr: float, tried: list[float]) -> str | None:
     return "lowest" if lr <= min(tried) else "highest" if lr >= max(tried) else None
 
 
-def trial_point(params: dict, dataset: str, method: str, trial: int) -> tuple[int, dict]:
-    """A trial's run seed and what it sets over the params file: its point and the trial budget (epochs),
-    recorded under ``tuning`` (:func:`runspec.resolve_run` makes the config)."""
+def halving(params: dict, dataset: str) -> dict | None:
+    """``tuning.halving`` (``{fraction, promote}``) where it lists ``dataset``, else None."""
+    h = (params.get("tuning") or {}).get("halving")
+    return h if h and dataset in h["datasets"] else None
+
+
+def trial_count(params: dict, dataset: str) -> int:
+    """Every trial of a method at ``dataset``: ``tuning.trials``, and the promoted repeats under halving."""
+    h = halving(params, dataset)
+    return settings(params)["trials"] + (h["promote"] if h else 0)
+
+
+def rung(params: dict, dataset: str, trial: int) -> int:
+    """0 for a trial of the design; 1 for a promoted repeat at the full budget (successive halving)."""
+    return int(halving(params, dataset) is not None and trial >= settings(params)["trials"])
+
+
+def ranking(rows: list[dict]) -> list[int]:
+    """Rung-0 trials (``trial_rows``) from the best validation nll down, the diverged left out (ties: lower trial)."""
+    ok = [r for r in rows if r["status"] == "ok" and math.isfinite(r["valid_nll"])]
+    return [r["trial"] for r in sorted(ok, key=lambda r: (r["valid_nll"], r["trial"]))]
+
+
+def trial_point(params: dict, dataset: str, method: str, trial: int,
+                ranked: list[int] | None = None) -> tuple[int, dict]:
+    """A trial's run seed and what it sets over the params file: its point and the trial budget (epochs; under
+    halving, rung 0's share of the run budget), recorded under ``tuning`` (:func:`runspec.resolve_run` makes the
+    config). A promoted repeat (rung 1) takes the point of the rung-0 trial ranked ``trial - tuning.trials`` in
+    ``ranked`` (:func:`ranking`); without ``ranked`` its point is not known yet and only its place is recorded
+    (what its hash file keys it by, as a final run's keys its params-file settings)."""
     t = settings(params)
-    if not 0 <= trial < t["trials"]:
-        raise ConfigError(f"trial {trial} is out of range: tuning.trials = {t['trials']} (0 .. {t['trials'] - 1})")
-    pt = points(params, dataset, method)[trial]
-    return t["seed"], {"training": {**pt["training"], "epochs": t["epochs"]}, "method": pt["method"],
-                       "tuning": {"trial": trial, "point": pt}}
+    n, h = t["trials"], halving(params, dataset)
+    if not 0 <= trial < trial_count(params, dataset):
+        extra = f" + tuning.halving.promote = {h['promote']}" if h else ""
+        raise ConfigError(f"trial {trial} is out of range: tuning.trials = {n}{extra} "
+                          f"(0 .. {trial_count(params, dataset) - 1})")
+    budget = {"training": {"epochs": t["epochs"]}}
+    if trial < n:
+        pt = points(params, dataset, method)[trial]
+        tune = {"trial": trial, "point": pt, **({"rung": 0, "budget_fraction": h["fraction"]} if h else {})}
+        return t["seed"], {"training": {**pt["training"], **budget["training"]}, "method": pt["method"], "tuning": tune}
+    place = trial - n
+    if ranked is None:
+        return t["seed"], {**budget, "tuning": {"trial": trial, "rung": 1, "promoted_rank": place}}
+    if place >= len(ranked):
+        raise ConfigError(f"{dataset}/{method} trial {trial}: promotes the rung-0 trial ranked {place + 1}, but only "
+                          f"{len(ranked)} of {n} rung-0 trials did not diverge; widen or lower the tuning.lr ranges")
+    src = ranked[place]
+    pt = points(params, dataset, method)[src]
+    return t["seed"], {"training": {**pt["training"], **budget["training"]}, "method": pt["method"],
+                       "tuning": {"trial": trial, "point": pt, "rung": 1, "promoted_rank": place,
+                                  "promoted_from": src}}
 
 
 def selected_settings(params: dict, dataset: str, method: str, key: str) -> dict:
@@ -192,7 +244,9 @@ def trial_rows(trials: list) -> list[dict]:
                               f"{spec.hash}); rerun trial {spec.trial}")
         pt = spec.config["tuning"]["point"]
         nll = math.inf if s["best_valid_nll"] is None else s["best_valid_nll"]  # null: diverged (JSON has no inf)
-        rows.append({"dataset": spec.dataset, "method": spec.method, "trial": spec.trial, "status": s["status"],
+        rows.append({"dataset": spec.dataset, "method": spec.method, "trial": spec.trial,
+                     **({"rung": spec.config["tuning"]["rung"]} if "rung" in spec.config["tuning"] else {}),
+                     "status": s["status"],
                      "valid_nll": nll, "valid_ppl": math.exp(nll) if math.isfinite(nll) else math.inf,
                      "lr": pt["training"]["lr"], **{f"opt_{k}": v for k, v in pt["method"].items()},
                      "train_time_s": s.get("train_time_s"), "wall_time_s": s.get("wall_time_s"),
@@ -205,17 +259,20 @@ def select(params: dict, dataset: str, method: str, trials: list, key: str) -> d
     """Pick the trial with the lowest validation nll among those that did not diverge; write selected.json
     (``trials``: the resolved trial specs; ``key``: their selection key, :func:`runspec.selection_key`)."""
     rows = trial_rows(trials)
-    ok = [r for r in rows if r["status"] == "ok" and math.isfinite(r["valid_nll"])]
+    top = max(r.get("rung", 0) for r in rows)  # under halving the pick is among the full-budget repeats only
+    ok = [r for r in rows if r["status"] == "ok" and math.isfinite(r["valid_nll"]) and r.get("rung", 0) == top]
     if not ok:
         raise ConfigError(f"{dataset}/{method}: all {len(rows)} tuning trials diverged; widen or lower "
                           f"tuning.lr ranges")
     best = min(ok, key=lambda r: (r["valid_nll"], r["trial"]))
     pt = trials[best["trial"]].config["tuning"]["point"]
-    edge = edge_of(best["lr"], [r["lr"] for r in rows])
+    edge = edge_of(best["lr"], [r["lr"] for r in rows if r.get("rung", 0) == 0])
     sel = {"dataset": dataset, "method": method, "trial": best["trial"], "valid_nll": best["valid_nll"],
            "settings": pt, "space": space(params, dataset, method), "trials": rows, "selection_key": key,
            "lr_edge": edge,
-           "summary": (f"trial {best['trial']} of {len(rows)} ({len(rows) - len(ok)} diverged): "
+           "summary": (f"trial {best['trial']} of {len(rows)} ({sum(r['status'] != 'ok' for r in rows)} diverged"
+                       + (f"; the best of the {sum(r.get('rung', 0) == top for r in rows)} promoted to the full "
+                          f"budget" if top else "") + "): "
                        f"valid ppl {best['valid_ppl']:.2f} at {pt}"
                        + (f"; the {edge} learning rate tried: widen tuning.lr_ranges for it" if edge else ""))}
     if edge:

@@ -160,11 +160,11 @@ def _check_names(params: dict, source: str) -> None:
                           f"one crossing (its methods are run.methods or run.extra.methods)")
     if bool(extra["datasets"]) != bool(extra["methods"]):
         raise ConfigError(f"{source}: key 'run.extra': give both datasets and methods (or neither); got {extra}")
-    ref = params["statistics"]["reference"]
-    for key, run in (("run.methods", params["run"]["methods"]), ("run.extra.methods", extra["methods"])):
-        if len(run) > 1 and ref not in run:
-            raise ConfigError(f"{source}: key 'statistics.reference': {ref!r} is not one of the methods run "
-                              f"({key}: {run}): every comparison would say 'no paired reference'")
+    ref = params["statistics"]["reference"]  # the second crossing may leave it out (a size its budget cannot
+    run = params["run"]["methods"]           # reach): there the best method that learned stands in, named
+    if len(run) > 1 and ref not in run:
+        raise ConfigError(f"{source}: key 'statistics.reference': {ref!r} is not one of the methods run "
+                          f"(run.methods: {run}): no comparison would have it")
     for i, (method, control) in enumerate(params["statistics"]["contrasts"]):
         for name in (method, control):
             if name not in params["methods"]:
@@ -199,6 +199,7 @@ def _check_tuning(params: dict, source: str) -> None:
             if not 0 < lo < hi:
                 raise ConfigError(f"{source}: key 'tuning.lr_ranges.{name}.{ds}': need 0 < low < high, got "
                                   f"[{lo}, {hi}]")
+    _check_halving(params, source)
     for name, space in (tuning.get("space") or {}).items():
         if name not in params["methods"]:
             raise _undefined(source, f"tuning.space.{name}", name, "methods", params)
@@ -218,6 +219,24 @@ def _check_tuning(params: dict, source: str) -> None:
             if "choices" not in dim and not (dim["low"] < dim["high"] and (dim["low"] > 0 or not dim.get("log"))):
                 raise ConfigError(f"{source}: key 'tuning.space.{name}.{opt}': need low < high (and low > 0 "
                                   f"when log)")
+
+
+def _check_halving(params: dict, source: str) -> None:
+    """Successive halving names datasets that exist, promotes no more trials than there are, and shares out a
+    budget each listed dataset's runs have (seconds, or tokens for every method it runs)."""
+    halving = params["tuning"].get("halving")
+    if not halving:
+        return
+    if halving["promote"] > params["tuning"]["trials"]:
+        raise ConfigError(f"{source}: key 'tuning.halving.promote': {halving['promote']} is more than the "
+                          f"{params['tuning']['trials']} trials of tuning.trials")
+    for ds in halving["datasets"]:
+        if ds not in params["datasets"]:
+            raise _undefined(source, "tuning.halving.datasets", ds, "datasets", params)
+        tc = train_config(params, ds)
+        if tc.budget_seconds is None and tc.budget_tokens is None and not tc.budget_tokens_by_method:
+            raise ConfigError(f"{source}: key 'tuning.halving.datasets': dataset {ds!r} has no run budget to share "
+                              f"out (set its training.budget_seconds or training.budget_tokens)")
 
 
 def _space_values(dim: dict) -> list[tuple[str, Any]]:

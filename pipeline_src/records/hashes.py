@@ -45,10 +45,12 @@ def born_old(params: dict) -> dict[Path, str]:
     out = {paths.data_hash_path(params, ds): config_hash(data_config(params, ds)) for ds in run_datasets(params)}
     if (params.get("tuning") or {}).get("enabled"):
         from ..config.runspec import resolve_run
+        from ..config.tuning import trial_count
 
         for ds, method in run_pairs(params):
-            for t in range(params["tuning"]["trials"]):
-                out[paths.trial_hash_path(params, ds, method, t)] = resolve_run(params, ds, method, trial=t).train_hash
+            for t in range(trial_count(params, ds)):  # a promoted trial by its place (its point is rung 0's to decide)
+                out[paths.trial_hash_path(params, ds, method, t)] = resolve_run(params, ds, method, trial=t,
+                                                                                as_written=True).train_hash
     out[paths.statistics_hash_path(params)] = config_hash(params["statistics"])
     return out
 

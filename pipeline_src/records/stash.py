@@ -30,11 +30,28 @@ RUN_FILES = (paths.TRAIN_RECORD, paths.HISTORY, paths.METRICS)
 def _trial_files(params: dict, dataset: str, method: str) -> list[tuple[Path, str]]:
     """Each trial's record and the training hash its config must give now."""
     from ..config.runspec import resolve_run
+    from ..config.tuning import trial_count
 
     if not (params.get("tuning") or {}).get("enabled"):
         return []
-    return [(paths.trial_dir(params, dataset, method, t) / paths.TRAIN_RECORD,
-             resolve_run(params, dataset, method, trial=t).train_hash) for t in range(params["tuning"]["trials"])]
+    out = []
+    for t in range(trial_count(params, dataset)):
+        try:  # a promoted trial's config needs its rung-0 trials' records: without them it cannot be current
+            out.append((paths.trial_dir(params, dataset, method, t) / paths.TRAIN_RECORD,
+                        resolve_run(params, dataset, method, trial=t).train_hash))
+        except (FileNotFoundError, ConfigError):
+            break
+    return out
+
+
+def _key(params: dict, dataset: str, method: str) -> str | None:
+    """The selection key of a method's trials now; None while a promoted trial's rung 0 is not all current."""
+    from ..config.runspec import selection_key
+
+    try:
+        return selection_key(params, dataset, method)
+    except (FileNotFoundError, ConfigError):
+        return None
 
 
 def _current(path: Path, want: str, hash_of) -> bool:
@@ -57,7 +74,7 @@ def current_records(params: dict, finals: bool | None = None) -> tuple[list[Path
     runs' records count; default only under ``keep_models: false`` (what ``restore`` can put back without
     Snakemake retraining for the missing model), ``stash`` takes them always (``compare`` restores them under
     ``keep_models: false``)."""
-    from ..config.runspec import resolve_run, selection_key
+    from ..config.runspec import resolve_run
     from ..evaluation.reference import reference_config
 
     keep, stale = [], []
@@ -77,7 +94,7 @@ def current_records(params: dict, finals: bool | None = None) -> tuple[list[Path
             take(path, _current(path, want, lambda r: train_hash(r["config"])))
         if params["tuning"]["enabled"]:
             sel = paths.selected_path(params, ds, method)
-            if not take(sel, sel.is_file() and read_json(sel).get("selection_key") == selection_key(params, ds, method)):
+            if not take(sel, sel.is_file() and read_json(sel).get("selection_key") == _key(params, ds, method)):
                 continue  # the final runs' settings come from the selection
         if not (finals if finals is not None else not params.get("keep_models", True)):
             continue

@@ -286,10 +286,19 @@ def tuning_by_lr(trials: pd.DataFrame, dataset: str, style: dict):
         top = ok.valid_ppl.max() if len(ok) else 1.0
         values = list(dict.fromkeys(g[opt].astype(str))) if opt else [None]
         shown = {v: v[:-2] if v.endswith(".0") else v for v in values if v is not None}  # 800.0 (a NaN column) -> 800
+        full = ok.rung.fillna(0).astype(int) > 0 if "rung" in ok else pd.Series(False, index=ok.index)
         for k, v in enumerate(values):
-            part = ok if opt is None else ok[ok[opt].astype(str) == v]
+            part = ok[~full] if opt is None else ok[~full & (ok[opt].astype(str) == v)]
             ax.plot(part.lr, part.valid_ppl, markers[k % len(markers)], color=style[m]["color"], mec="k", mew=0.4,
                     ms=5, ls="none", label=None if opt is None else f"{opt[4:]} {shown[v]}")
+        if full.any():  # successive halving: the promoted trials again at the full budget, joined to their rung 0
+            again = ok[full]
+            for lr, ppl in zip(again.lr, again.valid_ppl):
+                first = ok[~full & (ok.lr == lr)].valid_ppl
+                if len(first):
+                    ax.plot([lr, lr], [first.iloc[0], ppl], color=style[m]["color"], lw=0.8, ls=":")
+            ax.plot(again.lr, again.valid_ppl, "*", color=style[m]["color"], mec="k", mew=0.4, ms=8, ls="none",
+                    label="full budget")
         bad = g[~np.isfinite(g.valid_ppl.astype(float))]
         if len(bad):
             ax.plot(bad.lr, [top] * len(bad), "x", color="k", ms=6, label="diverged")
@@ -301,7 +310,7 @@ def tuning_by_lr(trials: pd.DataFrame, dataset: str, style: dict):
         ax.set_yscale("log")
         ax.tick_params(labelsize=7)
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())  # the decades labelled, not every minor tick
-        if opt is not None:
+        if opt is not None or full.any():
             ax.legend(fontsize=6, loc="best")
     for ax in list(axes.flat)[len(methods):]:
         ax.axis("off")

@@ -96,10 +96,11 @@ def learn_status(runs: pd.DataFrame) -> str:
 
 
 def verdict_reference(runs: pd.DataFrame, status: dict, reference: str) -> str | None:
-    """The method verdicts compare against: ``reference`` where it learned (or did not run here: then no paired
-    reference, as before), else the best method that did, chosen by its mean nll on ``runs`` (the validation
-    split's rows, so the stand-in is not picked on the numbers it is then tested on), else None (no verdict)."""
-    if reference not in status or status[reference] == LEARNED:
+    """The method verdicts compare against: ``reference`` where it learned, else (it did not learn, or did not run
+    at this dataset: a size its budget cannot reach) the best method that did, chosen by its mean nll on ``runs``
+    (the validation split's rows, so the stand-in is not picked on the numbers it is then tested on), else None
+    (no verdict). A dataset where a single method ran keeps the reference: there is nothing to compare."""
+    if status.get(reference) == LEARNED or (reference not in status and len(status) < 2):
         return reference
     learned = [m for m, s in status.items() if s == LEARNED]
     if not learned:
@@ -147,7 +148,8 @@ def headline(summary: pd.DataFrame, reference: str, confidence: float = 0.95, re
             if method != ref_used and status[method] == LEARNED and ref_used is not None:
                 row.update(paired(nll, ref, confidence, resamples, interval))
             if method == ref_used and ref_used != reference:
-                row["reference_note"] = (f"{reference} did not learn: the reference is the method that learned with the "
+                why = "did not learn" if reference in status else "did not run at this dataset"
+                row["reference_note"] = (f"{reference} {why}: the reference is the method that learned with the "
                                          f"lowest validation nll")
             block.append(row)
         out = pd.DataFrame(block)

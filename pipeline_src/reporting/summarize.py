@@ -400,7 +400,8 @@ def tuning_tables(params: dict, partial: bool = False,
                              "lr_low": lr_dim.get("low"), "lr_high": lr_dim.get("high"),  # the range tuned over
                              # the pick at the lowest or highest rate tried: the range may not hold the optimum
                              "lr_edge": sel.get("lr_edge") if r["trial"] == sel["trial"] else None})
-            nll = [r["valid_nll"] if r["status"] == "ok" else math.log(vocab) for r in sel["trials"]]
+            nll = [r["valid_nll"] if r["status"] == "ok" else math.log(vocab)  # the design's trials, one budget
+                   for r in sel["trials"] if not r.get("rung")]  # (successive halving's repeats are its choice)
             for n, e in enumerate(expected_best(nll), start=1):
                 curves.append({"dataset": dataset, "method": method, "trials": n, "expected_best_valid_nll": e,
                                "expected_best_valid_ppl": math.exp(e) if e < 709 else math.inf})

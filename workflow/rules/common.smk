@@ -8,6 +8,7 @@ from pipeline_src.io import paths
 from pipeline_src.io.errors import PipelineError
 from pipeline_src.config import config_hash, data_config, load, run_datasets, run_pairs, run_seeds, train_config
 from pipeline_src.config.runspec import resolve_run
+from pipeline_src.config.tuning import rung, trial_count
 from pipeline_src.records.hashes import SUMMARY_SENTINEL, dvc_record, record_hashes
 
 
@@ -46,7 +47,6 @@ DATASETS = run_datasets(P)  # run.datasets, then run.extra.datasets
 PAIRS = run_pairs(P)  # every (dataset, method) of both crossings
 SEEDS = run_seeds(P)
 TUNING = P["tuning"]
-TRIALS = list(range(TUNING["trials"])) if TUNING["enabled"] else []
 
 
 wildcard_constraints:
@@ -138,11 +138,21 @@ def get_train_priority(wildcards):
 
 
 def get_trial_hash(wildcards):
-    return resolve_run(P, wildcards.dataset, wildcards.method, trial=int(wildcards.trial)).train_hash
+    return resolve_run(P, wildcards.dataset, wildcards.method, trial=int(wildcards.trial), as_written=True).train_hash
 
 
 def get_trials(wildcards):
-    return [str(paths.trial_dir(P, wildcards.dataset, wildcards.method, t) / paths.TRAIN_RECORD) for t in TRIALS]
+    """Every trial a selection compares (under successive halving, the promoted repeats too)."""
+    n = trial_count(P, wildcards.dataset) if TUNING["enabled"] else 0
+    return [str(paths.trial_dir(P, wildcards.dataset, wildcards.method, t) / paths.TRAIN_RECORD) for t in range(n)]
+
+
+def get_promoted_from(wildcards):
+    """A promoted trial (successive halving) repeats the best of the rung-0 trials: their records decide which."""
+    if not rung(P, wildcards.dataset, int(wildcards.trial)):
+        return []
+    return [str(paths.trial_dir(P, wildcards.dataset, wildcards.method, t) / paths.TRAIN_RECORD)
+            for t in range(TUNING["trials"])]
 
 
 def get_selected(wildcards):

@@ -2,6 +2,7 @@ rule trial:
     input:
         get_prepared_dir,
         get_trial_hash_file,
+        get_promoted_from,
     output:
         str(TRIAL / paths.TRAIN_RECORD),
     params:
