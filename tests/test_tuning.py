@@ -221,6 +221,8 @@ def test_successive_halving_promotes_the_best_trials_to_the_full_budget_and_pick
     assert placed["tuning"] == {"trial": 4, "rung": 1, "promoted_rank": 0} and placed["training"]["budget_tokens"] == 2000
     with pytest.raises(FileNotFoundError, match="trial0"):
         trial_config(p, "tiny", "softmax", 4)
+    with pytest.raises(ConfigError, match=r"trial 6 is out of range: tuning.trials = 4 \+ tuning.halving.promote = 2"):
+        trial_config(p, "tiny", "softmax", 6)
     raw, prep = paths.raw_dir(p, "tiny"), paths.prepared_dir(p, "tiny")
     generate(p["datasets"]["tiny"]["corpus"], raw, p["seed"])
     prepare(raw, prep, data_config(p, "tiny"))

@@ -72,7 +72,8 @@ def resolve_run(params: dict, dataset: str, method: str, seed: int | None = None
         raise ConfigError("give exactly one of --seed (a final run) and --trial (a tuning trial)")
     if trial is not None:
         ranked = None
-        if tuning.rung(params, dataset, trial) and not as_written:  # a promoted repeat: rung 0 decides its point
+        promoted = tuning.rung(params, dataset, trial) and trial < tuning.trial_count(params, dataset)
+        if promoted and not as_written:  # a promoted repeat: rung 0 decides its point (past the last: out of range)
             ranked = tuning.ranking(tuning.trial_rows(rung0_trials(params, dataset, method)))
         t_seed, overrides = tuning.trial_point(params, dataset, method, trial, ranked)
         cfg = run_config(params, dataset, method, seed=t_seed, overrides=overrides)
