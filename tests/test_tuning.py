@@ -218,7 +218,8 @@ def test_successive_halving_promotes_the_best_trials_to_the_full_budget_and_pick
     assert first["tuning"] == {"trial": 1, "point": pts[1], "rung": 0, "budget_fraction": 0.5}
     # a promoted trial before its rung 0 ran: keyed by its place (the hash files), not resolvable as a run
     placed = resolve_run(p, "tiny", "softmax", trial=4, as_written=True).config
-    assert placed["tuning"] == {"trial": 4, "rung": 1, "promoted_rank": 0} and placed["training"]["budget_tokens"] == 2000
+    assert placed["tuning"] == {"trial": 4, "rung": 1, "promoted_rank": 0}
+    assert placed["training"]["budget_tokens"] == 2000
     with pytest.raises(FileNotFoundError, match="trial0"):
         trial_config(p, "tiny", "softmax", 4)
     with pytest.raises(ConfigError, match=r"trial 6 is out of range: tuning.trials = 4 \+ tuning.halving.promote = 2"):
@@ -236,7 +237,8 @@ def test_successive_halving_promotes_the_best_trials_to_the_full_budget_and_pick
     for place, i in enumerate((4, 5)):  # the best two rung-0 points again, at the whole budget
         cfg = trial_config(p, "tiny", "softmax", i)
         assert cfg["tuning"]["promoted_from"] == by_nll[place] and cfg["tuning"]["point"] == pts[by_nll[place]]
-        assert cfg["training"]["budget_tokens"] == 2000 and cfg["training"]["lr"] == pts[by_nll[place]]["training"]["lr"]
+        assert cfg["training"]["budget_tokens"] == 2000
+        assert cfg["training"]["lr"] == pts[by_nll[place]]["training"]["lr"]
         run[i] = train(cfg, prep, paths.trial_dir(p, "tiny", "softmax", i), CPU, trial=True)
         assert 2000 <= run[i]["train_tokens"] < 2000 + 8 * 10
     sel = select(p, "tiny", "softmax", trials(p, "tiny", "softmax"), selection_key(p, "tiny", "softmax"))
