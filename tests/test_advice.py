@@ -35,6 +35,9 @@ def test_the_answer_skips_a_method_that_did_not_learn_and_pairs_the_margin_over_
     assert row.clear == (diff.mean() + half < 0) and row.kn_ppl == 80.0 and row.reference_ppl == head.ppl[0]
     text = advice_markdown(what_to_use(summary, head, refs))
     assert "**a**" in text and ("not separated" in text) != bool(row.clear)
+    alone = what_to_use(summary[summary.method != "softmax"], head[head.method != "softmax"], refs)
+    assert alone.use[0] == "a" and alone.reference_status[0] == "not run"  # a size the reference cannot reach
+    assert "| softmax — (not run) |" in advice_markdown(alone)
     nobody = head.assign(status="did not learn, 3 of 3 seeds")
     assert "no method learned (4 tried)" in advice_markdown(what_to_use(summary, nobody, refs))
 

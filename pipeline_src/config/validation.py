@@ -223,7 +223,8 @@ def _check_tuning(params: dict, source: str) -> None:
 
 def _check_halving(params: dict, source: str) -> None:
     """Successive halving names datasets that exist, promotes no more trials than there are, and shares out a
-    budget each listed dataset's runs have (seconds, or tokens for every method it runs)."""
+    budget each listed dataset's runs have (seconds, tokens or frozen tokens; a method the frozen tokens leave out
+    without seconds to fall back on is named when its trial is resolved, by ``run_config``)."""
     halving = params["tuning"].get("halving")
     if not halving:
         return

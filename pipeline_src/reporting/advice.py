@@ -35,8 +35,8 @@ def what_to_use(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame | 
                else None,
                "learned": len(ranked), "methods": len(h),
                "reference": ref_name, "reference_ppl": float(ref.ppl.iloc[0]) if len(ref) else math.nan,
-               "reference_status": (ref.status.iloc[0] if "status" in ref and len(ref) and isinstance(
-                   ref.status.iloc[0], str) else "learned"),
+               "reference_status": ("not run" if not len(ref) else ref.status.iloc[0] if "status" in ref and
+                                    isinstance(ref.status.iloc[0], str) else "learned"),  # (a size it cannot reach)
                "kn_ppl": float(kn.ppl.iloc[0]) if kn is not None and len(kn) else math.nan}
         if len(ranked):
             best = ranked.iloc[0]
