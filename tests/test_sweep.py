@@ -57,6 +57,17 @@ def test_a_crossover_is_the_smallest_size_from_which_a_method_stays_better():
     assert math.isnan(cross.loc["nce", "from_vocab"])  # better at 100k only: not for good
 
 
+def test_a_size_the_reference_did_not_run_at_is_no_size_of_a_crossover():
+    head, runs = _tables()  # 1M without the softmax: its verdicts are against a stand-in, so no verdict here
+    keep = ~((head.dataset == "z1m") & (head.method == "softmax"))
+    head = head[keep].assign(verdict_reference=head.dataset.map({"z1m": "hs"}).fillna("softmax"))
+    runs = runs[~((runs.dataset == "z1m") & (runs.method == "softmax"))]
+    cross = crossovers(by_size(head, runs), "softmax").set_index("method")
+    assert cross.loc["nce", "from_vocab"] == 100_000  # better from 100k, at every larger size the softmax ran at
+    assert math.isnan(cross.loc["hs", "from_vocab"])  # worse at 100k, its last size with the softmax
+    assert cross.loc["nce", "no verdict"] == [1_000_000]  # still listed at 1M, as no verdict
+
+
 def test_rank_at_size_and_the_test_split_s_band_gaps_averaged_over_seeds():
     table = by_size(*_tables())
     at_1m = table[table.vocab == 1_000_000].set_index("method")

@@ -207,6 +207,7 @@ def test_successive_halving_promotes_the_best_trials_to_the_full_budget_and_pick
                                                                                             tmp_path):
     from pipeline_src.config.runspec import resolve_run
     from pipeline_src.config.tuning import ranking, trial_count, trial_rows
+    from pipeline_src.data.fetch import fetch_dataset
     from pipeline_src.records.stash import current_records
     from pipeline_src.reporting.summarize import tuning_tables
 
@@ -225,7 +226,7 @@ def test_successive_halving_promotes_the_best_trials_to_the_full_budget_and_pick
     with pytest.raises(ConfigError, match=r"trial 6 is out of range: tuning.trials = 4 \+ tuning.halving.promote = 2"):
         trial_config(p, "tiny", "softmax", 6)
     raw, prep = paths.raw_dir(p, "tiny"), paths.prepared_dir(p, "tiny")
-    generate(p["datasets"]["tiny"]["corpus"], raw, p["seed"])
+    fetch_dataset(p, "tiny", say=lambda s: None)  # recorded as fetched: restore checks the data is current
     prepare(raw, prep, data_config(p, "tiny"))
     run = {}
     for i in range(4):
@@ -253,9 +254,27 @@ def test_successive_halving_promotes_the_best_trials_to_the_full_budget_and_pick
     # not current (its point is not known), and the selection neither
     kept = [f.parent.name for f in current_records(p)[0] if f.name == "train.json"]
     assert kept == [f"trial{i}" for i in range(6)]
+    # restored in pipeline order: a rung-0 record written again leaves no promoted trial or selection older than it
+    import shutil
+
+    from pipeline_src.records.stash import restore, stash
+
+    stash(p, "lv.yaml", tmp_path / "pub")
+    record = {i: paths.trial_dir(p, "tiny", "softmax", i) / "train.json" for i in range(6)}
+    shutil.rmtree(record[0].parent)  # as in a clone that has the rest
+    assert restore(p, tmp_path / "pub", say=lambda s: None) == (1, [])
+    later = [record[4], record[5], paths.selected_path(p, "tiny", "softmax")]
+    assert all(f.stat().st_mtime_ns >= record[0].stat().st_mtime_ns for f in later)
     (paths.trial_dir(p, "tiny", "softmax", by_nll[0]) / "train.json").unlink()
-    kept = [f.parent.name for f in current_records(p)[0]]
-    assert kept == [f"trial{i}" for i in range(4) if i != by_nll[0]]
+    kept, stale = current_records(p)
+    assert [f.parent.name for f in kept] == [f"trial{i}" for i in range(4) if i != by_nll[0]]
+    assert [s.split("/")[-2] for s in stale] == ["trial4", "trial5", "softmax"]  # and the selection they made
+    assert "rung-0 trials are not all current" in stale[0] and "selected.json" in stale[2]
+    # an edited rung-0 record is stale, and so are the promoted trials it decided (no stash stops on it)
+    (paths.trial_dir(p, "tiny", "softmax", by_nll[0]) / "train.json").write_text(
+        (paths.trial_dir(p, "tiny", "softmax", by_nll[1]) / "train.json").read_text())
+    kept, stale = current_records(p)
+    assert f"trial{by_nll[0]}" in stale[0] and [s.split("/")[-2] for s in stale[1:]] == ["trial4", "trial5", "softmax"]
 
 
 @pytest.mark.parametrize("change, message", [

@@ -91,12 +91,12 @@ def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
     if method in frozen:  # a time budget frozen into this method's tokens: the same run on any machine
         training.update(budget_tokens=int(frozen[method]), budget_seconds=None)
     fraction = (overrides.get("tuning") or {}).get("budget_fraction")
-    if fraction is not None:  # a rung-0 trial of successive halving: its share of the run budget
+    if fraction is not None:  # a rung-0 trial of successive halving: its share of the run budget (of each cap)
         if training.get("budget_tokens"):
             training["budget_tokens"] = max(1, round(fraction * training["budget_tokens"]))
-        elif training.get("budget_seconds"):
+        if training.get("budget_seconds"):
             training["budget_seconds"] = fraction * training["budget_seconds"]
-        else:
+        if not (training.get("budget_tokens") or training.get("budget_seconds")):
             raise ConfigError(f"key 'tuning.halving' (dataset {dataset}): successive halving shares out a run "
                               f"budget, but this dataset's runs have none: set training.budget_seconds or "
                               f"training.budget_tokens")

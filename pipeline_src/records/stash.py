@@ -13,6 +13,7 @@ does not rebuild it while the run's records are current.
 """
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -39,7 +40,7 @@ def _trial_files(params: dict, dataset: str, method: str) -> list[tuple[Path, st
         try:  # a promoted trial's config needs its rung-0 trials' records: without them it cannot be current
             out.append((paths.trial_dir(params, dataset, method, t) / paths.TRAIN_RECORD,
                         resolve_run(params, dataset, method, trial=t).train_hash))
-        except (FileNotFoundError, ConfigError):
+        except (FileNotFoundError, PipelineError):  # missing, made by another config, edited or unreadable
             break
     return out
 
@@ -50,7 +51,7 @@ def _key(params: dict, dataset: str, method: str) -> str | None:
 
     try:
         return selection_key(params, dataset, method)
-    except (FileNotFoundError, ConfigError):
+    except (FileNotFoundError, PipelineError):
         return None
 
 
@@ -90,8 +91,15 @@ def current_records(params: dict, finals: bool | None = None) -> tuple[list[Path
         return ok
 
     for ds, method in run_pairs(params):
-        for path, want in _trial_files(params, ds, method):
+        files = _trial_files(params, ds, method)
+        for path, want in files:
             take(path, _current(path, want, lambda r: train_hash(r["config"])))
+        if params["tuning"]["enabled"]:  # promoted trials whose rung 0 is not all current: their point is unknown
+            from ..config.tuning import trial_count
+
+            for t in range(len(files), trial_count(params, ds)):
+                if (path := paths.trial_dir(params, ds, method, t) / paths.TRAIN_RECORD).exists():
+                    stale.append(f"{path}: a promoted trial whose rung-0 trials are not all current here")
         if params["tuning"]["enabled"]:
             sel = paths.selected_path(params, ds, method)
             if not take(sel, sel.is_file() and read_json(sel).get("selection_key") == _key(params, ds, method)):
@@ -194,8 +202,11 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
         written = 0
         for f in keep:  # in pipeline order, so each file is newer than the ones it was made from
             target = root / f.relative_to(staged)
-            if _record_dir(f, staged) in clash or (target.is_file() and _same(target, f)):
-                continue  # another run's files stay whole; an identical one needs no copy
+            if _record_dir(f, staged) in clash:
+                continue  # another run's files stay whole
+            if target.is_file() and _same(target, f):  # no copy, but its time in pipeline order all the same: a
+                os.utime(target)  # promoted trial or a selection kept older than a rung 0 written now is rerun
+                continue
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(f, target)
             _seal_restored(target)

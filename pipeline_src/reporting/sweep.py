@@ -95,8 +95,12 @@ def crossovers(table: pd.DataFrame, reference: str) -> pd.DataFrame:
     "better" verdict) at that size and at every larger size of the sweep (``from_vocab``; NaN when it never
     is; a larger size it did not run at, or ran at without a verdict, does not count as better), and the
     sizes at which it is better, with no clear difference, worse, without a verdict (one seed, no paired
-    reference) or not run. A method run at one size has no crossover to speak of and is left out."""
+    reference) or not run. A method run at one size has no crossover to speak of and is left out. A size where
+    ``reference`` did not run (one its budget cannot reach) is no size of the crossover: ``from_vocab`` reads
+    "from there on, at every larger size the reference ran at" (the method's verdict there is listed all the same)."""
     every = sorted(table.vocab.unique())
+    ran = set(table.vocab[table.method == reference])
+    span = [v for v in every if v in ran] if ran else every
     rows = []
     for method, own in table[table.method != reference].groupby("method"):
         if own.vocab.nunique() < 2:
@@ -105,9 +109,9 @@ def crossovers(table: pd.DataFrame, reference: str) -> pd.DataFrame:
             same = own.verdict_reference.isna() | (own.verdict_reference == reference)  # NaN: a headline from before
             own = own.assign(verdict=own.verdict.where(same, "no verdict"))
         verdict = dict(zip(own.vocab, own.verdict))
-        better = [verdict.get(v) == "better" for v in every]
-        start = next((i for i in range(len(every)) if all(better[i:])), None)
-        rows.append({"method": method, "from_vocab": every[start] if start is not None else float("nan"),
+        better = [verdict.get(v) == "better" for v in span]
+        start = next((i for i in range(len(span)) if all(better[i:])), None)
+        rows.append({"method": method, "from_vocab": span[start] if start is not None else float("nan"),
                      **{v: [int(x) for x in every if verdict.get(x) == v] for v in VERDICTS},
                      "no verdict": [int(x) for x in every if x in verdict and verdict[x] not in VERDICTS],
                      "not run": [int(x) for x in every if x not in verdict]})
