@@ -28,8 +28,9 @@ MANIFEST = paths.RECORDS_MANIFEST
 RUN_FILES = (paths.TRAIN_RECORD, paths.HISTORY, paths.METRICS)
 
 
-def _trial_files(params: dict, dataset: str, method: str) -> list[tuple[Path, str]]:
-    """Each trial's record and the training hash its config must give now."""
+def _trial_specs(params: dict, dataset: str, method: str) -> list:
+    """The method's tuning trials resolved as the params file gives them now, in order, up to the first that cannot
+    be: a promoted trial's config needs its rung-0 trials' records, so without them it cannot be current."""
     from ..config.runspec import resolve_run
     from ..config.tuning import trial_count
 
@@ -37,22 +38,11 @@ def _trial_files(params: dict, dataset: str, method: str) -> list[tuple[Path, st
         return []
     out = []
     for t in range(trial_count(params, dataset)):
-        try:  # a promoted trial's config needs its rung-0 trials' records: without them it cannot be current
-            out.append((paths.trial_dir(params, dataset, method, t) / paths.TRAIN_RECORD,
-                        resolve_run(params, dataset, method, trial=t).train_hash))
+        try:
+            out.append(resolve_run(params, dataset, method, trial=t))
         except (FileNotFoundError, PipelineError):  # missing, made by another config, edited or unreadable
             break
     return out
-
-
-def _key(params: dict, dataset: str, method: str) -> str | None:
-    """The selection key of a method's trials now; None while a promoted trial's rung 0 is not all current."""
-    from ..config.runspec import selection_key
-
-    try:
-        return selection_key(params, dataset, method)
-    except (FileNotFoundError, PipelineError):
-        return None
 
 
 def _current(path: Path, want: str, hash_of) -> bool:
@@ -91,18 +81,21 @@ def current_records(params: dict, finals: bool | None = None) -> tuple[list[Path
         return ok
 
     for ds, method in run_pairs(params):
-        files = _trial_files(params, ds, method)
-        for path, want in files:
-            take(path, _current(path, want, lambda r: train_hash(r["config"])))
-        if params["tuning"]["enabled"]:  # promoted trials whose rung 0 is not all current: their point is unknown
+        specs = _trial_specs(params, ds, method)  # resolved once: the records, then the selection's key
+        for spec in specs:
+            path = spec.out_dir / paths.TRAIN_RECORD
+            take(path, _current(path, spec.train_hash, lambda r: train_hash(r["config"])))
+        if params["tuning"]["enabled"]:
+            from ..config.runspec import selection_key
             from ..config.tuning import trial_count
 
-            for t in range(len(files), trial_count(params, ds)):
+            count = trial_count(params, ds)
+            for t in range(len(specs), count):  # promoted trials whose rung 0 is not all current: point unknown
                 if (path := paths.trial_dir(params, ds, method, t) / paths.TRAIN_RECORD).exists():
                     stale.append(f"{path}: a promoted trial whose rung-0 trials are not all current here")
-        if params["tuning"]["enabled"]:
+            key = selection_key(params, ds, method, specs) if len(specs) == count else None
             sel = paths.selected_path(params, ds, method)
-            if not take(sel, sel.is_file() and read_json(sel).get("selection_key") == _key(params, ds, method)):
+            if not take(sel, sel.is_file() and read_json(sel).get("selection_key") == key):
                 continue  # the final runs' settings come from the selection
         if not (finals if finals is not None else not params.get("keep_models", True)):
             continue
