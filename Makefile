@@ -23,10 +23,11 @@ report: setup
 	PATH="$(CURDIR)/$(BIN):$$PATH" snakemake --cores $(CORES)
 
 # The test suite (uses ../shared/corpora, or $$LMBENCH_MIRROR, as the offline corpus mirror), one pytest-xdist
-# worker per core (TEST_WORKERS=0: in this process); a worker that is free takes tests from a busy one.
+# worker per core (TEST_WORKERS=0: in this process); a worker that is free takes tests from a busy one. The 20
+# slowest tests are listed at the end (where CI's time goes).
 TEST_WORKERS ?= auto
 test: setup
-	PATH="$(CURDIR)/$(BIN):$$PATH" python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+	PATH="$(CURDIR)/$(BIN):$$PATH" python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=20
 
 # Regenerate the lock from the current venv, then the conda environment from the lock.
 lock: setup
