@@ -319,3 +319,37 @@ def test_the_dag_of_a_halving_size_waits_for_rung_0_before_its_promoted_trials(t
     for (ds, t), inputs in trials.items():
         rung0 = sorted(int(x) for x in re.findall(r"nce/trial(\d+)/train.json", inputs))
         assert rung0 == (list(range(8)) if ds == "zipf-1m" and t >= 8 else []), (ds, t, inputs)
+
+
+def test_restore_beside_another_run_of_a_trial_holds_back_what_the_stash_made_from_its_own(default_params, tmp_path):
+    """A rung-0 trial folder that holds another run stays whole, and the stash's promoted trials and selection,
+    made from the stash's trial, are not restored beside it (they would not hold); the method's other trials are."""
+    import shutil
+
+    from pipeline_src.data.fetch import fetch_dataset
+    from pipeline_src.records.stash import current_records, restore, stash
+
+    p = halving_params(default_params, tmp_path)
+    prep = paths.prepared_dir(p, "tiny")
+    fetch_dataset(p, "tiny", say=lambda s: None)
+    prepare(paths.raw_dir(p, "tiny"), prep, data_config(p, "tiny"))
+    for i in range(6):  # rung 0, then the two promoted (their points read rung 0's records)
+        train(trial_config(p, "tiny", "softmax", i), prep, paths.trial_dir(p, "tiny", "softmax", i), CPU, trial=True)
+    select(p, "tiny", "softmax", trials(p, "tiny", "softmax"), selection_key(p, "tiny", "softmax"))
+    stash(p, "lv.yaml", tmp_path / "pub")
+    clone = validate({**p, "results_dir": str(tmp_path / "clone")})
+    mine = paths.trial_dir(clone, "tiny", "softmax", 2) / "train.json"  # another run of trial 2 in the clone
+    mine.parent.mkdir(parents=True)
+    record = json.loads((paths.trial_dir(p, "tiny", "softmax", 2) / "train.json").read_text())
+    mine.write_text(json.dumps({**record, "best_valid_nll": record["best_valid_nll"] + 0.5}))
+    n, stale = restore(clone, tmp_path / "pub", say=lambda s: None)
+    restored = sorted(f.parent.name for f in (tmp_path / "clone" / "tuning").rglob("train.json"))
+    assert restored == ["trial0", "trial1", "trial2", "trial3"] and n == 3  # the other rung-0 records
+    assert json.loads(mine.read_text())["best_valid_nll"] == record["best_valid_nll"] + 0.5  # left whole
+    assert not paths.selected_path(clone, "tiny", "softmax").exists()
+    held = [s for s in stale if "not restored, the stash's was made from a record" in s]
+    assert sorted(s.split(":")[0].rsplit("/", 1)[-1] for s in held) == ["softmax", "trial4", "trial5"]
+    assert any("softmax/trial2: holds a record with other content" in s for s in stale)
+    shutil.rmtree(mine.parent)  # the user deletes their run: a second restore puts back the rest
+    assert restore(clone, tmp_path / "pub", say=lambda s: None) == (4, [])  # trials 2, 4, 5, the selection
+    assert len([f for f in current_records(clone)[0] if f.name == "train.json"]) == 6

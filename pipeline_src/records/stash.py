@@ -192,11 +192,12 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
     try:
         keep, stale = current_records({**params, "results_dir": str(staged)})
         clash = _clashes(keep, staged, root)
+        held = _made_from(clash, {_record_dir(f, staged) for f in keep}, _rung0_count(params))
         written = 0
         for f in keep:  # in pipeline order, so each file is newer than the ones it was made from
             target = root / f.relative_to(staged)
-            if _record_dir(f, staged) in clash:
-                continue  # another run's files stay whole
+            if _record_dir(f, staged) in clash | held:
+                continue  # another run's files stay whole, and so do the stash's records made from its own
             if target.is_file() and _same(target, f):  # no copy, but its time in pipeline order all the same: a
                 os.utime(target)  # promoted trial or a selection kept older than a rung 0 written now is rerun
                 continue
@@ -209,6 +210,8 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
     stale = [s.replace(str(staged), str(rec)) for s in stale] + stale_data
     stale += [f"{root / d}: holds a record with other content than the stash's (another run of the same name): left "
               f"as it is; delete that folder to restore the stash's" for d in sorted(clash)]
+    stale += [f"{root / d}: not restored, the stash's was made from a record that another run holds here (above)"
+              for d in sorted(held)]
     return written + earlier, stale
 
 
@@ -273,6 +276,39 @@ def _record_dir(f: Path, staged: Path) -> str:
     return (rel.parent.parent if rel.parent.name == "finetune" else rel.parent).as_posix()
 
 
+def _rung0_count(params: dict) -> int:
+    """``tuning.trials``: the rung-0 trials of a method (the ones after them are promoted), 0 without tuning."""
+    t = params.get("tuning") or {}
+    return t.get("trials", 0) if t.get("enabled") else 0
+
+
+def _made_from(clash: set[str], dirs: set[str], rung0: int) -> set[str]:
+    """The stash's record folders made from one that clashes: a method's selection, final runs and (from a rung-0
+    trial) promoted trials were made from the stash's trials, so beside another run's trial they would not hold
+    (``tuning/<dataset>/<method>[/trial<i>]``, ``runs/<dataset>/<method>/seed<k>``)."""
+    held = set()
+    for c in clash:
+        kind, *rest = c.split("/")
+        if kind != "tuning" or len(rest) < 2:
+            continue
+        cell, rung0_trial = rest[:2], len(rest) == 3 and int(rest[2].removeprefix("trial")) < rung0
+        for d in dirs - clash:
+            k, *r = d.split("/")
+            if r[:2] != cell or k not in ("tuning", "runs"):
+                continue
+            if k == "runs" or len(r) == 2 or (rung0_trial and int(r[2].removeprefix("trial")) >= rung0):
+                held.add(d)
+    return held
+
+
+def _files_of(folder: Path):
+    """The files of a record folder: a run's (its finetune/ too), a trial's, or a method's tuning folder, whose
+    selection is its own record while the trial folders under it are theirs."""
+    if folder.is_dir():
+        yield from (f for f in folder.rglob("*") if f.is_file()
+                    and not f.relative_to(folder).parts[0].startswith("trial"))
+
+
 def _clashes(files: list[Path], staged: Path, root: Path) -> set[str]:
     """The record folders under ``root`` that hold another run: a file the stash would restore there exists
     with other content, or none of its files is there but the folder holds others (a model, a checkpoint)."""
@@ -284,6 +320,6 @@ def _clashes(files: list[Path], staged: Path, root: Path) -> set[str]:
         there = [f for f in fs if (root / f.relative_to(staged)).is_file()]
         if any(not _same(root / f.relative_to(staged), f) for f in there):
             clash.add(d)
-        elif not there and (root / d).is_dir() and any(p.is_file() for p in (root / d).rglob("*")):
+        elif not there and any(_files_of(root / d)):
             clash.add(d)
     return clash
