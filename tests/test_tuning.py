@@ -353,3 +353,46 @@ def test_restore_beside_another_run_of_a_trial_holds_back_what_the_stash_made_fr
     shutil.rmtree(mine.parent)  # the user deletes their run: a second restore puts back the rest
     assert restore(clone, tmp_path / "pub", say=lambda s: None) == (4, [])  # trials 2, 4, 5, the selection
     assert len([f for f in current_records(clone)[0] if f.name == "train.json"]) == 6
+
+
+def test_replayed_finals_train_the_tokens_their_selected_trial_reached_in_its_time_budget(default_params, tmp_path):
+    """tuning.replay_tokens: a final run takes its pick's reached tokens as a token budget (the same steps on any
+    machine); at the trial's own seed it is the trial again, step for step. The hash files key a replay apart
+    from the timed final, and a dataset without a time budget has no tokens to replay."""
+    from pipeline_src.config.runspec import resolve_run
+
+    p = tuned(default_params, tmp_path, trials=3, lr=(3e-3, 3e-2))
+    p["datasets"]["tiny"]["training"].update(budget_seconds=0.3, epochs=50)
+    p["tuning"].update(epochs=50, replay_tokens={"datasets": ["tiny"]})
+    p["run"]["seeds"] = [p["tuning"]["seed"]]
+    p = validate(p)
+    timed = dict(p, tuning={k: v for k, v in p["tuning"].items() if k != "replay_tokens"})
+    seed = p["tuning"]["seed"]
+    assert (resolve_run(p, "tiny", "softmax", seed=seed, as_written=True).train_hash
+            != resolve_run(timed, "tiny", "softmax", seed=seed, as_written=True).train_hash)
+    raw, prep = paths.raw_dir(p, "tiny"), paths.prepared_dir(p, "tiny")
+    generate(p["datasets"]["tiny"]["corpus"], raw, p["seed"])
+    prepare(raw, prep, data_config(p, "tiny"))
+    run = {i: train(trial_config(p, "tiny", "softmax", i), prep, paths.trial_dir(p, "tiny", "softmax", i), CPU,
+                    trial=True) for i in range(3)}
+    sel = select(p, "tiny", "softmax", trials(p, "tiny", "softmax"), selection_key(p, "tiny", "softmax"))
+    picked = run[sel["trial"]]["budget"]["reached"]
+    assert picked["tokens"] < 50 * 6000  # the time budget ended the trial, not its epochs
+    spec = resolve_run(p, "tiny", "softmax", seed=seed)
+    assert spec.config["training"]["budget_tokens"] == picked["tokens"]
+    assert "budget_seconds" not in spec.config["training"]
+    assert spec.config["tuning"]["replays_trial_tokens"] == picked["tokens"] and f"{picked['tokens']:,} tokens" in spec.source
+    assert final_config(timed, "tiny", "softmax", seed)["training"]["budget_seconds"] == 0.3  # without: the time budget
+    final = train(spec.config, prep, spec.out_dir, CPU)
+    assert final["budget"]["reached"]["steps"] == picked["steps"]
+    assert final["best_valid_nll"] == run[sel["trial"]]["best_valid_nll"]  # the trial again, step for step
+    (paths.trial_dir(p, "tiny", "softmax", sel["trial"]) / "train.json").unlink()
+    with pytest.raises(FileNotFoundError, match=f"trial{sel['trial']}.*replay_tokens"):
+        resolve_run(p, "tiny", "softmax", seed=seed)
+    untimed = dict(p, tuning=dict(p["tuning"]))
+    untimed["datasets"] = {"tiny": {**p["datasets"]["tiny"], "training": {
+        k: v for k, v in p["datasets"]["tiny"]["training"].items() if k != "budget_seconds"}}}
+    with pytest.raises(ConfigError, match=r"tuning.replay_tokens.datasets': dataset 'tiny' does not tune under a time"):
+        validate(untimed)
+    with pytest.raises(ConfigError, match=r"tuning.replay_tokens.datasets.*'nowhere' is not defined under 'datasets'"):
+        validate(dict(p, tuning={**p["tuning"], "replay_tokens": {"datasets": ["nowhere"]}}))

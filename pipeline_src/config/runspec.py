@@ -81,11 +81,16 @@ def resolve_run(params: dict, dataset: str, method: str, seed: int | None = None
                        paths.trial_dir(params, dataset, method, trial), cfg)
     if seed not in run_seeds(params):
         raise ConfigError(f"seed {seed} is not in run.seeds {run_seeds(params)}")
-    chosen = None
-    if (params.get("tuning") or {}).get("enabled") and not as_written:
+    chosen, tuned = None, (params.get("tuning") or {}).get("enabled")
+    if tuned and not as_written:
         chosen = tuning.selected_settings(params, dataset, method, selection_key(params, dataset, method))
+    elif tuned and tuning.replays_tokens(params, dataset):  # the hash files key a replay apart from a timed run
+        chosen = {"tuning": {"replays_trial_tokens": True}}
     cfg = run_config(params, dataset, method, seed, overrides=chosen)
-    source = "the params file" if chosen is None else f"tuning's selected trial {chosen['tuning']['selected_trial']}"
+    picked = ((chosen or {}).get("tuning") or {}).get("selected_trial")
+    source = "the params file" if picked is None else f"tuning's selected trial {picked}" + (
+        f" and its {chosen['tuning']['replays_trial_tokens']:,} tokens" if "replays_trial_tokens" in chosen["tuning"]
+        else "")
     return RunSpec(dataset, method, seed, None, source, paths.run_dir(params, dataset, method, seed), cfg)
 
 

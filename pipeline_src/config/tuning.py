@@ -211,9 +211,32 @@ def trial_point(params: dict, dataset: str, method: str, trial: int,
                                   "promoted_from": src}}
 
 
+def replays_tokens(params: dict, dataset: str) -> bool:
+    """Whether ``dataset``'s final runs replay their selected trial's tokens (``tuning.replay_tokens``)."""
+    r = (params.get("tuning") or {}).get("replay_tokens")
+    return bool(r) and dataset in r["datasets"]
+
+
+def trial_tokens(params: dict, dataset: str, method: str, trial: int) -> int:
+    """The training tokens a trial reached under its time budget (its record's ``budget.reached.tokens``): the
+    token budget its method's final runs replay under ``tuning.replay_tokens``."""
+    path = paths.trial_dir(params, dataset, method, trial) / paths.TRAIN_RECORD
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: tuning.replay_tokens gives the final runs of {dataset}/{method} "
+                                f"the tokens of their selected trial {trial}; run or restore that trial first")
+    s = read_json(path, "config", "status")
+    reached = ((s.get("budget") or {}).get("reached") or {}).get("tokens")
+    if s["config"]["training"].get("budget_seconds") is None or not reached:
+        raise ConfigError(f"{path}: trial {trial} ran without a time budget, so it has no tokens to replay; "
+                          f"tuning.replay_tokens is for datasets tuned under training.budget_seconds")
+    return int(reached)
+
+
 def selected_settings(params: dict, dataset: str, method: str, key: str) -> dict:
     """What the selection chose for a final run (its trial's point), refused when the trials it chose among
-    were another config's (``key``: :func:`runspec.selection_key`)."""
+    were another config's (``key``: :func:`runspec.selection_key`). Under ``tuning.replay_tokens`` the final
+    runs also take the tokens the selected trial reached in its time budget, as a token budget: the same steps
+    on any machine, and the budget the selection judged the trial at."""
     path = paths.selected_path(params, dataset, method)
     if not path.exists():
         raise FileNotFoundError(f"{path} is missing: run the trials and `python -m pipeline_src select "
@@ -224,7 +247,12 @@ def selected_settings(params: dict, dataset: str, method: str, key: str) -> dict
                           f"{key}); rerun `python -m pipeline_src select --dataset {dataset} --method {method}`")
     # an edited selection is named here, where the final runs' settings come from (one from before digests passes)
     check_seal(path, sel, f"`python -m pipeline_src select --dataset {dataset} --method {method}`", required=False)
-    return {**sel["settings"], "tuning": {"selected_trial": sel["trial"], "valid_nll": sel["valid_nll"]}}
+    chosen = {**sel["settings"], "tuning": {"selected_trial": sel["trial"], "valid_nll": sel["valid_nll"]}}
+    if replays_tokens(params, dataset):
+        tokens = trial_tokens(params, dataset, method, sel["trial"])
+        chosen["training"] = {**chosen["training"], "budget_tokens": tokens, "budget_seconds": None}
+        chosen["tuning"]["replays_trial_tokens"] = tokens
+    return chosen
 
 
 def trial_rows(trials: list) -> list[dict]:

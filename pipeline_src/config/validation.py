@@ -197,6 +197,7 @@ def _check_tuning(params: dict, source: str) -> None:
                 raise ConfigError(f"{source}: key 'tuning.lr_ranges.{name}.{ds}': need 0 < low < high, got "
                                   f"[{lo}, {hi}]")
     _check_halving(params, source)
+    _check_replay(params, source)
     for name, space in (tuning.get("space") or {}).items():
         if name not in params["methods"]:
             raise _undefined(source, f"tuning.space.{name}", name, "methods", params)
@@ -235,6 +236,19 @@ def _check_halving(params: dict, source: str) -> None:
         if tc.budget_seconds is None and tc.budget_tokens is None and not tc.budget_tokens_by_method:
             raise ConfigError(f"{source}: key 'tuning.halving.datasets': dataset {ds!r} has no run budget to share "
                               f"out (set its training.budget_seconds or training.budget_tokens)")
+
+
+def _check_replay(params: dict, source: str) -> None:
+    """A token replay names datasets that exist and tune under a time budget (the tokens their trials reached)."""
+    replay = params["tuning"].get("replay_tokens")
+    for ds in (replay or {}).get("datasets", ()):
+        if ds not in params["datasets"]:
+            raise _undefined(source, "tuning.replay_tokens.datasets", ds, "datasets", params)
+        tc = train_config(params, ds)
+        if tc.budget_seconds is None or tc.budget_tokens_by_method:
+            raise ConfigError(f"{source}: key 'tuning.replay_tokens.datasets': dataset {ds!r} does not tune under "
+                              f"a time budget (training.budget_seconds, no frozen tokens): its trials reached no "
+                              f"tokens to replay")
 
 
 def _space_values(dim: dict) -> list[tuple[str, Any]]:

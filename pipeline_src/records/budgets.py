@@ -40,24 +40,27 @@ def _budgets(name: str) -> dict:
     """Per budgeted dataset of ``name``: its comment lines (the publication, then the dataset's seconds and tokens/s)
     and each method's mean tokens over its seeds, rounded up to whole steps."""
     from ..config import train_config, validate
+    from ..config.tuning import replays_tokens
     from ..reporting.publish import check_name
 
     pub = check_name(name, "freeze-budgets")
     if not (pub / "summary.csv").is_file():
         raise ConfigError(f"{pub} holds no summary.csv: no runs to freeze the budgets of")
     prov = read_json(pub / paths.PROVENANCE, "params", "commit", "cpu_model", "published")
+    params = validate(dict(prov["params"]), str(pub / paths.PROVENANCE))
     runs = read_csv(pub / "summary.csv", "dataset", "method", "split", "tokens_reached", "budget_seconds")
-    runs = runs[(runs.split == "test") & runs.budget_seconds.notna() & runs.tokens_reached.notna()]
+    replayed = runs.dataset.map(lambda ds: replays_tokens(params, ds))  # their trials' tokens in the time budget
+    runs = runs[(runs.split == "test") & (runs.budget_seconds.notna() | replayed) & runs.tokens_reached.notna()]
     if runs.empty:
         raise ConfigError(f"{pub / 'summary.csv'}: no run under a time budget (budget_seconds) to freeze")
     first = (f"  # frozen from benchmarks/{name} (commit {prov['commit'][:12]}, {prov['cpu_model']}, published "
-             f"{prov['published']}): each method's mean tokens over its seeds under its time budget")
-    params = validate(dict(prov["params"]), str(pub / paths.PROVENANCE))
+             f"{prov['published']}): each method's mean tokens over its seeds under its time budget (or its "
+             f"selected trial's, which tuning.replay_tokens replays)")
     out = {}
     for ds, g in runs.groupby("dataset", sort=False):
         tc = train_config(params, ds)  # the dataset's training settings over the file's defaults
         step = tc.batch_size * tc.bptt  # tokens a step trains on
-        seconds = float(g.budget_seconds.iloc[0])
+        seconds = float(tc.budget_seconds)  # the time budget, the trials' under a replay
         frozen = {m: int(math.ceil(gm.tokens_reached.mean() / step) * step) for m, gm in g.groupby("method", sort=False)}
         out[ds] = ([first, f"  # {ds}: {seconds:g} s of training steps; tokens/s: "
                     + ", ".join(f"{m} {t / seconds:,.0f}" for m, t in frozen.items())], frozen)
