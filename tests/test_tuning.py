@@ -396,3 +396,34 @@ def test_replayed_finals_train_the_tokens_their_selected_trial_reached_in_its_ti
         validate(untimed)
     with pytest.raises(ConfigError, match=r"tuning.replay_tokens.datasets.*'nowhere' is not defined under 'datasets'"):
         validate(dict(p, tuning={**p["tuning"], "replay_tokens": {"datasets": ["nowhere"]}}))
+
+
+def test_freeze_budgets_reads_replayed_finals_as_their_time_budget_s_tokens(default_params, tmp_path, monkeypatch):
+    """A replayed size's finals have no budget_seconds of their own: their tokens are the time budget's (their
+    trials'), frozen like a timed run's; without tuning.replay_tokens such rows are no time budget at all."""
+    import pandas as pd
+    import yaml
+
+    import pipeline_src.reporting.publish as pub
+    from pipeline_src.records.budgets import frozen_budgets
+
+    p = tuned(default_params, tmp_path, trials=3)
+    p["datasets"]["tiny"]["training"].update(budget_seconds=30.0, epochs=50)
+    p["tuning"]["replay_tokens"] = {"datasets": ["tiny"]}
+    p = validate(p)
+    out = tmp_path / "benchmarks" / "calib"
+    out.mkdir(parents=True)
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
+    pd.DataFrame({"dataset": "tiny", "method": ["softmax", "softmax", "mos"], "split": "test", "seed": [0, 1, 0],
+                  "tokens_reached": [1600, 1600, 800], "budget_seconds": math.nan}).to_csv(out / "summary.csv",
+                                                                                          index=False)
+    prov = {"params": p, "commit": "abc" * 14, "cpu_model": "a CPU", "published": "2026-11-28"}
+    (out / "provenance.json").write_text(json.dumps(prov))
+    text = frozen_budgets("calib")
+    assert "tokens/s: softmax 53, mos 27" in text and "30 s of training steps" in text
+    assert yaml.safe_load(text)["datasets"]["tiny"]["training"]["budget_tokens_by_method"] == {"softmax": 1600,
+                                                                                              "mos": 800}
+    prov["params"] = dict(p, tuning={k: v for k, v in p["tuning"].items() if k != "replay_tokens"})
+    (out / "provenance.json").write_text(json.dumps(prov))
+    with pytest.raises(ConfigError, match="no run under a time budget"):
+        frozen_budgets("calib")
