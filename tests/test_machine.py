@@ -116,3 +116,33 @@ def test_each_dataset_is_one_experiment_and_may_have_its_own_machine():
                                                "gemm_gflops": [25.0, 26.0]}
     carried = small + [at("zipf-10k/softmax/seed2", "AVX2", 26.0, 5_000)]
     assert [p.split(":")[0] for p in machine_problems(carried + large)] == ["zipf-10k"] * 3  # kernels, probe, final
+
+
+def test_a_spread_the_params_file_accepts_with_a_reason_is_recorded_not_refused_and_never_other_kernels():
+    """statistics.speed_spread_accepted: the probe's spread at one dataset passes with its reason and readings
+    returned for summary.json; another dataset's is still refused, and so are other kernels at the accepted one."""
+    spread = [timed_record("d/a/trial1", record(gflops=50.0)), timed_record("d/b/trial2", record(gflops=89.0))]
+    why = {"d": "identical steps agree within 1.34x; the probe read 50-89 on one loaded machine kind"}
+    taken = check_one_machine(spread, "here", why)
+    assert taken == {"d": {"reason": why["d"], "problems": [
+        "d: the speed probe ranges from 50.0 GFLOP/s (d/a/trial1) to 89.0 (d/b/trial2), more than 1.3x"]}}
+    with pytest.raises(ConfigError, match="speed probe ranges from 50.0"):
+        check_one_machine(spread, "here", {"e": why["d"]})
+    other = spread + [timed_record("d/a/trial3", record(capability="AVX2"))]
+    with pytest.raises(ConfigError, match="their kernels differ"):
+        check_one_machine(other, "here", why)
+    assert check_one_machine(spread[:1], "here", why) == {}  # nothing to accept
+
+
+def test_an_accepted_spread_names_a_dataset_that_exists(default_params):
+    import copy
+
+    from pipeline_src.config import validate
+
+    p = copy.deepcopy(default_params)
+    p["statistics"]["speed_spread_accepted"] = {"nowhere": "a reason of twenty characters or more"}
+    with pytest.raises(ConfigError, match=r"statistics.speed_spread_accepted.*'nowhere' is not defined under 'datasets'"):
+        validate(p)
+    p["statistics"]["speed_spread_accepted"] = {"synth": "short"}
+    with pytest.raises(ConfigError, match="speed_spread_accepted"):
+        validate(p)

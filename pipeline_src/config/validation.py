@@ -162,6 +162,9 @@ def _check_names(params: dict, source: str) -> None:
         raise ConfigError(f"{source}: key 'run.extra': give both datasets and methods (or neither); got {extra}")
     # statistics.reference need not run everywhere (a size its budget cannot reach, or `compare` at such a
     # size): where it did not, the best method that learned stands in, named in the row (reporting/stats.py)
+    for ds in params["statistics"].get("speed_spread_accepted") or {}:
+        if ds not in params["datasets"]:
+            raise _undefined(source, "statistics.speed_spread_accepted", ds, "datasets", params)
     for i, (method, control) in enumerate(params["statistics"]["contrasts"]):
         for name in (method, control):
             if name not in params["methods"]:

@@ -18,6 +18,8 @@ Three readings, each of records that carry it:
   name none and are not compared: on one machine it read 12.5 to 81.5 GFLOP/s while other work ran;
 - a tuned method's final runs against its picked trial, which share every setting: each final's tokens/s must
   agree with the trial's.
+A dataset's spread of speed (never other kernels) may be accepted in the params file with a reason
+(``statistics.speed_spread_accepted``); summary.json then carries the reason and the readings beside the machines.
 A run is refused when it would resume on other kernels (``training.budget.same_machine``); every call's probe is
 in its record (``environment.calls``) and read here.
 """
@@ -113,12 +115,23 @@ def _machine(records: list[Timed]) -> dict:
             "gemm_gflops": [probes[0], probes[-1]] if probes else None}
 
 
-def check_one_machine(records: list[Timed], where: str) -> None:
-    """Refuse (one line) a dataset whose time-budgeted records ran on machines of different speed."""
-    problems = machine_problems(records)
+def check_one_machine(records: list[Timed], where: str, accepted: dict | None = None) -> dict:
+    """Refuse (one line) a dataset whose time-budgeted records ran on machines of different speed, unless the
+    params file accepts its spread with a reason (``statistics.speed_spread_accepted``: never other kernels);
+    returns what was accepted, ``{dataset: {"reason", "problems"}}``, for summary.json."""
+    accepted = accepted or {}
+    problems, taken = [], {}
+    for p in machine_problems(records):
+        dataset = p.split(": ", 1)[0]
+        if dataset in accepted and not p.startswith(f"{dataset}: their kernels differ"):
+            taken.setdefault(dataset, {"reason": accepted[dataset], "problems": []})["problems"].append(p)
+        else:
+            problems.append(p)
     if problems:
         raise ConfigError(f"{where}: these time-budgeted runs of one dataset are not one experiment, their machines "
                           f"differ in speed: "
                           f"{'; '.join(problems[:3])}{' ...' if len(problems) > 3 else ''}. Rerun the odd ones on "
                           f"the machine of the rest (remove their records), or freeze the budgets into tokens "
-                          f"(`freeze-budgets`: a new config, so every run of it again)")
+                          f"(`freeze-budgets`: a new config, so every run of it again), or accept the spread with "
+                          f"a reason under statistics.speed_spread_accepted")
+    return taken

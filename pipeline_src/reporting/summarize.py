@@ -187,13 +187,17 @@ def summarize(params: dict, partial: bool = False, one_machine: bool = True) -> 
         tables[paths.tuning_curves_path(params)] = tcurves
         timed = timed + trial_records(params, trials)
     timed = [t for t in timed if t]
+    accepted = {}
     if one_machine:
-        check_one_machine(timed, params["results_dir"])
+        accepted = check_one_machine(timed, params["results_dir"], params["statistics"].get("speed_spread_accepted"))
     for path, frame in tables.items():
         _write(path, frame)
     _write_dvc_views(params, head, history)
     _remove_stale(params, tables)
-    _write_info(params, tables, missing, runs.records, machine_record(timed), runs.earlier_data)
+    machines = machine_record(timed)
+    if accepted:  # a spread the params file accepts, with its reason and the readings that exceed the rule
+        machines["speed_spread_accepted"] = accepted
+    _write_info(params, tables, missing, runs.records, machines, runs.earlier_data)
     return df
 
 
