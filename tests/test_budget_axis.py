@@ -189,6 +189,33 @@ def test_summarize_s_axis_tables_carry_the_crossovers_fits_and_gpu_hours_of_the_
         axis_tables(anytime, summary, pd.DataFrame(columns=["dataset", "split", "ppl"]), params)
 
 
+def test_a_crossover_is_read_only_at_the_budgets_where_both_methods_learned():
+    """A run above its unigram line at a budget is no evidence there: each pair of methods that learned somewhere is
+    read at the budgets where both learned (the softmax from 1x, "over" to 3x: it overfits past its line by 10x);
+    "brief" learned at 0.25x only and pairs with nothing; fits (and their crossing) are for methods that learned
+    at the largest budget."""
+    from pipeline_src.reporting.axis_tables import _pairs_and_fits
+
+    runs = _runs({"softmax": [6.3, 5.4, 5.0, 4.6], "nce": [5.3, 5.2, 5.1, 5.0], "over": [5.0, 5.1, 5.5, 6.2],
+                  "brief": [5.9, 6.1, 6.2, 6.3]})
+    pairs, fits = _pairs_and_fits(runs, ba.ranking(runs, "softmax"), "d", 0.95)
+    got = {(r["a"], r["b"]): r for r in pairs}
+    assert list(got)[:3] == [("softmax", "nce"), ("softmax", "over"), ("softmax", "brief")]  # 10x's order
+    for (a, b), shared in {("softmax", "nce"): [1.0, 3.0, 10.0], ("softmax", "over"): [1.0, 3.0],
+                           ("nce", "over"): [0.25, 1.0, 3.0]}.items():
+        c = ba.crossover(runs[runs.multiple.isin(shared)], "d", a, b)
+        assert (got[a, b]["from"], got[a, b]["to"]) == (shared[0], shared[-1])
+        assert got[a, b]["at"] == pytest.approx(c["at"]) and got[a, b]["leader"] == c["leader"]
+        assert got[a, b]["text"] == ba.crossover_text(c) + " (read at the budgets where both learned: " + ", ".join(
+            f"{m:g}x" for m in shared) + ")"
+    assert got["nce", "over"]["leader"] == "nce" and 1.0 < got["nce", "over"]["at"] < 3.0  # at 10x: "over" only
+    assert got["nce", "brief"]["leader"] is None and got["nce", "brief"]["text"].endswith(
+        "both learned at 1 budget(s) only: no crossover read")
+    assert got["softmax", "nce"]["fits_cross_at"] is None or got["softmax", "nce"]["fits_cross_at"] > 10.0
+    assert got["nce", "over"]["fits_cross_at"] is None  # "over" did not learn at 10x: no fit to extrapolate
+    assert {f["method"] for f in fits} == {"softmax", "nce"}
+
+
 def test_equal_seconds_on_a_gpu_read_each_curve_at_the_multiple_those_seconds_buy_it():
     """gpu_equal_time: G GPU seconds buy a method G · tokens/s / its 1x tokens of its own multiples; each seed's
     nll there is the log-linear interpolation of its measured points; only the window of G where every method is

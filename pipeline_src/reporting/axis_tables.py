@@ -4,10 +4,11 @@
 - ``budget-ranking.csv``: per dataset and multiple, the headline as it stood at that budget (``budget_axis.ranking``);
 - ``budget-advice.csv``: what to use over (|V|, budget): the best method that learned, its margin over the
   runner-up with its interval, and whether that interval excludes 0 (``advice.what_to_use_by_budget``);
-- ``crossovers.csv``: per pair of methods that learned at the largest budget, the measured crossover
-  (``budget_axis.crossover``) and, beyond the largest budget, where their fitted curves cross (an extrapolation);
-- ``budget-fits.csv``: per method, the power law with a floor fitted to its mean test nll, and its error on the
-  two largest budgets when they are held out;
+- ``crossovers.csv``: per pair of methods that learned (every seed) at one budget at least, the measured crossover
+  (``budget_axis.crossover``) read at the budgets where both learned, and, beyond the largest budget, where their
+  fitted curves cross (an extrapolation, for methods that learned there);
+- ``budget-fits.csv``: per method that learned at the largest budget, the power law with a floor fitted to its
+  mean test nll, and its error on the two largest budgets when they are held out;
 - ``gpu-hours.csv``: what 1x, 10x and 100x cost on one GPU, measured from a GPU cell bench
   (``statistics.gpu_cells``) and as a floor from the step's FLOPs at the H100's published dense rate;
 - ``gpu-equal-time.csv``: the same runs ranked at equal seconds on that GPU (``budget_axis.gpu_equal_time``: each
@@ -82,7 +83,35 @@ def learned_at_largest(ranked: pd.DataFrame, dataset: str) -> list[str]:
     return top[top.status.isna() | (top.status == "learned")].method.tolist()
 
 
+def learned_budgets(ranked: pd.DataFrame, dataset: str) -> dict[str, list[float]]:
+    """Per method that learned (every seed) at one budget at least, the budgets at which it did; the methods in
+    the largest budget's order, best first."""
+    r = ranked[ranked.dataset == dataset]
+    ok = r[r.status.isna() | (r.status == "learned")]
+    order = r[r.multiple == r.multiple.max()].sort_values("nll").method.tolist()
+    order += [m for m in r.method.unique() if m not in order]
+    return {m: sorted(ok[ok.method == m].multiple.astype(float)) for m in order if (ok.method == m).any()}
+
+
+def _pair(runs: pd.DataFrame, ds: str, a: str, b: str, shared: list[float], every: list[float],
+          confidence: float) -> dict:
+    """A pair's crossover, read at the budgets where both learned (``shared``): a run that did not learn is no
+    evidence of a crossover (docs/statistics.md)."""
+    if len(shared) < 2:
+        return {"dataset": ds, "a": a, "b": b, "leader": None, "at": None, "low": None, "high": None,
+                "separated": False, "seeds": 0, "from": shared[0] if shared else None,
+                "to": shared[-1] if shared else None,
+                "text": f"{a} and {b}: both learned at {len(shared)} budget(s) only: no crossover read"}
+    c = budget_axis.crossover(runs[runs.multiple.isin(shared)], ds, a, b, confidence)
+    where = "" if shared == every else (" (read at the budgets where both learned: "
+                                        + ", ".join(f"{m:g}x" for m in shared) + ")")
+    return {"dataset": ds, **{k: v for k, v in c.items() if k != "range"}, "from": c["range"][0],
+            "to": c["range"][1], "text": budget_axis.crossover_text(c) + where}
+
+
 def _pairs_and_fits(runs: pd.DataFrame, ranked: pd.DataFrame, ds: str, confidence: float) -> tuple[list, list]:
+    """Fits for the methods that learned at the largest budget; a crossover for each pair of methods that
+    learned somewhere, read where both did (``_pair``), with the fits' extrapolated crossing where both have one."""
     learned = learned_at_largest(ranked, ds)
     mean = runs[runs.dataset == ds].groupby(["method", "multiple"]).nll.mean()
     fitted = {m: budget_axis.fit_curve(mean[m].index, mean[m].values) for m in learned}
@@ -90,13 +119,15 @@ def _pairs_and_fits(runs: pd.DataFrame, ranked: pd.DataFrame, ds: str, confidenc
     for m, f in fitted.items():
         base = {"dataset": ds, "method": m, "points": f["points"], **(f["params"] or {})}
         fits += [{**base, **{f"held_out_{k}": v for k, v in h.items()}} for h in f["held_out"]] or [base]
-    far = float(mean.index.get_level_values("multiple").max())
+    every = sorted(runs[runs.dataset == ds].multiple.astype(float).unique())
+    budgets = learned_budgets(ranked, ds)
     crossings = []
-    for a, b in combinations(learned, 2):
-        c = budget_axis.crossover(runs, ds, a, b, confidence)
-        crossings.append({"dataset": ds, **{k: v for k, v in c.items() if k != "range"},
-                          "from": c["range"][0], "to": c["range"][1], "text": budget_axis.crossover_text(c),
-                          "fits_cross_at": budget_axis.extrapolated_crossover(fitted[a], fitted[b], far)})
+    for a, b in combinations(budgets, 2):
+        shared = sorted(set(budgets[a]) & set(budgets[b]))
+        row = _pair(runs, ds, a, b, shared, every, confidence)
+        row["fits_cross_at"] = (budget_axis.extrapolated_crossover(fitted[a], fitted[b], every[-1])
+                                if a in fitted and b in fitted else None)
+        crossings.append(row)
     return crossings, fits
 
 
