@@ -316,8 +316,14 @@ def _axis_reference(ranked: pd.DataFrame) -> str:
 def budget_ranking_markdown(ranked: pd.DataFrame, level: int = 95) -> str:
     """budget-ranking.csv: per dataset, test perplexity [interval] and the verdict at each multiple of the budget."""
     reference = _axis_reference(ranked)
-    parts = [f"**{ds}** (test perplexity [{level}% interval] and the verdict against {reference} at each budget):\n\n"
-             + frame_markdown(budget_ranking_table(g, reference, level)) for ds, g in ranked.groupby("dataset", sort=False)]
+
+    def against(g: pd.DataFrame) -> str:
+        stand_in = "verdict_reference" in g and (g.verdict_reference.dropna() != reference).any()
+        return f"{reference} (or its stand-in where {reference} did not learn)" if stand_in else reference
+
+    parts = [f"**{ds}** (test perplexity [{level}% interval] and, at each budget, the verdict against "
+             f"{against(g)}):\n\n" + frame_markdown(budget_ranking_table(g, reference, level))
+             for ds, g in ranked.groupby("dataset", sort=False)]
     return "\n".join(parts)
 
 
