@@ -419,8 +419,11 @@ def test_freeze_budgets_reads_replayed_finals_as_their_time_budget_s_tokens(defa
                                                                                           index=False)
     prov = {"params": p, "commit": "abc" * 14, "cpu_model": "a CPU", "published": "2026-11-28"}
     (out / "provenance.json").write_text(json.dumps(prov))
+    trials_ran_on = {"by_dataset": {"tiny": {"cpu_models": ["Trial CPU"], "kernels": ["AVX2"], "records": 6}}}
+    (out / "summary.json").write_text(json.dumps({"time_budget_machine": trials_ran_on}))
     text = frozen_budgets("calib")
-    assert "tokens/s: softmax 53, mos 27" in text and "30 s of training steps" in text
+    assert "tokens/s: softmax 53, mos 27" in text and "30 s of training steps on Trial CPU (AVX2 kernels)" in text
+    assert "a CPU" not in text  # the machine that ran the finals and published is not the calibration's
     assert yaml.safe_load(text)["datasets"]["tiny"]["training"]["budget_tokens_by_method"] == {"softmax": 1600,
                                                                                               "mos": 800}
     prov["params"] = dict(p, tuning={k: v for k, v in p["tuning"].items() if k != "replay_tokens"})

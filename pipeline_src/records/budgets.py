@@ -41,6 +41,7 @@ def _budgets(name: str) -> dict:
     and each method's mean tokens over its seeds, rounded up to whole steps."""
     from ..config import train_config, validate
     from ..config.tuning import replays_tokens
+    from ..reporting.machine import budget_machine
     from ..reporting.publish import check_name
 
     pub = check_name(name, "freeze-budgets")
@@ -53,16 +54,17 @@ def _budgets(name: str) -> dict:
     runs = runs[(runs.split == "test") & (runs.budget_seconds.notna() | replayed) & runs.tokens_reached.notna()]
     if runs.empty:
         raise ConfigError(f"{pub / 'summary.csv'}: no run under a time budget (budget_seconds) to freeze")
-    first = (f"  # frozen from benchmarks/{name} (commit {prov['commit'][:12]}, {prov['cpu_model']}, published "
-             f"{prov['published']}): each method's mean tokens over its seeds under its time budget (or its "
-             f"selected trial's, which tuning.replay_tokens replays)")
+    first = (f"  # frozen from benchmarks/{name} (commit {prov['commit'][:12]}, published {prov['published']}): "
+             f"each method's mean tokens over its seeds under its time budget (or its selected trial's, which "
+             f"tuning.replay_tokens replays)")
     out = {}
     for ds, g in runs.groupby("dataset", sort=False):
         tc = train_config(params, ds)  # the dataset's training settings over the file's defaults
         step = tc.batch_size * tc.bptt  # tokens a step trains on
         seconds = float(tc.budget_seconds)  # the time budget, the trials' under a replay
         frozen = {m: int(math.ceil(gm.tokens_reached.mean() / step) * step) for m, gm in g.groupby("method", sort=False)}
-        out[ds] = ([first, f"  # {ds}: {seconds:g} s of training steps; tokens/s: "
+        machine = budget_machine(pub, ds, prov["cpu_model"])  # where those seconds were spent
+        out[ds] = ([first, f"  # {ds}: {seconds:g} s of training steps on {machine}; tokens/s: "
                     + ", ".join(f"{m} {t / seconds:,.0f}" for m, t in frozen.items())], frozen)
     return out
 

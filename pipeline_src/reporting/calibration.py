@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..io import paths
 from ..io.artifacts import read_json
 from ..io.errors import ConfigError
+from .machine import budget_machine
 
 
 def calibrations(params: dict) -> dict:
@@ -24,7 +25,8 @@ def calibrations(params: dict) -> dict:
                               f"{paths.PROVENANCE}: publish the calibration run first")
         prov = read_json(prov_path, "commit", "cpu_model", "published")
         seconds = train_config(prov["params"], ds).budget_seconds if ds in prov["params"]["datasets"] else None
-        out[ds] = {"publication": tc.budget_calibration, "machine": prov["cpu_model"], "published": prov["published"],
+        machine = budget_machine(prov_path.parent, ds, prov["cpu_model"])
+        out[ds] = {"publication": tc.budget_calibration, "machine": machine, "published": prov["published"],
                    "commit": prov["commit"], "seconds": seconds,
                    "tokens": dict(tc.budget_tokens_by_method),
                    "tokens_per_s": {m: t / seconds for m, t in tc.budget_tokens_by_method.items()} if seconds else None}

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
+from ..io.artifacts import read_json
 from ..io.errors import ConfigError
 
 RATIO = 1.3  # the most two records of one timed experiment may differ in speed (seen on one loaded machine: 1.19)
@@ -64,35 +66,37 @@ def timed_record(label: str, record: dict, picked: bool = False, final: bool = F
 
 def machine_problems(records: list[Timed], ratio: float = RATIO) -> list[str]:
     """What says the time-budgeted records of one dataset ran on machines of different speed (empty: nothing
-    does); records of several datasets are judged dataset by dataset."""
-    problems = []
-    for dataset in sorted({r.dataset for r in records}):
-        mine = [r for r in records if r.dataset == dataset]
-        problems += [f"{dataset}: {p}" for p in _dataset_problems(mine, ratio)]
-    return problems
+    does), one line each, "dataset: what"; records of several datasets are judged dataset by dataset."""
+    return [f"{dataset}: {text}" for dataset, _, text in _problems(records, ratio)]
 
 
-def _dataset_problems(records: list[Timed], ratio: float) -> list[str]:
+def _problems(records: list[Timed], ratio: float) -> list[tuple[str, str, str]]:
+    """``machine_problems`` as (dataset, kind, text), kind one of "kernels", "probe", "final"."""
+    return [(dataset, kind, text) for dataset in sorted({r.dataset for r in records})
+            for kind, text in _dataset_problems([r for r in records if r.dataset == dataset], ratio)]
+
+
+def _dataset_problems(records: list[Timed], ratio: float) -> list[tuple[str, str]]:
     problems = []
     kernels: dict[str, list[str]] = {}
     for r in records:
         if r.capability:
             kernels.setdefault(r.capability, []).append(r.label)
     if len(kernels) > 1:
-        problems.append("their kernels differ (" + "; ".join(f"{k}: {len(v)} record{'s' * (len(v) > 1)}, e.g. {v[0]}"
-                                                                 for k, v in sorted(kernels.items())) + ")")
+        problems.append(("kernels", "their kernels differ (" + "; ".join(
+            f"{k}: {len(v)} record{'s' * (len(v) > 1)}, e.g. {v[0]}" for k, v in sorted(kernels.items())) + ")"))
     for probe in sorted({r.probe for r in records if r.probes and r.probe}):  # the first probe's: not compared
         probed = sorted((g, r.label) for r in records if r.probe == probe for g in r.probes)
         if len(probed) > 1 and probed[-1][0] > ratio * probed[0][0]:
-            problems.append(f"the speed probe ranges from {probed[0][0]:.1f} GFLOP/s ({probed[0][1]}) to "
-                            f"{probed[-1][0]:.1f} ({probed[-1][1]}), more than {ratio:g}x")
+            problems.append(("probe", f"the speed probe ranges from {probed[0][0]:.1f} GFLOP/s ({probed[0][1]}) to "
+                                      f"{probed[-1][0]:.1f} ({probed[-1][1]}), more than {ratio:g}x"))
     for pick in (r for r in records if r.picked and r.tokens_per_s):
         finals = [r for r in records if r.final and r.tokens_per_s and r.method == pick.method]
         if finals:
             odd = max(finals, key=lambda r: abs(math.log(r.tokens_per_s / pick.tokens_per_s)))
             if not 1 / ratio <= odd.tokens_per_s / pick.tokens_per_s <= ratio:
-                problems.append(f"{odd.label} trained {odd.tokens_per_s:,.0f} tokens/s, its picked trial "
-                                f"{pick.label} {pick.tokens_per_s:,.0f} with the same settings")
+                problems.append(("final", f"{odd.label} trained {odd.tokens_per_s:,.0f} tokens/s, its picked trial "
+                                          f"{pick.label} {pick.tokens_per_s:,.0f} with the same settings"))
     return problems
 
 
@@ -121,12 +125,12 @@ def check_one_machine(records: list[Timed], where: str, accepted: dict | None = 
     returns what was accepted, ``{dataset: {"reason", "problems"}}``, for summary.json."""
     accepted = accepted or {}
     problems, taken = [], {}
-    for p in machine_problems(records):
-        dataset = p.split(": ", 1)[0]
-        if dataset in accepted and not p.startswith(f"{dataset}: their kernels differ"):
-            taken.setdefault(dataset, {"reason": accepted[dataset], "problems": []})["problems"].append(p)
+    for dataset, kind, text in _problems(records, RATIO):
+        line = f"{dataset}: {text}"
+        if dataset in accepted and kind != "kernels":
+            taken.setdefault(dataset, {"reason": accepted[dataset], "problems": []})["problems"].append(line)
         else:
-            problems.append(p)
+            problems.append(line)
     if problems:
         raise ConfigError(f"{where}: these time-budgeted runs of one dataset are not one experiment, their machines "
                           f"differ in speed: "
@@ -135,3 +139,16 @@ def check_one_machine(records: list[Timed], where: str, accepted: dict | None = 
                           f"(`freeze-budgets`: a new config, so every run of it again), or accept the spread with "
                           f"a reason under statistics.speed_spread_accepted")
     return taken
+
+
+def budget_machine(publication: Path, dataset: str, published_on: str) -> str:
+    """The machine a publication's time budget at ``dataset`` was measured on, for people: its timed records' CPU
+    models and kernels (summary.json's ``time_budget_machine``: under ``tuning.replay_tokens``, the trials'
+    machine, not the one that ran the finals or published), else ``published_on`` (an older publication's
+    provenance names only the machine it was published from)."""
+    info = publication / "summary.json"
+    record = read_json(info).get("time_budget_machine") or {} if info.is_file() else {}
+    m = (record.get("by_dataset") or {}).get(dataset) or {}
+    if not m.get("cpu_models"):
+        return published_on
+    return ", ".join(m["cpu_models"]) + (f" ({', '.join(m['kernels'])} kernels)" if m.get("kernels") else "")
