@@ -87,11 +87,17 @@ def resolve_run(params: dict, dataset: str, method: str, seed: int | None = None
     elif tuned and tuning.replays_tokens(params, dataset):  # the hash files key a replay apart from a timed run
         chosen = {"tuning": {"replays_trial_tokens": True}}
     cfg = run_config(params, dataset, method, seed, overrides=chosen)
-    picked = ((chosen or {}).get("tuning") or {}).get("selected_trial")
-    source = "the params file" if picked is None else f"tuning's selected trial {picked}" + (
-        f" and its {chosen['tuning']['replays_trial_tokens']:,} tokens" if "replays_trial_tokens" in chosen["tuning"]
-        else "")
-    return RunSpec(dataset, method, seed, None, source, paths.run_dir(params, dataset, method, seed), cfg)
+    return RunSpec(dataset, method, seed, None, _source(chosen), paths.run_dir(params, dataset, method, seed), cfg)
+
+
+def _source(chosen: dict | None) -> str:
+    """Where a final run's settings came from, for people: the params file, or tuning's selected trial (and, under
+    ``tuning.replay_tokens``, the tokens it reached, which the run replays)."""
+    t = (chosen or {}).get("tuning") or {}
+    if t.get("selected_trial") is None:
+        return "the params file"
+    replayed = t.get("replays_trial_tokens")
+    return f"tuning's selected trial {t['selected_trial']}" + (f" and its {replayed:,} tokens" if replayed else "")
 
 
 def selection_key(params: dict, dataset: str, method: str, specs: list[RunSpec] | None = None) -> str:
