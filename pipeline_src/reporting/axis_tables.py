@@ -76,13 +76,6 @@ FIT_COLUMNS = ["dataset", "method", "points", "floor", "scale", "alpha", "held_o
                "held_out_predicted", "held_out_error"]
 
 
-def learned_at_largest(ranked: pd.DataFrame, dataset: str) -> list[str]:
-    """The methods whose every seed learned at the dataset's largest budget, best first."""
-    r = ranked[ranked.dataset == dataset]
-    top = r[r.multiple == r.multiple.max()].sort_values("nll")
-    return top[top.status.isna() | (top.status == "learned")].method.tolist()
-
-
 def learned_budgets(ranked: pd.DataFrame, dataset: str) -> dict[str, list[float]]:
     """Per method that learned (every seed) at one budget at least, the budgets at which it did; the methods in
     the largest budget's order, best first."""
@@ -112,15 +105,15 @@ def _pair(runs: pd.DataFrame, ds: str, a: str, b: str, shared: list[float], ever
 def _pairs_and_fits(runs: pd.DataFrame, ranked: pd.DataFrame, ds: str, confidence: float) -> tuple[list, list]:
     """Fits for the methods that learned at the largest budget; a crossover for each pair of methods that
     learned somewhere, read where both did (``_pair``), with the fits' extrapolated crossing where both have one."""
-    learned = learned_at_largest(ranked, ds)
+    every = sorted(runs[runs.dataset == ds].multiple.astype(float).unique())
+    budgets = learned_budgets(ranked, ds)
+    learned = [m for m, b in budgets.items() if every[-1] in b]  # at the largest budget, best first
     mean = runs[runs.dataset == ds].groupby(["method", "multiple"]).nll.mean()
     fitted = {m: budget_axis.fit_curve(mean[m].index, mean[m].values) for m in learned}
     fits = []
     for m, f in fitted.items():
         base = {"dataset": ds, "method": m, "points": f["points"], **(f["params"] or {})}
         fits += [{**base, **{f"held_out_{k}": v for k, v in h.items()}} for h in f["held_out"]] or [base]
-    every = sorted(runs[runs.dataset == ds].multiple.astype(float).unique())
-    budgets = learned_budgets(ranked, ds)
     crossings = []
     for a, b in combinations(budgets, 2):
         shared = sorted(set(budgets[a]) & set(budgets[b]))

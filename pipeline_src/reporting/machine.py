@@ -147,7 +147,7 @@ def budget_machine(publication: Path, dataset: str, published_on: str) -> str:
     machine, not the one that ran the finals or published), else ``published_on`` (an older publication's
     provenance names only the machine it was published from)."""
     info = publication / "summary.json"
-    record = read_json(info).get("time_budget_machine") or {} if info.is_file() else {}
+    record = (read_json(info).get("time_budget_machine") or {}) if info.is_file() else {}
     m = (record.get("by_dataset") or {}).get(dataset) or {}
     if not m.get("cpu_models"):
         return published_on
