@@ -430,3 +430,20 @@ def test_freeze_budgets_reads_replayed_finals_as_their_time_budget_s_tokens(defa
     (out / "provenance.json").write_text(json.dumps(prov))
     with pytest.raises(ConfigError, match="no run under a time budget"):
         frozen_budgets("calib")
+
+
+def test_the_picks_table_writes_whole_option_values_in_full_and_real_ones_to_three_digits():
+    """tau 16,000 and 1,000 negatives read as set (the ':.3g' format printed 1.6e+04 and 1e+03); an option a method
+    does not have is blank."""
+    import pandas as pd
+
+    from pipeline_src.reporting.tables import selected_markdown
+
+    trials = pd.DataFrame([
+        {"dataset": "d", "method": "a", "trial": 1, "lr": 0.0105, "selected": True, "valid_ppl": 200.0,
+         "status": "ok", "opt_tau": 16000.0, "opt_alpha": float("nan")},
+        {"dataset": "d", "method": "b", "trial": 0, "lr": 0.00412, "selected": True, "valid_ppl": 190.0,
+         "status": "ok", "opt_tau": float("nan"), "opt_alpha": 3.425224},
+    ])
+    rows = [line.split(" | ") for line in selected_markdown(trials).splitlines()[2:]]
+    assert [r[4:6] for r in rows] == [["16,000", ""], ["", "3.43"]]

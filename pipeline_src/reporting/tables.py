@@ -181,6 +181,15 @@ def references_markdown(refs: pd.DataFrame) -> str:
                            "train tokens", "vocab", "fit s"], rows) + "\n"
 
 
+def _option_cell(v) -> str:
+    """An option's value as set: a whole number (negatives, tau) in full, a real one to 3 significant digits."""
+    if pd.isna(v):
+        return ""
+    if isinstance(v, float):
+        return f"{v:,.0f}" if v.is_integer() else f"{v:.3g}"
+    return str(v)
+
+
 def selected_markdown(trials: pd.DataFrame) -> str:
     """The settings each method's tuning selected, with its trial budget and divergences."""
     opts = [c for c in trials.columns if c.startswith("opt_")]
@@ -190,7 +199,7 @@ def selected_markdown(trials: pd.DataFrame) -> str:
     for (ds, m), g in trials.groupby(["dataset", "method"], sort=False):
         r = g[g.selected].iloc[0]
         cells = [ds, m, str(int(r.trial)), f"{r.lr:.3g}"]
-        cells += ["" if pd.isna(r[c]) else (f"{r[c]:.3g}" if isinstance(r[c], float) else str(r[c])) for c in opts]
+        cells += [_option_cell(r[c]) for c in opts]
         rows.append(cells + [fmt_num(r.valid_ppl, 2), f"{len(g)} ({int((g.status != 'ok').sum())})"])
     return markdown_table(cols, rows) + "\n"
 
