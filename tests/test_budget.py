@@ -355,3 +355,31 @@ def test_freeze_settings_replays_a_publication_s_tuning_picks_without_tuning(tmp
     assert trial["training"]["lr"] == 0.05
     with pytest.raises(ConfigError, match=r"tuning.csv: no trial at dataset 'zipf-7k'"):
         frozen_settings("large-vocab", "zipf-7k")
+
+
+@pytest.mark.parametrize("config, name, dataset", [
+    ("budget-axis.yaml", "large-vocab-rerun", "zipf-10k"),
+    ("budget-axis-100k.yaml", "large-vocab-rerun", "zipf-100k"),
+    ("budget-axis-wt2.yaml", "wt2-budget-rerun", "wikitext-2"),
+])
+def test_each_budget_axis_config_runs_its_publication_s_picks_as_committed(config, name, dataset):
+    """A long-run params file is freeze-settings' block of its publication, copied: each method it runs has its
+    picked options, every digit of its picked rate and its frozen 1x tokens as the committed publication gives them
+    now. A restated publication whose picks moved fails here until the params file is refrozen."""
+    import yaml
+
+    from pipeline_src.config import load
+    from pipeline_src.records.budgets import frozen_settings
+
+    block = yaml.safe_load(frozen_settings(name, dataset))
+    p = load(str(ROOT / "config" / config))
+    assert p["run"]["datasets"] == [dataset] and p["tuning"]["enabled"] is False
+    frozen = block["datasets"][dataset]["training"]
+    for m in p["run"]["methods"]:
+        cfg = run_config(p, dataset, m, seed=1)
+        picked = run_config({**p, "methods": {**p["methods"], m: block["methods"][m]}}, dataset, m, seed=1)
+        assert cfg["method"] == picked["method"], m  # as run (defaults written out or left off alike)
+        assert cfg["training"]["lr"] == frozen["lr_by_method"][m], m
+        one_x = frozen["budget_tokens_by_method"][m]
+        assert [1.0, one_x] in cfg["training"]["snapshots"], m  # 1x: the publication's frozen tokens
+        assert cfg["training"]["budget_tokens"] == 10 * one_x == cfg["training"]["snapshots"][-1][1], m  # to 10x
