@@ -17,7 +17,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ..config import config_hash, run_hash, run_pairs, run_seeds, train_config, train_hash
+from ..config import config_hash, run_hash, run_pairs, run_seeds, train_config, train_hash, tuning
 from ..io import paths
 from ..io.artifacts import read_json
 from ..io.atomic import write_json
@@ -277,9 +277,9 @@ def _record_dir(f: Path, staged: Path) -> str:
 
 
 def _rung0_count(params: dict) -> int:
-    """``tuning.trials``: the rung-0 trials of a method (the ones after them are promoted), 0 without tuning."""
-    t = params.get("tuning") or {}
-    return t.get("trials", 0) if t.get("enabled") else 0
+    """The rung-0 trials of a method (``tuning.settings``' count; the ones after them are promoted), 0 without
+    tuning."""
+    return tuning.settings(params)["trials"] if (params.get("tuning") or {}).get("enabled") else 0
 
 
 def _made_from(clash: set[str], dirs: set[str], rung0: int) -> set[str]:
