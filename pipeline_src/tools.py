@@ -160,7 +160,7 @@ def _restate(params: dict, args) -> None:
         from .io.paths import PROVENANCE, REPOSITORY
         from .reporting.publish import check_name
 
-        source = (check_name(args.name) / PROVENANCE).relative_to(REPOSITORY)  # recorded as a repository path
+        source = (check_name(args.name, "restate") / PROVENANCE).relative_to(REPOSITORY)  # recorded as a repository path
         params = validate(copy.deepcopy(read_json(REPOSITORY / source, "params")["params"]), str(source))
     out = restate(params, source, args.name)
     print(f"restated {out}: headline.csv and contrasts.csv recomputed from its summary.csv under "

@@ -13,7 +13,7 @@ import math
 import textwrap
 
 from ..io import paths
-from ..io.artifacts import read_csv, read_json
+from ..io.artifacts import read_json
 from ..io.errors import ConfigError
 
 
@@ -43,15 +43,19 @@ def _budgets(name: str) -> dict:
     from ..config.tuning import replays_tokens
     from ..reporting.machine import budget_machine
     from ..reporting.publish import check_name
+    from ..reporting.published_rows import read_published
 
     pub = check_name(name, "freeze-budgets")
     if not (pub / "summary.csv").is_file():
         raise ConfigError(f"{pub} holds no summary.csv: no runs to freeze the budgets of")
     prov = read_json(pub / paths.PROVENANCE, "params", "commit", "cpu_model", "published")
     params = validate(dict(prov["params"]), str(pub / paths.PROVENANCE))
-    runs = read_csv(pub / "summary.csv", "dataset", "method", "split", "tokens_reached", "budget_seconds")
+    runs = read_published(pub, "summary.csv", "tokens_reached", "budget_seconds")
     replayed = runs.dataset.map(lambda ds: replays_tokens(params, ds))  # their trials' tokens in the time budget
-    runs = runs[(runs.split == "test") & (runs.budget_seconds.notna() | replayed) & runs.tokens_reached.notna()]
+    runs = runs[(runs.split == "test") & (runs.budget_seconds.notna() | replayed)]
+    for r in runs[runs.tokens_reached.isna()].itertuples():  # a seed left out would move its method's mean
+        raise ConfigError(f"{pub / 'summary.csv'}: {r.method} seed {r.seed} at {r.dataset} ran under a time budget "
+                          f"but has no tokens_reached: its method's budget cannot be frozen")
     if runs.empty:
         raise ConfigError(f"{pub / 'summary.csv'}: no run under a time budget (budget_seconds) to freeze")
     first = (f"  # frozen from benchmarks/{name} (commit {prov['commit'][:12]}, published {prov['published']}): "
@@ -78,18 +82,19 @@ def frozen_settings(name: str, dataset: str) -> str:
 
     from ..config import validate
     from ..reporting.publish import check_name
+    from ..reporting.published_rows import read_published
 
     pub = check_name(name, "freeze-settings")
     if not (pub / "tuning.csv").is_file():
         raise ConfigError(f"{pub} holds no tuning.csv: no tuning picks to freeze")
     prov = read_json(pub / paths.PROVENANCE, "params", "commit", "published")
     params = validate(dict(prov["params"]), str(pub / paths.PROVENANCE))
-    trials = read_csv(pub / "tuning.csv", "dataset", "method", "lr", "selected")
+    trials = read_published(pub, "tuning.csv", "lr", "selected")  # selected: True / False, one pick per cell
     methods = list(dict.fromkeys(trials[trials.dataset == dataset].method))
     if not methods:
         raise ConfigError(f"{pub / 'tuning.csv'}: no trial at dataset {dataset!r}; it has "
                           f"{sorted(set(trials.dataset))}")
-    picks = trials[(trials.dataset == dataset) & trials.selected.astype(bool)]
+    picks = trials[(trials.dataset == dataset) & trials.selected]
     missing = [m for m in methods if m not in set(picks.method)]
     if missing:
         raise ConfigError(f"{pub / 'tuning.csv'}: no selected trial for {', '.join(missing)} at {dataset} (its "

@@ -160,6 +160,11 @@ def _what_to_publish(params: dict, params_file: Path, results: Path) -> tuple[st
             raise ConfigError(f"{paths.cell_bench_path(params)} was made by another bench.cells: rerun "
                               f"`python -m pipeline_src bench-cells --config {params_file}` before publishing")
         return "cells", pd.DataFrame(NO_RUNS), f"python -m pipeline_src bench-cells --config {params_file}"
+    runs = sorted((results / "runs").glob("*/*/seed*/metrics.json")) if not summary.exists() else []
+    if runs:  # a references-only publication would claim seeds and runs it does not hold
+        raise ConfigError(f"{results} holds {len(runs)} run record(s) ({runs[0].relative_to(results)}, ...) but no "
+                          f"summary.csv: run `python -m pipeline_src summarize --config {params_file}` (or snakemake) "
+                          f"before publishing")
     if not summary.exists() and (results / "references").is_dir():  # `reference` alone: every dataset's, current
         from .summarize import _write, reference_rows
 
@@ -210,9 +215,10 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
     import copy
 
     from ..config import validate
+    from .published_rows import read_published
     from .summarize import gpu_cells_record, verdict_tables
 
-    out = check_name(name)
+    out = check_name(name, "restate")
     prov_path = out / paths.PROVENANCE
     if not prov_path.is_file():
         raise ConfigError(f"{out} is not a publication (no provenance.json): nothing to restate")
@@ -225,7 +231,7 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
     if key is not None:
         raise ConfigError(f"{params_file} differs from the params {out} was published with at key '{key}': "
                           f"restate changes statistics only; rerun the pipeline and publish instead")
-    summary = read_csv(out / "summary.csv", "dataset", "method", "seed", "split", "nll")
+    summary = read_published(out, "summary.csv", "nll")  # as published: a row edited since is refused
     head, con = verdict_tables(summary, params)
     tables = {"headline.csv": head, "contrasts.csv": con}
     if "anytime.csv" in prov["files"] and (out / "anytime.csv").stat().st_size > 1:  # long runs' budget points: the budget axis's verdicts follow the statistics
@@ -249,6 +255,10 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
     if dirty:
         say(f"warning: restating from a tree with uncommitted changes ({', '.join(dirty[:5])})")
     prov.update(params=params, files=prov["files"] + [f for f in tables if f not in prov["files"]])
+    if isinstance(prov.get("runs"), dict) and "tables" in prov["runs"]:  # the digests of what it now holds
+        from ..io.digests import sha256_of
+
+        prov["runs"]["tables"].update({f: sha256_of(out / f) for f in tables})
     prov["restated"] = {"commit": _git("rev-parse", "HEAD"), "dirty_files": dirty, "params_file": str(params_file),
                         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "tables": list(tables),
                         "statistics": params["statistics"]}
