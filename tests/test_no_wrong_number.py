@@ -5,6 +5,7 @@ stale or mislabelled number through before, or lost a user's files."""
 import copy
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -725,3 +726,134 @@ def test_stash_and_restore_leave_out_an_edited_record(default_params, tmp_path):
     n, skipped = restore(fresh, out, say=lambda s: None)
     assert n == 1 and any("its content is not what the step" in s for s in skipped)  # the reference alone
     assert not paths.metrics_path(fresh, "tiny", "softmax", 1).exists()
+
+
+def _edited(tmp_path, monkeypatch, name: str, file: str, edit, digest: bool) -> None:
+    """Publication ``name`` copied under tmp_path (as benchmarks/), ``edit`` applied to the rows of ``file``
+    (a list of lists, the header first); without ``digest`` its provenance keeps no table digests (a
+    publication from before them), so only the row checks stand between the edit and a verdict."""
+    import csv
+    import shutil
+
+    from conftest import ROOT
+
+    import pipeline_src.reporting.publish as pub
+
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path)
+    monkeypatch.setattr(pub, "update_docs", lambda: [])
+    shutil.copytree(ROOT / "benchmarks" / name, tmp_path / name, ignore=shutil.ignore_patterns("records"))
+    path = tmp_path / name / file
+    rows = list(csv.reader(path.open(newline="")))
+    edit(rows)
+    with path.open("w", newline="") as f:
+        csv.writer(f, lineterminator="\n").writerows(rows)
+    if not digest:
+        prov = json.loads((tmp_path / name / "provenance.json").read_text())
+        prov["runs"].pop("tables", None)
+        (tmp_path / name / "provenance.json").write_text(json.dumps(prov))
+
+
+def _cell(rows, line: int, column: str, value: str):
+    rows[line - 1][rows[0].index(column)] = value
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda r: _cell(r, 2, "nll", ""), r"summary.csv, line 2: nll is blank"),
+    (lambda r: _cell(r, 2, "nll", "abc"), r"line 2: nll 'abc' is not a number"),
+    (lambda r: _cell(r, 2, "nll", "inf"), r"line 2: nll 'inf' in a run whose status says it learned"),
+    (lambda r: _cell(r, 3, "seed", "x"), r"line 3: seed 'x' is not a whole number"),
+    (lambda r: r.append(list(r[1])), r"line \d+: a second row for dataset synth, method \S+, seed 1, split \w+"),
+    (lambda r: r.__setitem__(4, r[4][:10]), r"line 5: 10 cells where the header has \d+"),
+    (lambda r: _cell(r, 2, "method", "nosuch"), r"line 2: method 'nosuch' is not defined in the params it was"),
+    (lambda r: _cell(r, 2, "dataset", "ptb2"), r"line 2: dataset 'ptb2' is not defined in the params it was"),
+])
+def test_restate_refuses_a_summary_row_that_cannot_be_a_run(tmp_path, monkeypatch, edit, message):
+    """The probe: a blank, textual or infinite nll, a seed 'x', a duplicated or cut row, an unknown method went
+    through restate with exit 0 and moved verdicts (a blank reference nll: every verdict 'no clear difference';
+    a duplicate: 4 seeds); 'abc' gave a 27-line traceback. Refused with the file and line, nothing written."""
+    from conftest import ROOT
+
+    import pipeline_src.reporting.publish as pub
+    from pipeline_src.config import load
+    from pipeline_src.io.errors import ArtifactError
+
+    _edited(tmp_path, monkeypatch, "default", "summary.csv", edit, digest=False)
+    before = (tmp_path / "default" / "headline.csv").read_bytes()
+    with pytest.raises(ArtifactError, match=message + r".*restore it \(`git checkout"):
+        pub.restate(load(ROOT / "params.yaml"), ROOT / "params.yaml", "default", say=lambda s: None)
+    assert (tmp_path / "default" / "headline.csv").read_bytes() == before
+
+
+def test_a_published_table_edited_since_is_refused_by_its_digest(tmp_path, monkeypatch):
+    """A change no row check sees (one test nll moved by 0.1, a config hash) is caught by the sha256 the
+    publication recorded; restate then also records the digests of the tables it rewrote."""
+    from conftest import ROOT
+
+    import pipeline_src.reporting.publish as pub
+    from pipeline_src.config import load
+    from pipeline_src.io.digests import sha256_of
+    from pipeline_src.io.errors import ArtifactError
+
+    _edited(tmp_path, monkeypatch, "default", "summary.csv", lambda r: _cell(r, 2, "nll", str(float(
+        r[1][r[0].index("nll")]) + 0.1)), digest=True)
+    p = load(ROOT / "params.yaml")
+    with pytest.raises(ArtifactError, match=r"summary.csv: not the file that was published .*edited since"):
+        pub.restate(p, ROOT / "params.yaml", "default", say=lambda s: None)
+    _edited(tmp_path / "clean", monkeypatch, "default", "summary.csv", lambda r: None, digest=True)
+    p["statistics"]["confidence"] = 0.9
+    pub.restate(p, ROOT / "params.yaml", "default", say=lambda s: None)
+    prov = json.loads((tmp_path / "clean" / "default" / "provenance.json").read_text())
+    assert prov["runs"]["tables"]["headline.csv"] == sha256_of(tmp_path / "clean" / "default" / "headline.csv")
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda r: _cell(r, 2, "selected", "yes"), r"tuning.csv, line 2: selected 'yes' is neither True nor False"),
+    (lambda r: [_cell(r, i, "selected", "True") for i in (2, 3)], r"a second selected trial for softmax at"),
+    (lambda r: _cell(r, 2, "lr", "-1"), r"line 2: lr '-1(.0)?' is not a finite positive number"),
+])
+def test_freeze_settings_refuses_picks_it_cannot_read(tmp_path, monkeypatch, edit, message):
+    """The probe: 'yes' (or '0') in selected made all 36 trials picks, every method got trial 0's rate; two
+    picks took the last one silently; an lr of -1 was printed as a setting to run."""
+    from pipeline_src.io.errors import ArtifactError
+    from pipeline_src.records.budgets import frozen_settings
+
+    _edited(tmp_path, monkeypatch, "wt2-budget", "tuning.csv", edit, digest=False)
+    with pytest.raises(ArtifactError, match=message):
+        frozen_settings("wt2-budget", "wikitext-2")
+
+
+def test_freeze_budgets_refuses_a_budgeted_seed_without_its_tokens(tmp_path, monkeypatch):
+    """The probe: a blank tokens_reached dropped that seed from its method's mean (softmax 602,560 -> 609,280)."""
+    from pipeline_src.io.errors import ConfigError
+    from pipeline_src.records.budgets import frozen_budgets
+
+    def blank_first_test_row(rows):
+        line = next(i for i, r in enumerate(rows[1:], start=2) if r[rows[0].index("split")] == "test")
+        _cell(rows, line, "tokens_reached", "")
+
+    _edited(tmp_path, monkeypatch, "wt2-budget", "summary.csv", blank_first_test_row, digest=False)
+    with pytest.raises(ConfigError, match=r"summary.csv: softmax seed \d at wikitext-2 ran under a time budget but "
+                                          r"has no tokens_reached"):
+        frozen_budgets("wt2-budget")
+
+
+def test_publish_refuses_runs_without_their_summary(default_params, tmp_path, monkeypatch):
+    """The probe: a results_dir with 99 restored run records and a references folder but no summary.csv was
+    published as a references-only publication whose provenance still claimed the seeds and a `reference`
+    command."""
+    import pipeline_src.reporting.publish as pub
+    from pipeline_src.config import validate
+    from pipeline_src.io.errors import ConfigError
+
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
+    monkeypatch.setattr(pub, "update_docs", lambda: [])
+    p = validate(tiny_params(default_params, tmp_path))
+    results = Path(p["results_dir"])
+    (results / "references" / "tiny").mkdir(parents=True)
+    run = paths.metrics_path(p, "tiny", "softmax", 1)
+    run.parent.mkdir(parents=True)
+    run.write_text("{}")
+    with pytest.raises(ConfigError, match=r"holds 1 run record\(s\) \(runs/tiny/softmax/seed1/metrics.json, \.\.\.\) "
+                                          r"but no summary.csv: run `python -m pipeline_src summarize"):
+        pub.publish(p, tmp_path / "mine.yaml", "refs", say=lambda s: None)
+    assert not (tmp_path / "benchmarks" / "refs").exists()
