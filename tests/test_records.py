@@ -65,6 +65,12 @@ def test_restored_records_leave_snakemake_only_what_is_missing_and_nothing_stale
     assert f"{damaged.relative_to(fresh)}: missing or not the file the manifest" in err and len(err.splitlines()) == 1
     assert not (fresh / "results" / "runs").exists() and not (fresh / "results" / "tuning").exists()
     damaged.write_bytes(good)
+    extra = damaged.with_name("extra.csv")  # a file the manifest never listed: restored, a later stash sealed it
+    extra.write_text("epoch\n1\n")
+    err = _refused(PY + ["restore", "--name", "sweep"], fresh)
+    assert f"{extra.relative_to(fresh)}: not in the manifest" in err and len(err.splitlines()) == 1
+    assert not (fresh / "results" / "runs").exists()
+    extra.unlink()
     assert "restored 11 records" in _sh(PY + ["restore", "--name", "sweep"], fresh).stdout
     assert json.loads((fresh / "results/runs/tiny/nce/seed0/metrics.json").read_text()) == \
         json.loads((run / "metrics.json").read_text())

@@ -168,6 +168,14 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
 
     rec = src / "records"
     manifest = read_json(rec / MANIFEST, "files")["files"]
+    if not isinstance(manifest, dict):
+        raise ConfigError(f"{rec / MANIFEST}: 'files' is not a mapping of paths to sha256; restore nothing from a "
+                          f"damaged stash")
+    unlisted = sorted(str(f.relative_to(rec)) for f in rec.rglob("*") if f.is_file() and f.name != MANIFEST
+                      and str(f.relative_to(rec)) not in manifest)
+    if unlisted:  # copied in untested, a later stash would seal it with a digest of its own
+        raise ConfigError(f"{rec / unlisted[0]}: not in the manifest {rec / MANIFEST} ({len(unlisted)} such file(s)); "
+                          f"restore nothing from a stash holding files it never listed")
     for rel, digest in manifest.items():
         if not (rec / rel).is_file() or sha256_of(rec / rel) != digest:
             raise ConfigError(f"{rec / rel}: missing or not the file the manifest {rec / MANIFEST} lists "
