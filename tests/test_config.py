@@ -65,6 +65,17 @@ def test_run_must_reference_defined_entries(default_params):
     assert "matrix.methods" in _error(p)
 
 
+def test_the_reference_is_a_defined_method(default_params):
+    """The probe: `reference: sofmax` was valid, and every size then compared against a stand-in (the best
+    method that learned) without a word of why."""
+    p = copy.deepcopy(default_params)
+    p.setdefault("statistics", {})["reference"] = "sofmax"
+    msg = _error(p)
+    assert "key 'statistics.reference': 'sofmax' is not defined under 'methods'" in msg and "'softmax'" in msg
+    p["statistics"]["reference"] = "mos"
+    assert config.validate(p)["statistics"]["reference"] == "mos"
+
+
 def test_contrasts_name_defined_methods_in_pairs(default_params):
     p = copy.deepcopy(default_params)
     p.setdefault("statistics", {})["contrasts"] = [["mos", "moc"], ["mos", "nope"]]

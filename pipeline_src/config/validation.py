@@ -161,7 +161,10 @@ def _check_names(params: dict, source: str) -> None:
     if bool(extra["datasets"]) != bool(extra["methods"]):
         raise ConfigError(f"{source}: key 'run.extra': give both datasets and methods (or neither); got {extra}")
     # statistics.reference need not run everywhere (a size its budget cannot reach, or `compare` at such a
-    # size): where it did not, the best method that learned stands in, named in the row (reporting/stats.py)
+    # size): where it did not, the best method that learned stands in, named in the row (reporting/stats.py);
+    # but it is a method the file defines (a misspelt one made every size compare against a stand-in)
+    if params["statistics"]["reference"] not in params["methods"]:
+        raise _undefined(source, "statistics.reference", params["statistics"]["reference"], "methods", params)
     for ds in params["statistics"].get("speed_spread_accepted") or {}:
         if ds not in params["datasets"]:
             raise _undefined(source, "statistics.speed_spread_accepted", ds, "datasets", params)
