@@ -90,6 +90,23 @@ class Nondeterministic(_Linear):
             self.proj.bias += (time.perf_counter_ns() % 997) * 1e-6
 
 
+class ThreeWords(_Linear):
+    """log_prob over 3 words whatever V is: each row still sums to one."""
+
+    def log_prob(self, hidden):
+        return F.log_softmax(self.proj(hidden)[:, :3], dim=-1)
+
+
+class NotANumber(_Linear):
+    def loss(self, hidden, target):
+        return F.cross_entropy(self._logits(hidden), target) * float("nan")
+
+
+class Unfinished(_Linear):
+    def log_prob(self, hidden):
+        return super(_Linear, self).log_prob(hidden)  # OutputLayer's: NotImplementedError
+
+
 class NotAHead:
     pass
 '''
@@ -112,6 +129,15 @@ def test_a_broken_head_fails_the_kit_by_name_and_exits_non_zero(tmp_path, monkey
         assert e.value.code == 1 and out.splitlines()[-1].endswith(f"failed: {fails}"), out
         if head == "WrongGradient":  # and by how much: half the gradient is a relative error of 0.5
             assert re.search(r"FAIL input gradient: .*\(relative error 5\.0e-01\)", out), out
+    # the probe: a (N, 3) log_prob passed 'normalised', a NaN loss passed 'parameter gradients' (NaN exceeds no
+    # limit), and a method left unimplemented failed without saying which method
+    for head, says in (("ThreeWords", r"FAIL normalised: log_prob gives shape \(16, 3\), not \(N, V\) = \(16, 200\)"),
+                       ("NotANumber", r"FAIL parameter gradients: worst relative error of a directional derivative inf"),
+                       ("Unfinished", r"FAIL normalised: raised NotImplementedError in log_prob\(\)")):
+        with pytest.raises(SystemExit) as e:
+            main(["check-head", f"mine.py:{head}"])
+        out = capsys.readouterr().out
+        assert e.value.code == 1 and re.search(says, out), out
     for bad, says in (("mine.py:NotAHead", "NotAHead is not a subclass of pipeline_src.heads.base.OutputLayer"),
                       ("nowhere.py:X", "no file nowhere.py"), ("mine.py:Missing", "mine.py has no 'Missing'"),
                       ("no_such_pkg.heads:X", "no module 'no_such_pkg'")):

@@ -24,6 +24,8 @@ It exits non-zero when a property fails. ``tests/test_plugins.py`` runs it over 
 from __future__ import annotations
 
 import math
+import os
+import traceback
 from dataclasses import dataclass
 from typing import Callable
 
@@ -73,7 +75,9 @@ def check(spec: dict, seed: int = 0) -> list[Outcome]:
             out.append(c())
         except Exception as e:  # a head that raises fails that property, with what it raised
             first = str(e).splitlines()[0] if str(e) else ""
-            out.append(Outcome(name, False, f"raised {type(e).__name__}: {first}"))
+            where = next((f.name for f in reversed(traceback.extract_tb(e.__traceback__))  # the head's own frame
+                          if f"{os.sep}torch{os.sep}" not in f.filename), "")
+            out.append(Outcome(name, False, f"raised {type(e).__name__} in {where}()" + (f": {first}" if first else "")))
     return out
 
 
@@ -84,7 +88,11 @@ def _seeded_loss(head, h, target, seed: int = 7):
 
 def _normalised(head, h) -> Outcome:
     with torch.no_grad():
-        err = head.log_prob(h).logsumexp(dim=1).abs().max().item()
+        lp = head.log_prob(h)
+    want = (h.shape[0], head.vocab_size)
+    if tuple(lp.shape) != want:  # a row over fewer words can sum to one too
+        return Outcome("normalised", False, f"log_prob gives shape {tuple(lp.shape)}, not (N, V) = {want}")
+    err = lp.logsumexp(dim=1).abs().max().item()
     return Outcome("normalised", err < 1e-8, f"max |logsumexp of a row| = {err:.2e} (limit 1e-8)")
 
 
@@ -143,6 +151,7 @@ def _parameter_gradients(head, h, target) -> Outcome:
             p.add_(u, alpha=eps)
         fd, an = (up - down) / (2 * eps), float((grad * u).sum())
         err = abs(fd - an) / (1e-3 + max(abs(fd), abs(an)))  # relative, or absolute below 1e-3
+        err = math.inf if math.isnan(err) else err  # a loss or gradient that is not a number: the worst there is
         if err > worst:
             worst, where = err, f"{name}{' (sparse)' if id(p) in sparse else ''}"
     head.zero_grad(set_to_none=True)
