@@ -115,6 +115,14 @@ def test_load_reports_missing_and_malformed_files(tmp_path):
     bad.write_text("seed: [1,\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         config.load(bad)
+    # one line with the file, line and column (PyYAML's own message spans four and names "<unicode string>")
+    for text, says in (("seed: 1\nrun:\n  seeds: [1]\n   datasets: [synth]\n",
+                        r"bad.yaml:4:4: not valid YAML: expected <block end>, .* that began at line 3\)$"),
+                       ("seed: 1\nseed: 2\n", r"bad.yaml:2:1: not valid YAML: key 'seed' appears twice .*line 1\)$")):
+        bad.write_text(text)
+        with pytest.raises(ConfigError, match=says) as e:
+            config.load(bad)
+        assert "\n" not in str(e.value) and "unicode string" not in str(e.value)
 
 
 def test_extends_lays_a_small_file_over_its_base(tmp_path):
@@ -150,6 +158,9 @@ def test_extends_errors_name_the_file_and_the_chain(tmp_path):
         config.load(tmp_path / "c.yaml")
     (tmp_path / "d.yaml").write_text("extends: [a.yaml]\n")
     with pytest.raises(ConfigError, match=r"d.yaml: key 'extends': expected the path"):
+        config.load(tmp_path / "d.yaml")
+    (tmp_path / "d.yaml").write_text("extends: ''\n")  # the probe: "/tmp (extended by d.yaml) is a directory"
+    with pytest.raises(ConfigError, match=r"d.yaml: key 'extends': expected the path of a params file, got ''"):
         config.load(tmp_path / "d.yaml")
     (tmp_path / "e.yaml").write_text(f"extends: {tmp_path / 'f.yaml'}\ntraining: {{epochs: 0}}\n")
     (tmp_path / "f.yaml").write_text((__import__("conftest").ROOT / "params.yaml").read_text())

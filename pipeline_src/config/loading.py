@@ -58,10 +58,22 @@ def _read(path: Path, extended_by: Path | None = None) -> dict:
     try:
         params = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+        raise ConfigError(_yaml_error(path, e)) from None
     if not isinstance(params, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return params
+
+
+def _yaml_error(path: Path, e: yaml.YAMLError) -> str:
+    """One line: the file, the line and column the parser stopped at, what it expected, and where the construct
+    it was reading began (PyYAML's message spans several lines and names "<unicode string>")."""
+    mark = getattr(e, "problem_mark", None)
+    if mark is None:
+        return f"{path}: not valid YAML: {' '.join(str(e).split())}"
+    what = " ".join(str(getattr(e, "problem", None) or "").split()) or "invalid here"
+    context, start = getattr(e, "context", None), getattr(e, "context_mark", None)
+    where = f" ({' '.join(context.split())} that began at line {start.line + 1})" if context and start else ""
+    return f"{path}:{mark.line + 1}:{mark.column + 1}: not valid YAML: {what}{where}"
 
 
 def overlay(base: dict, over: dict) -> dict:
@@ -96,7 +108,7 @@ def resolve(path: str | os.PathLike, _chain: tuple[Path, ...] = ()) -> dict:
     base = params.pop("extends", None)
     if base is None:
         return _plain(params)
-    if not isinstance(base, str):
+    if not isinstance(base, str) or not base.strip():
         raise ConfigError(f"{path}: key 'extends': expected the path of a params file, got {base!r}")
     return overlay(resolve(path.parent / base, (*_chain, path)), params)
 
@@ -105,7 +117,7 @@ def chain(path: str | os.PathLike) -> list[Path]:
     """The files :func:`resolve` reads for ``path``: the file itself, then its ``extends:`` bases in order."""
     files = [Path(path)]
     while isinstance(base := _read(files[-1], files[-2] if len(files) > 1 else None).get("extends"), str) \
-            and len(files) < 64:  # a cycle: resolve() names it
+            and base.strip() and len(files) < 64:  # a cycle, an empty base: resolve() names them
         files.append(files[-1].parent / base)
     return files
 
