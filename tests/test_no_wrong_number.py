@@ -857,3 +857,22 @@ def test_publish_refuses_runs_without_their_summary(default_params, tmp_path, mo
                                           r"but no summary.csv: run `python -m pipeline_src summarize"):
         pub.publish(p, tmp_path / "mine.yaml", "refs", say=lambda s: None)
     assert not (tmp_path / "benchmarks" / "refs").exists()
+
+
+def test_a_publication_whose_params_are_not_a_mapping_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    """The probe: `params: "x"` in provenance.json gave an AttributeError (restate) or a ValueError (the freezes)
+    from deep inside."""
+    _edited(tmp_path, monkeypatch, "wt2-budget", "summary.csv", lambda r: None, digest=True)
+    prov_path = tmp_path / "wt2-budget" / "provenance.json"
+    prov_path.write_text(json.dumps(dict(json.loads(prov_path.read_text()), params="x")))
+    for argv in (["freeze-budgets", "--name", "wt2-budget"],
+                 ["freeze-settings", "--name", "wt2-budget", "--dataset", "wikitext-2"]):
+        assert "provenance.json: expected a mapping of params, found str" in _refused(capsys, *argv)
+    from conftest import ROOT
+
+    import pipeline_src.reporting.publish as pub
+    from pipeline_src.config import load
+    from pipeline_src.io.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"provenance.json: expected a mapping of params, found str$"):
+        pub.restate(load(ROOT / "config" / "wt2-budget.yaml"), ROOT / "params.yaml", "wt2-budget", say=print)

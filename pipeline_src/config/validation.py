@@ -90,6 +90,8 @@ def _plugin_options(params: dict, source: str, origin) -> dict:
 def validate(params: dict, source: str = DEFAULT_PARAMS, origin=None) -> dict:
     """Validate ``params`` and check cross-references; return it with defaults filled in. ``origin(keys)``:
     the file of an ``extends:`` chain that wrote a key path (a schema error names it)."""
+    if not isinstance(params, dict):  # a damaged provenance.json's params, say
+        raise ConfigError(f"{source}: expected a mapping of params, found {type(params).__name__}")
     _check_finite(params, lambda keys: origin(keys) if origin else source)
     validator = _Validator(schema(_plugin_options(params, source, origin)))
     errors = sorted(validator.iter_errors(params), key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))

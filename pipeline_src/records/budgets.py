@@ -9,6 +9,7 @@ above it. Pasted into a params file, every listed method's runs stop after the s
 """
 from __future__ import annotations
 
+import copy
 import math
 import textwrap
 
@@ -49,7 +50,7 @@ def _budgets(name: str) -> dict:
     if not (pub / "summary.csv").is_file():
         raise ConfigError(f"{pub} holds no summary.csv: no runs to freeze the budgets of")
     prov = read_json(pub / paths.PROVENANCE, "params", "commit", "cpu_model", "published")
-    params = validate(dict(prov["params"]), str(pub / paths.PROVENANCE))
+    params = validate(copy.deepcopy(prov["params"]), str(pub / paths.PROVENANCE))
     runs = read_published(pub, "summary.csv", "tokens_reached", "budget_seconds")
     replayed = runs.dataset.map(lambda ds: replays_tokens(params, ds))  # their trials' tokens in the time budget
     runs = runs[(runs.split == "test") & (runs.budget_seconds.notna() | replayed)]
@@ -88,7 +89,7 @@ def frozen_settings(name: str, dataset: str) -> str:
     if not (pub / "tuning.csv").is_file():
         raise ConfigError(f"{pub} holds no tuning.csv: no tuning picks to freeze")
     prov = read_json(pub / paths.PROVENANCE, "params", "commit", "published")
-    params = validate(dict(prov["params"]), str(pub / paths.PROVENANCE))
+    params = validate(copy.deepcopy(prov["params"]), str(pub / paths.PROVENANCE))
     trials = read_published(pub, "tuning.csv", "lr", "selected")  # selected: True / False, one pick per cell
     methods = list(dict.fromkeys(trials[trials.dataset == dataset].method))
     if not methods:
