@@ -220,7 +220,22 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
               f"as it is; delete that folder to restore the stash's" for d in sorted(clash)]
     stale += [f"{root / d}: not restored, the stash's was made from a record that another run holds here (above)"
               for d in sorted(held)]
-    return written + earlier, stale
+    return written + earlier, stale + _not_asked_for(params, manifest, stashed)
+
+
+def _not_asked_for(params: dict, manifest: dict, stashed: set[str]) -> list[str]:
+    """Why a stash's records were not even judged: datasets the params file does not run, and final runs'
+    records under ``keep_models: true`` (Snakemake would retrain for the missing model anyway)."""
+    out = []
+    other = sorted(stashed - {d for d, _ in run_pairs(params)})
+    if other:
+        out.append(f"the stash's records of {', '.join(other)}: this params file runs no such dataset (run.datasets, "
+                   f"run.extra.datasets); restore with the params file that made the stash")
+    finals = [rel for rel in manifest if rel.startswith("runs/") and rel.split("/")[1] not in other]
+    if finals and params.get("keep_models", True):
+        out.append(f"{len(finals)} final-run files: keep_models is true here, and a run restored without its model "
+                   f"would be retrained (set keep_models: false, as the stash's params file did)")
+    return out
 
 
 def _restore_earlier_data(params: dict, src: Path) -> tuple[int, list[str]]:
