@@ -168,6 +168,19 @@ def test_extends_errors_name_the_file_and_the_chain(tmp_path):
         config.load(tmp_path / "e.yaml")
 
 
+def test_an_error_in_a_base_file_is_blamed_on_the_base(tmp_path):
+    """The probe: an unknown key or an undefined method written in a base was reported against the file that
+    extends it (the unknown key's parent mapping, the top level, is the child's too)."""
+    from conftest import ROOT
+
+    (tmp_path / "child.yaml").write_text("extends: base.yaml\nseed: 5\n")
+    for text, says in (("foo_unknown: 3\n", r"base.yaml: key '<top level>': .*'foo_unknown' was unexpected"),
+                       ("run: {methods: [softmax, nosuch]}\n", r"base.yaml: key 'run.methods': 'nosuch' is not defined")):
+        (tmp_path / "base.yaml").write_text(f"extends: {ROOT / 'params.yaml'}\n{text}")
+        with pytest.raises(ConfigError, match=says):
+            config.load(tmp_path / "child.yaml")
+
+
 def _tuned(default_params):
     p = copy.deepcopy(default_params)
     p["tuning"] = {"enabled": True, "trials": 4, "seed": 0, "epochs": 1, "lr": {"adam": [0.003, 0.1]},

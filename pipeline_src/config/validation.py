@@ -48,6 +48,16 @@ def schema(plugins: dict | None = None) -> dict:
     return s
 
 
+def _offending(err: jsonschema.ValidationError) -> list:
+    """The key path that made ``err``: an unexpected key's own (the mapping holding it may come from another
+    file of an ``extends:`` chain), else the value's."""
+    path = list(err.absolute_path)
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        extra = [k for k in err.instance if k not in (err.schema.get("properties") or {})]
+        return path + extra[:1]
+    return path
+
+
 def _format_error(err: jsonschema.ValidationError, source: str) -> str:
     where = ".".join(str(p) for p in err.absolute_path) or "<top level>"
     msg = err.message
@@ -99,7 +109,7 @@ def validate(params: dict, source: str = DEFAULT_PARAMS, origin=None) -> dict:
         # The deepest errors are the most specific (a bad method option, not "allOf failed").
         leaves = [e for e in errors if not e.context] or errors
         raise ConfigError("invalid config:\n  " + "\n  ".join(
-            _format_error(e, origin(list(e.absolute_path)) if origin else source) for e in leaves))
+            _format_error(e, origin(_offending(e)) if origin else source) for e in leaves))
     params["run"].setdefault("seeds", [0])
     params["run"].setdefault("extra", {"datasets": [], "methods": []})
     params.setdefault("statistics", {})
@@ -107,7 +117,7 @@ def validate(params: dict, source: str = DEFAULT_PARAMS, origin=None) -> dict:
         params["statistics"].setdefault(k, v)
     params.setdefault("tuning", {"enabled": False})
     params.setdefault("keep_models", True)
-    _check_names(params, source)
+    _check_names(params, source, origin)
     if params["tuning"]["enabled"]:
         _check_tuning(params, source)
     for name in params["datasets"]:
@@ -135,8 +145,9 @@ def _undefined(source: str, key: str, name, section: str, params: dict) -> Confi
                        f"defined: {sorted(params[section])}")
 
 
-def _check_names(params: dict, source: str) -> None:
-    """Every name a section refers to is defined where it should be."""
+def _check_names(params: dict, source: str, origin=None) -> None:
+    """Every name a section refers to is defined where it should be (an undefined one blamed on the file of the
+    ``extends:`` chain that wrote the list)."""
     step = params["bench"].get("step") or {}
     extra = params["run"]["extra"]
     for key, section, names in (("run.datasets", "datasets", params["run"]["datasets"]),
@@ -150,7 +161,7 @@ def _check_names(params: dict, source: str) -> None:
                                 ("paper.ppl", "methods", list((params.get("paper") or {}).get("ppl", {})))):
         for name in names:
             if name not in params[section]:
-                e = _undefined(source, key, name, section, params)
+                e = _undefined(origin(key.split(".")) if origin else source, key, name, section, params)
                 if key.startswith("run.extra"):  # most likely inherited through extends: from the default run
                     e = ConfigError(f"{e}; a file that extends params.yaml and sets its own run inherits the "
                                     f"default run's second crossing unless it says `run: {{extra: {{datasets: [], "
