@@ -159,6 +159,9 @@ def test_extends_errors_name_the_file_and_the_chain(tmp_path):
     (tmp_path / "d.yaml").write_text("extends: [a.yaml]\n")
     with pytest.raises(ConfigError, match=r"d.yaml: key 'extends': expected the path"):
         config.load(tmp_path / "d.yaml")
+    (tmp_path / "d.yaml").write_text("!replace\nextends: a.yaml\nseed: 3\n")  # the probe: a silent no-op
+    with pytest.raises(ConfigError, match=r"d.yaml: !replace tags the whole file"):
+        config.load(tmp_path / "d.yaml")
     (tmp_path / "d.yaml").write_text("extends: ''\n")  # the probe: "/tmp (extended by d.yaml) is a directory"
     with pytest.raises(ConfigError, match=r"d.yaml: key 'extends': expected the path of a params file, got ''"):
         config.load(tmp_path / "d.yaml")

@@ -61,6 +61,9 @@ def _read(path: Path, extended_by: Path | None = None) -> dict:
         raise ConfigError(_yaml_error(path, e)) from None
     if not isinstance(params, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
+    if isinstance(params, Replace):  # it would merge like any other file, silently
+        raise ConfigError(f"{path}: !replace tags the whole file; tag the keys whose mapping replaces the base's "
+                          f"(`key: !replace {{...}}`), or drop `extends:`")
     return params
 
 
