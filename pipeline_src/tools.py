@@ -136,7 +136,7 @@ def _stash(params: dict, args) -> None:
 
 
 def _restore(params: dict, args) -> None:
-    from .records.stash import restore
+    from .records.stash import not_asked_for, restore
     from .reporting.publish import check_name
 
     src = check_name(args.name, "restore")
@@ -145,7 +145,7 @@ def _restore(params: dict, args) -> None:
                           f"stashes: {sorted(p.parent.parent.name for p in src.parent.glob('*/records/records.json'))}")
     n, stale = restore(params, src)
     print(f"restored {n} records from {src / 'records'} into {params['results_dir']}; `snakemake` plans what is "
-          f"left" + "".join(f"\n  not restored: {s}" for s in stale))
+          f"left" + "".join(f"\n  not restored: {s}" for s in stale + not_asked_for(params, src)))
 
 
 def _restate(params: dict, args) -> None:

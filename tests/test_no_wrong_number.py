@@ -878,20 +878,29 @@ def test_a_publication_whose_params_are_not_a_mapping_is_refused_in_one_line(tmp
         pub.restate(load(ROOT / "config" / "wt2-budget.yaml"), ROOT / "params.yaml", "wt2-budget", say=print)
 
 
-def test_restore_says_why_it_restored_nothing(default_params, tmp_path):
+def test_restore_says_why_it_restored_nothing(default_params, tmp_path, capsys):
     """The probe: `restore` printed 'restored 0 records' (a stash of datasets the params file does not run) or
     'restored 1 records' (99 final-run files skipped under keep_models: true) and nothing else."""
+    import shutil
+
     from conftest import ROOT
 
-    from pipeline_src.config import validate
-    from pipeline_src.records.stash import _not_asked_for, restore
+    from pipeline_src.records.stash import not_asked_for
 
-    p = validate(tiny_params(default_params, tmp_path))
-    n, lines = restore(p, ROOT / "benchmarks" / "default", say=lambda s: None)
-    assert n == 0 and lines == ["the stash's records of synth, zipf-5k: this params file runs no such dataset "
-                                "(run.datasets, run.extra.datasets); restore with the params file that made the stash"]
-    manifest = {"runs/tiny/softmax/seed1/metrics.json": "0", "references/tiny/kn.json": "0"}
-    assert _not_asked_for(dict(p, keep_models=True), manifest, {"tiny"}) == [
+    p = tiny_params(default_params, tmp_path)
+    cfg = write_params(p, tmp_path / "p.yaml")
+    assert main(["restore", "--name", "default", "--config", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("restored 0 records") and out.splitlines()[1] == (
+        "  not restored: the stash's records of synth, zipf-5k: this params file runs no such dataset (run.datasets, "
+        "run.extra.datasets); restore with the params file that made the stash")
+    stash = tmp_path / "stash" / "records"
+    stash.mkdir(parents=True)
+    shutil.copy(ROOT / "benchmarks" / "default" / "records" / "records.json", stash / "records.json")
+    manifest = json.loads((stash / "records.json").read_text())
+    manifest["files"] = {"runs/tiny/softmax/seed1/metrics.json": "0", "references/tiny/kn.json": "0"}
+    (stash / "records.json").write_text(json.dumps(manifest))
+    assert not_asked_for(dict(p, keep_models=True), stash.parent) == [
         "1 final-run files: keep_models is true here, and a run restored without its model would be retrained "
         "(set keep_models: false, as the stash's params file did)"]
-    assert _not_asked_for(dict(p, keep_models=False), manifest, {"tiny"}) == []
+    assert not_asked_for(dict(p, keep_models=False), stash.parent) == []

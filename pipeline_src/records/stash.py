@@ -220,12 +220,15 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
               f"as it is; delete that folder to restore the stash's" for d in sorted(clash)]
     stale += [f"{root / d}: not restored, the stash's was made from a record that another run holds here (above)"
               for d in sorted(held)]
-    return written + earlier, stale + _not_asked_for(params, manifest, stashed)
+    return written + earlier, stale
 
 
-def _not_asked_for(params: dict, manifest: dict, stashed: set[str]) -> list[str]:
-    """Why a stash's records were not even judged: datasets the params file does not run, and final runs'
-    records under ``keep_models: true`` (Snakemake would retrain for the missing model anyway)."""
+def not_asked_for(params: dict, src: Path) -> list[str]:
+    """Why some of the stash ``src/records`` was not even judged by :func:`restore` (which it checked first):
+    datasets the params file does not run, and final runs' records under ``keep_models: true`` (Snakemake would
+    retrain for the missing model anyway)."""
+    manifest = read_json(src / "records" / MANIFEST, "files")["files"]
+    stashed = {rel.split("/")[1] for rel in manifest}
     out = []
     other = sorted(stashed - {d for d, _ in run_pairs(params)})
     if other:
