@@ -35,7 +35,8 @@ def read_published(pub: Path, file: str, *columns: str) -> pd.DataFrame:
     path = pub / file
     fix = f"restore it (`git checkout -- {path}`) or republish"
     prov = read_json(pub / paths.PROVENANCE)
-    digest = (((prov.get("runs") or {}) if isinstance(prov.get("runs"), dict) else {}).get("tables") or {}).get(file)
+    runs = prov.get("runs") if isinstance(prov.get("runs"), dict) else {}  # the summary record it was published with
+    digest = (runs.get("tables") or {}).get(file)
     if digest is not None and path.is_file() and sha256_of(path) != digest:
         raise ArtifactError(f"{path}: not the file that was published (its sha256 differs from the one "
                             f"{pub / paths.PROVENANCE} recorded): it was edited since; {fix}")
