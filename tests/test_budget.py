@@ -225,6 +225,7 @@ def test_a_time_budget_frozen_per_method_is_that_method_s_token_budget_alone(tin
     monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
     pd.DataFrame({"dataset": "tiny", "method": ["softmax", "softmax", "nce"], "split": "test", "seed": [0, 1, 0],
                   "tokens_reached": [1600, 1680, 8000], "budget_seconds": 30.0}).to_csv(out / "summary.csv", index=False)
+    p["run"]["seeds"] = [0, 1]  # the seeds of its rows (a publication's rows are of its run seeds)
     (out / "provenance.json").write_text(json.dumps({"params": p, "commit": "abc" * 14, "cpu_model": "a CPU",
                                                       "published": "2026-11-26"}))
     text = frozen_budgets("calib")

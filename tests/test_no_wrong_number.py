@@ -760,8 +760,12 @@ def _cell(rows, line: int, column: str, value: str):
 @pytest.mark.parametrize("edit, message", [
     (lambda r: _cell(r, 2, "nll", ""), r"summary.csv, line 2: nll is blank"),
     (lambda r: _cell(r, 2, "nll", "abc"), r"line 2: nll 'abc' is not a number"),
-    (lambda r: _cell(r, 2, "nll", "inf"), r"line 2: nll 'inf' in a run whose status says it learned"),
+    (lambda r: _cell(r, 2, "nll", "inf"), r"line 2: nll 'inf' in a run that learned and gave no test word "
+                                          r"probability 0"),
     (lambda r: _cell(r, 3, "seed", "x"), r"line 3: seed 'x' is not a whole number"),
+    (lambda r: _cell(r, 3, "seed", "inf"), r"line 3: seed 'inf' is not a whole number"),
+    (lambda r: _cell(r, 3, "seed", "9"), r"line 3: seed 9 is not one of the published run seeds \[1, 2, 3\]"),
+    (lambda r: _cell(r, 3, "split", "Test"), r"line 3: split 'Test' is neither valid nor test"),
     (lambda r: r.append(list(r[1])), r"line \d+: a second row for dataset synth, method \S+, seed 1, split \w+"),
     (lambda r: r.__setitem__(4, r[4][:10]), r"line 5: 10 cells where the header has \d+"),
     (lambda r: _cell(r, 2, "method", "nosuch"), r"line 2: method 'nosuch' is not defined in the params it was"),
@@ -782,6 +786,19 @@ def test_restate_refuses_a_summary_row_that_cannot_be_a_run(tmp_path, monkeypatc
     with pytest.raises(ArtifactError, match=message + r".*restore it \(`git checkout"):
         pub.restate(load(ROOT / "params.yaml"), ROOT / "params.yaml", "default", say=lambda s: None)
     assert (tmp_path / "default" / "headline.csv").read_bytes() == before
+
+
+def test_a_learned_run_with_a_zero_probability_test_word_keeps_its_infinite_nll(tmp_path, monkeypatch):
+    """An infinite test nll is a result, not damage, where the run gave a test word probability 0 (NEGLM's unseen
+    words): the rows-only check reads it (the reviewer's case; stats.py calls such a method worse)."""
+    from pipeline_src.reporting.published_rows import read_published
+
+    def infinite(rows):
+        _cell(rows, 2, "nll", "inf")
+        _cell(rows, 2, "zero_prob_tokens", "3")
+
+    _edited(tmp_path, monkeypatch, "default", "summary.csv", infinite, digest=False)
+    assert read_published(tmp_path / "default", "summary.csv", "nll").nll.iloc[0] == math.inf
 
 
 def test_a_published_table_edited_since_is_refused_by_its_digest(tmp_path, monkeypatch):
@@ -822,41 +839,58 @@ def test_freeze_settings_refuses_picks_it_cannot_read(tmp_path, monkeypatch, edi
         frozen_settings("wt2-budget", "wikitext-2")
 
 
+def test_restate_refuses_an_edited_anytime_table(tmp_path, monkeypatch):
+    """The review: anytime.csv feeds the restated budget-axis verdicts and was read unchecked."""
+    from conftest import ROOT
+
+    import pipeline_src.reporting.publish as pub
+    from pipeline_src.config import validate
+    from pipeline_src.io.errors import ArtifactError
+
+    _edited(tmp_path, monkeypatch, "budget-axis", "anytime.csv", lambda r: _cell(r, 2, "valid_nll", "1.0"),
+            digest=True)
+    published = validate(json.loads((tmp_path / "budget-axis" / "provenance.json").read_text())["params"])
+    with pytest.raises(ArtifactError, match=r"anytime.csv: not the file that was published"):
+        pub.restate(published, ROOT / "config" / "budget-axis.yaml", "budget-axis", say=lambda s: None)
+
+
 def test_freeze_budgets_refuses_a_budgeted_seed_without_its_tokens(tmp_path, monkeypatch):
     """The probe: a blank tokens_reached dropped that seed from its method's mean (softmax 602,560 -> 609,280)."""
     from pipeline_src.io.errors import ConfigError
-    from pipeline_src.records.budgets import frozen_budgets
+    from pipeline_src.records.budgets import frozen_budgets, frozen_settings
 
     def blank_first_test_row(rows):
         line = next(i for i, r in enumerate(rows[1:], start=2) if r[rows[0].index("split")] == "test")
         _cell(rows, line, "tokens_reached", "")
 
     _edited(tmp_path, monkeypatch, "wt2-budget", "summary.csv", blank_first_test_row, digest=False)
-    with pytest.raises(ConfigError, match=r"summary.csv: softmax seed \d at wikitext-2 ran under a time budget but "
-                                          r"has no tokens_reached"):
+    says = r"summary.csv: softmax seed \d at wikitext-2 ran under a time budget but has no tokens_reached"
+    with pytest.raises(ConfigError, match=says):
         frozen_budgets("wt2-budget")
+    with pytest.raises(ConfigError, match=says):  # not a settings block without its budgets (the review's case)
+        frozen_settings("wt2-budget", "wikitext-2")
 
 
-def test_publish_refuses_runs_without_their_summary(default_params, tmp_path, monkeypatch):
+def test_references_published_beside_unsummarised_runs_claim_no_seeds(default_params, tmp_path, monkeypatch):
     """The probe: a results_dir with 99 restored run records and a references folder but no summary.csv was
-    published as a references-only publication whose provenance still claimed the seeds and a `reference`
-    command."""
+    published as a references-only publication whose provenance claimed the seeds [1, 2, 3]. The references may be
+    published while a sweep runs (topics-kn): they are, saying so, and claim no seed."""
     import pipeline_src.reporting.publish as pub
     from pipeline_src.config import validate
-    from pipeline_src.io.errors import ConfigError
 
     monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
     monkeypatch.setattr(pub, "update_docs", lambda: [])
-    p = validate(tiny_params(default_params, tmp_path))
-    results = Path(p["results_dir"])
-    (results / "references" / "tiny").mkdir(parents=True)
+    p = validate(dict(tiny_params(default_params, tmp_path), references={}))  # no reference to fit here
+    (Path(p["results_dir"]) / "references" / "tiny").mkdir(parents=True)
     run = paths.metrics_path(p, "tiny", "softmax", 1)
     run.parent.mkdir(parents=True)
     run.write_text("{}")
-    with pytest.raises(ConfigError, match=r"holds 1 run record\(s\) \(runs/tiny/softmax/seed1/metrics.json, \.\.\.\) "
-                                          r"but no summary.csv: run `python -m pipeline_src summarize"):
-        pub.publish(p, tmp_path / "mine.yaml", "refs", say=lambda s: None)
-    assert not (tmp_path / "benchmarks" / "refs").exists()
+    said = []
+    out = pub.publish(p, tmp_path / "mine.yaml", "refs", say=said.append)
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["seeds"] == [] and prov["runs"] is None and prov["files"] == ["references.csv"]
+    assert said[0] == (f"note: {p['results_dir']} holds 1 run record(s) but no summary.csv: publishing its references "
+                       f"alone (run `summarize` to publish the runs)")
 
 
 def test_a_publication_whose_params_are_not_a_mapping_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
@@ -902,5 +936,5 @@ def test_restore_says_why_it_restored_nothing(default_params, tmp_path, capsys):
     (stash / "records.json").write_text(json.dumps(manifest))
     assert not_asked_for(dict(p, keep_models=True), stash.parent) == [
         "1 final-run files: keep_models is true here, and a run restored without its model would be retrained "
-        "(set keep_models: false, as the stash's params file did)"]
+        "(restore under keep_models: false)"]
     assert not_asked_for(dict(p, keep_models=False), stash.parent) == []

@@ -417,6 +417,7 @@ def test_freeze_budgets_reads_replayed_finals_as_their_time_budget_s_tokens(defa
     pd.DataFrame({"dataset": "tiny", "method": ["softmax", "softmax", "mos"], "split": "test", "seed": [0, 1, 0],
                   "tokens_reached": [1600, 1600, 800], "budget_seconds": math.nan}).to_csv(out / "summary.csv",
                                                                                           index=False)
+    p["run"]["seeds"] = [0, 1]  # the seeds of its rows
     prov = {"params": p, "commit": "abc" * 14, "cpu_model": "a CPU", "published": "2026-11-28"}
     (out / "provenance.json").write_text(json.dumps(prov))
     trials_ran_on = {"by_dataset": {"tiny": {"cpu_models": ["Trial CPU"], "kernels": ["AVX2"], "records": 6}}}

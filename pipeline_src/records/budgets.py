@@ -18,6 +18,11 @@ from ..io.artifacts import read_json
 from ..io.errors import ConfigError
 
 
+class NoBudget(ConfigError):
+    """A publication with no run under a time budget: nothing to freeze (``freeze-settings`` then freezes the
+    picks alone; any other problem with its runs stops it)."""
+
+
 def frozen_budgets(name: str) -> str:
     """The YAML block (with its calibration as comments) for each budgeted dataset of publication ``name``."""
     out = ["datasets:"]
@@ -48,17 +53,19 @@ def _budgets(name: str) -> dict:
 
     pub = check_name(name, "freeze-budgets")
     if not (pub / "summary.csv").is_file():
-        raise ConfigError(f"{pub} holds no summary.csv: no runs to freeze the budgets of")
+        raise NoBudget(f"{pub} holds no summary.csv: no runs to freeze the budgets of")
     prov = read_json(pub / paths.PROVENANCE, "params", "commit", "cpu_model", "published")
     params = validate(copy.deepcopy(prov["params"]), str(pub / paths.PROVENANCE))
-    runs = read_published(pub, "summary.csv", "tokens_reached", "budget_seconds")
+    runs = read_published(pub, "summary.csv")
+    if not {"tokens_reached", "budget_seconds"} <= set(runs.columns):  # published before time budgets existed
+        raise NoBudget(f"{pub / 'summary.csv'}: no run under a time budget (no budget_seconds column) to freeze")
     replayed = runs.dataset.map(lambda ds: replays_tokens(params, ds))  # their trials' tokens in the time budget
     runs = runs[(runs.split == "test") & (runs.budget_seconds.notna() | replayed)]
     for r in runs[runs.tokens_reached.isna()].itertuples():  # a seed left out would move its method's mean
         raise ConfigError(f"{pub / 'summary.csv'}: {r.method} seed {r.seed} at {r.dataset} ran under a time budget "
                           f"but has no tokens_reached: its method's budget cannot be frozen")
     if runs.empty:
-        raise ConfigError(f"{pub / 'summary.csv'}: no run under a time budget (budget_seconds) to freeze")
+        raise NoBudget(f"{pub / 'summary.csv'}: no run under a time budget (budget_seconds) to freeze")
     first = (f"  # frozen from benchmarks/{name} (commit {prov['commit'][:12]}, published {prov['published']}): "
              f"each method's mean tokens over its seeds under its time budget (or its selected trial's, which "
              f"tuning.replay_tokens replays)")
@@ -111,7 +118,7 @@ def frozen_settings(name: str, dataset: str) -> str:
            "datasets:"]
     try:
         budgets = _budgets(name)
-    except ConfigError:  # no summary, or no run under a time budget: no tokens to freeze
+    except NoBudget:  # no summary, or no run under a time budget: no tokens to freeze (any other problem stops it)
         budgets = {}
     if dataset in budgets:  # the dataset ran under a time budget: each method's tokens in it, the 1x of a longer run
         out.append(budgets[dataset][0][1])

@@ -84,6 +84,10 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     results = Path(params["results_dir"])
     _check_target(out, results, name, params_file, replace)
     kind, summary, command = _what_to_publish(params, params_file, results)
+    runs = sorted((results / "runs").glob("*/*/seed*/metrics.json"))
+    if kind == "refs" and runs:  # the count-based rows while a sweep runs (topics-kn): no seed, no run is claimed
+        say(f"note: {results} holds {len(runs)} run record(s) but no summary.csv: publishing its references alone "
+            f"(run `summarize` to publish the runs)")
     if kind == "runs":  # every run from this params file (and, when tuned, its selection)
         check_summary_current(params, summary)
     if kind not in ("step", "cells"):
@@ -99,7 +103,8 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     write_json(out / paths.PROVENANCE, {
         "name": name, "commit": _git("rev-parse", "HEAD"), "dirty_files": dirty,
         "params_file": str(params_file), "params": params, "published": datetime.now(timezone.utc).isoformat(
-            timespec="seconds"), "files": copied, "seeds": run_seeds(params), "cpu_model": machine,
+            timespec="seconds"), "files": copied, "seeds": [] if kind == "refs" else run_seeds(params),
+        "cpu_model": machine,
         "run_config_hashes": sorted(summary.config_hash.unique().tolist()),
         "command": command, "wall_time_s": wall_time_s,
         "runs": read_json(info) if kind == "runs" and info.exists() else None})
@@ -160,11 +165,6 @@ def _what_to_publish(params: dict, params_file: Path, results: Path) -> tuple[st
             raise ConfigError(f"{paths.cell_bench_path(params)} was made by another bench.cells: rerun "
                               f"`python -m pipeline_src bench-cells --config {params_file}` before publishing")
         return "cells", pd.DataFrame(NO_RUNS), f"python -m pipeline_src bench-cells --config {params_file}"
-    runs = sorted((results / "runs").glob("*/*/seed*/metrics.json")) if not summary.exists() else []
-    if runs:  # a references-only publication would claim seeds and runs it does not hold
-        raise ConfigError(f"{results} holds {len(runs)} run record(s) ({runs[0].relative_to(results)}, ...) but no "
-                          f"summary.csv: run `python -m pipeline_src summarize --config {params_file}` (or snakemake) "
-                          f"before publishing")
     if not summary.exists() and (results / "references").is_dir():  # `reference` alone: every dataset's, current
         from .summarize import _write, reference_rows
 
@@ -215,7 +215,7 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
     import copy
 
     from ..config import validate
-    from .published_rows import read_published
+    from .published_rows import check_digest, read_published
     from .summarize import gpu_cells_record, verdict_tables
 
     out = check_name(name, "restate")
@@ -238,6 +238,8 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
         from .axis_tables import axis_tables
 
         refs = out / "references.csv"
+        for table in ("anytime.csv", "references.csv"):  # what the axis's verdicts read, as published
+            check_digest(out, table)
         tables.update(axis_tables(read_csv(out / "anytime.csv"), summary,
                                   read_csv(refs) if refs.is_file() and refs.stat().st_size > 1 else None, params))
     dirty = _dirty_files()  # before this writes anything: the tree the restated tables came from
