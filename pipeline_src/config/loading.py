@@ -63,7 +63,7 @@ def _read(path: Path, extended_by: Path | None = None) -> dict:
         raise ConfigError(f"{path}: expected a mapping at the top level")
     if isinstance(params, Replace):  # it would merge like any other file, silently
         raise ConfigError(f"{path}: !replace tags the whole file; tag the keys whose mapping replaces the base's "
-                          f"(`key: !replace {{...}}`), or drop `extends:`")
+                          f"(`key: !replace {{...}}`), the file's own keys need no tag")
     return params
 
 

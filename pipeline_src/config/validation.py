@@ -177,7 +177,9 @@ def _check_names(params: dict, source: str, origin=None) -> None:
     # size): where it did not, the best method that learned stands in, named in the row (reporting/stats.py);
     # but it is a method the file defines (a misspelt one made every size compare against a stand-in)
     if params["statistics"]["reference"] not in params["methods"]:
-        raise _undefined(source, "statistics.reference", params["statistics"]["reference"], "methods", params)
+        e = _undefined(origin(["statistics", "reference"]) if origin else source, "statistics.reference",
+                       params["statistics"]["reference"], "methods", params)
+        raise ConfigError(f"{e} (the reference is softmax unless statistics.reference names another)")
     for ds in params["statistics"].get("speed_spread_accepted") or {}:
         if ds not in params["datasets"]:
             raise _undefined(source, "statistics.speed_spread_accepted", ds, "datasets", params)

@@ -75,9 +75,10 @@ def check(spec: dict, seed: int = 0) -> list[Outcome]:
             out.append(c())
         except Exception as e:  # a head that raises fails that property, with what it raised
             first = str(e).splitlines()[0] if str(e) else ""
-            where = next((f.name for f in reversed(traceback.extract_tb(e.__traceback__))  # the head's own frame
-                          if f"{os.sep}torch{os.sep}" not in f.filename), "")
-            out.append(Outcome(name, False, f"raised {type(e).__name__} in {where}()" + (f": {first}" if first else "")))
+            where = next((f.name for f in reversed(traceback.extract_tb(e.__traceback__))  # the head's own frame,
+                          if f"{os.sep}torch{os.sep}" not in f.filename and f.filename != __file__), None)  # not torch's
+            out.append(Outcome(name, False, f"raised {type(e).__name__}" + (f" in {where}()" if where else "")
+                               + (f": {first}" if first else "")))
     return out
 
 

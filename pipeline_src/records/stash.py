@@ -171,8 +171,8 @@ def restore(params: dict, src: Path, say=print) -> tuple[int, list[str]]:
     if not isinstance(manifest, dict):
         raise ConfigError(f"{rec / MANIFEST}: 'files' is not a mapping of paths to sha256; restore nothing from a "
                           f"damaged stash")
-    unlisted = sorted(str(f.relative_to(rec)) for f in rec.rglob("*") if f.is_file() and f.name != MANIFEST
-                      and str(f.relative_to(rec)) not in manifest)
+    unlisted = sorted(f.relative_to(rec).as_posix() for f in rec.rglob("*") if f.is_file() and f.name != MANIFEST
+                      and f.relative_to(rec).as_posix() not in manifest)
     if unlisted:  # copied in untested, a later stash would seal it with a digest of its own
         raise ConfigError(f"{rec / unlisted[0]}: not in the manifest {rec / MANIFEST} ({len(unlisted)} such file(s)); "
                           f"restore nothing from a stash holding files it never listed")
@@ -237,7 +237,7 @@ def not_asked_for(params: dict, src: Path) -> list[str]:
     finals = [rel for rel in manifest if rel.startswith("runs/") and rel.split("/")[1] not in other]
     if finals and params.get("keep_models", True):
         out.append(f"{len(finals)} final-run files: keep_models is true here, and a run restored without its model "
-                   f"would be retrained (set keep_models: false, as the stash's params file did)")
+                   f"would be retrained (restore under keep_models: false)")
     return out
 
 
