@@ -31,10 +31,11 @@ from ..io.errors import ArtifactError
 KEYS = {"summary.csv": ("dataset", "method", "seed", "split"), "tuning.csv": ("dataset", "method", "trial")}
 
 
-def check_digest(pub: Path, file: str) -> bool:
+def check_digest(pub: Path, file: str, prov: dict | None = None) -> bool:
     """Whether ``pub / file`` is byte for byte the table its publication recorded (True), or the publication
-    recorded no digest for it (False); an :class:`ArtifactError` when it was edited since."""
-    prov = read_json(pub / paths.PROVENANCE)
+    recorded no digest for it (False); an :class:`ArtifactError` when it was edited since. ``prov``: its
+    provenance.json, when the caller has read it already."""
+    prov = read_json(pub / paths.PROVENANCE) if prov is None else prov
     runs = prov.get("runs") if isinstance(prov.get("runs"), dict) else {}  # the summary record it was published with
     digest = (runs.get("tables") or {}).get(file)
     path = pub / file
@@ -52,7 +53,8 @@ def read_published(pub: Path, file: str, *columns: str) -> pd.DataFrame:
     one, row by row; an :class:`ArtifactError` of one line (file, line, cell, what to do) for a table that cannot
     be the publication's."""
     path = pub / file
-    strict = not check_digest(pub, file)
+    prov = read_json(pub / paths.PROVENANCE)
+    strict = not check_digest(pub, file, prov)
     fix = f"restore it (`git checkout -- {path}`) or republish"
     try:
         frame = read_csv(path)
@@ -62,7 +64,6 @@ def read_published(pub: Path, file: str, *columns: str) -> pd.DataFrame:
     if missing:  # a publication from before that column (or an edited header): only a new one has it
         raise ArtifactError(f"{path}: column {missing[0]!r} is missing (published before it existed, or edited); "
                             f"republish it with the current code")
-    prov = read_json(pub / paths.PROVENANCE)
     params = prov.get("params") if isinstance(prov.get("params"), dict) else {}
     if strict:
         _check_width(path, fix)
