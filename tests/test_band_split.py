@@ -18,7 +18,8 @@ from pipeline_src.training.model import LanguageModel
 CFG = ModelConfig(emb_dim=6, hidden_dim=5, layers=1, dropout=0.0, tie_weights=False)
 
 
-@pytest.mark.parametrize("spec", [{"type": "softmax"}, {"type": "hierarchical-softmax"}, {"type": "mos", "components": 2}])
+@pytest.mark.parametrize("spec", [{"type": "softmax"}, {"type": "hierarchical-softmax"}, {"type": "mos", "components": 2},
+                                  {"type": "sampled-softmax", "negatives": 5}])  # the blocked linear path (heads/kernels.py) and the default
 def test_the_model_s_band_mass_is_its_distribution_summed_over_the_band(spec):
     torch.manual_seed(0)
     v = 40

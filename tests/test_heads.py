@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -168,6 +170,31 @@ def test_blocked_evaluation_equals_log_softmax_whatever_the_blocks(v, cols):
     with torch.no_grad():  # the in-place path
         s2, z2 = linear_score_and_log_z(h, w, b, t, cols)
     assert torch.allclose(s2 - z2, score - log_z, atol=1e-12)
+
+
+@pytest.mark.parametrize("v,cols", [(23, 4096), (23, 5), (1000, 96)])
+def test_blocked_group_masses_equal_log_softmax_summed_per_group_whatever_the_blocks(v, cols):
+    """The band split's masses, summed block by block with a running max (kernels.linear_log_mass), are the
+    brute-force logsumexp of log softmax over each group's words: with a group of one word, an empty group (its
+    mass 0: log 0), words of probability 0 (a bias of -inf, as NEGLM's log Q(w) = -inf gives) filling the first
+    block, and logits far apart (a group whose mass is e^-200 of the row's largest)."""
+    from pipeline_src.heads.kernels import linear_log_mass
+
+    h, w, b, _ = _data(n=40, d=6, v=v, dtype=torch.float64)
+    b = b.clone()
+    b[: min(cols, v - 1)] = -math.inf  # the first block holds no possible word (all of it where it is the last)
+    b[-1] = 200.0  # one word dominates every row
+    group = torch.arange(v) % 2
+    group[-1] = 3  # a group of one word; group 2 is empty
+    member = F.one_hot(group, 4).double()
+    got = linear_log_mass(h, w, b, member, cols)
+    lp = F.log_softmax(F.linear(h, w, b), dim=1)
+    want = torch.stack([lp[:, group == g].logsumexp(dim=1) for g in range(4)], dim=1)
+    assert torch.equal(got[:, 2], torch.full((40,), -math.inf, dtype=torch.float64))
+    finite = want.isfinite()
+    assert torch.equal(got.isfinite(), finite)
+    assert torch.allclose(got[finite], want[finite], atol=1e-12, rtol=1e-12)
+    assert (want[:, :2] < -150).all()  # the masses far below the largest are still exact
 
 
 def test_a_head_declares_its_family_and_its_hooks_or_is_refused():

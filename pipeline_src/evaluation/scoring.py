@@ -59,16 +59,14 @@ def band_of_ids(counts: np.ndarray) -> np.ndarray:
 @torch.no_grad()
 def band_log_mass(model, data: Tensor, bptt: int, band_of_id: np.ndarray) -> Tensor:
     """(L-1, B) log q(band of the target | context) at every scored position of ``data`` (L, B): the model's
-    exact distribution (``head.log_prob``, :data:`CHUNK_ROWS` rows at a time) summed over each band's words."""
+    exact distribution summed over each band's words (``head.log_mass``, :data:`CHUNK_ROWS` rows at a time)."""
     bands = torch.from_numpy(band_of_id).to(data.device)
-    onehot = F.one_hot(bands, len(BANDS)).float()  # (V, bands)
+    member = F.one_hot(bands, len(BANDS)).float()  # (V, bands)
 
     def fn(h: Tensor, y: Tensor) -> tuple[Tensor]:
         out = h.new_empty(h.shape[0], dtype=torch.float32)
         for i in range(0, h.shape[0], CHUNK_ROWS):
-            lp = model.head.log_prob(h[i:i + CHUNK_ROWS]).float()  # (n, V)
-            top = lp.max(dim=1, keepdim=True).values  # each row's largest log p (<= 0): exp(lp - top) <= 1
-            log_mass = torch.log(torch.exp(lp - top) @ onehot) + top  # (n, bands)
+            log_mass = model.head.log_mass(h[i:i + CHUNK_ROWS], member).float()  # (n, bands)
             out[i:i + CHUNK_ROWS] = log_mass.gather(1, bands[y[i:i + CHUNK_ROWS]][:, None]).squeeze(1)
         return (out,)
 

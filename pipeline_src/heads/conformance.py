@@ -6,6 +6,8 @@ words with Zipf counts, d = 16, 16 rows) in float64 and checks, one line per pro
 - **normalised**: every row of ``log_prob`` sums to one (logsumexp 0);
 - **target log-probabilities**: ``target_log_prob`` is ``log_prob`` at the targets, and chunked (3 rows) equals
   unchunked;
+- **group masses**: ``log_mass`` is ``log_prob`` summed over groups of words (three random groups, one of them a
+  single word);
 - **exact loss**: where the head declares ``trains_exact_likelihood``, its training loss is the mean negative
   log-likelihood of ``log_prob`` plus the term it declares beside it (``loss_penalty``: a self-normalisation
   penalty); a sampled surrogate is declared, not compared;
@@ -64,7 +66,7 @@ def check(spec: dict, seed: int = 0) -> list[Outcome]:
     target = torch.randint(0, V, (N,), generator=g)
     checks: list[tuple[str, Callable[[], Outcome]]] = [
         ("normalised", lambda: _normalised(head, h)), ("target log-probabilities", lambda: _targets(head, h, target)),
-        ("exact loss", lambda: _exact_loss(head, h, target)),
+        ("group masses", lambda: _group_masses(head, h)), ("exact loss", lambda: _exact_loss(head, h, target)),
         ("input gradient", lambda: _input_gradient(head, h, target)),
         ("parameter gradients", lambda: _parameter_gradients(head, h, target)),
         ("determinism", lambda: _determinism(spec, seed, h, target)), ("FLOPs", lambda: _flops(head, h)),
@@ -102,6 +104,22 @@ def _targets(head, h, target) -> Outcome:
         full = head.log_prob(h).gather(1, target[:, None]).squeeze(1)
         err = max((head.target_log_prob(h, target, chunk_size=c) - full).abs().max().item() for c in (3, 1024))
     return Outcome("target log-probabilities", err < 1e-10, f"max |chunked or unchunked - log_prob| = {err:.2e}")
+
+
+def _group_masses(head, h) -> Outcome:
+    group = torch.randint(0, 3, (V,), generator=torch.Generator().manual_seed(3))
+    group[group == 2], group[V // 2] = 0, 2  # group 2: one word in the middle of the vocabulary
+    member = torch.nn.functional.one_hot(group, 3).double()  # (V, 3)
+    with torch.no_grad():
+        lp = head.log_prob(h)
+        want = torch.stack([lp[:, group == g].logsumexp(dim=1) for g in range(3)], dim=1)
+        got = head.log_mass(h, member)
+    if tuple(got.shape) != tuple(want.shape):
+        return Outcome("group masses", False, f"log_mass gives shape {tuple(got.shape)}, not (N, G) = "
+                                              f"{tuple(want.shape)}")
+    err = (got - want).abs().max().item()
+    return Outcome("group masses", err < 1e-10, f"max |log_mass - log_prob summed per group| = {err:.2e} "
+                                                f"(limit 1e-10)")
 
 
 def _exact_loss(head, h, target) -> Outcome:

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from ..io.errors import ConfigError
 from .base import HeadContext, OutputLayer, output_embedding
-from .kernels import chunked_rows, init_range_field, linear_score_and_log_z
+from .kernels import chunked_rows, init_range_field, linear_log_mass, linear_score_and_log_z
 from .sampling import Negatives, Sampler, log_uniform_probs, unigram_probs
 
 
@@ -154,6 +154,10 @@ class SampledObjective(OutputLayer):
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
         score, log_z = self.self_normalisation(hidden, target, chunk_size)
         return score - log_z
+
+    def log_mass(self, hidden: Tensor, member: Tensor) -> Tensor:
+        weight, bias, _ = self.affine_logits()  # test logits = h W^T + (b + a constant per word)
+        return linear_log_mass(hidden, weight, bias, member)
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         return self.loss_given(hidden, target, self.sampler.sample(hidden.shape[0]))

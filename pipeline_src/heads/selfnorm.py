@@ -27,7 +27,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .base import HeadContext, OutputLayer, output_embedding, register
-from .kernels import Scratch, chunked_mean_nll, chunked_rows, linear_cross_entropy, linear_score_and_log_z
+from .kernels import (
+    Scratch,
+    chunked_mean_nll,
+    chunked_rows,
+    linear_cross_entropy,
+    linear_log_mass,
+    linear_score_and_log_z,
+)
 
 
 @register("self-normalised-softmax", family="structured and self-normalised heads")
@@ -99,6 +106,9 @@ class SelfNormalisedSoftmax(OutputLayer):
 
     def affine_logits(self):
         return self.weight, self.bias, self.vocab_size
+
+    def log_mass(self, hidden: Tensor, member: Tensor) -> Tensor:
+        return linear_log_mass(hidden, self.weight, self.bias, member)
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
         score, log_z = self.self_normalisation(hidden, target, chunk_size)

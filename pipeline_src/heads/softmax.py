@@ -15,7 +15,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .base import HeadContext, OutputLayer, output_embedding, register
-from .kernels import Scratch, chunked_rows, linear_cross_entropy, linear_target_log_prob, matched_width
+from .kernels import (
+    Scratch,
+    chunked_rows,
+    linear_cross_entropy,
+    linear_log_mass,
+    linear_target_log_prob,
+    matched_width,
+)
 
 
 @register("softmax", family="softmax and its controls", train_cost=4)
@@ -45,6 +52,9 @@ class Softmax(OutputLayer):
 
     def affine_logits(self):
         return self.weight, self.bias, self.vocab_size
+
+    def log_mass(self, hidden: Tensor, member: Tensor) -> Tensor:
+        return linear_log_mass(hidden, self.weight, self.bias, member)
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
         return chunked_rows(lambda h, t: linear_target_log_prob(h, self.weight, self.bias, t),
@@ -97,6 +107,9 @@ class WideSoftmax(OutputLayer):
 
     def affine_logits(self):  # affine in the widened context tanh(W' h + b')
         return self.weight, self.bias, self.vocab_size
+
+    def log_mass(self, hidden: Tensor, member: Tensor) -> Tensor:
+        return linear_log_mass(self.context(hidden), self.weight, self.bias, member)
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
         return chunked_rows(lambda h, t: linear_target_log_prob(self.context(h), self.weight, self.bias, t),
