@@ -212,6 +212,24 @@ def test_json_written_is_strict_nan_becomes_null_and_infinity_a_string_read_back
         {"a": None, "b": [math.inf, 1.5], "c": -math.inf, "d": {"e": 2.0}, "f": "Infinity-ish"}
 
 
+def test_a_bad_file_s_advice_is_to_rebuild_an_output_but_to_restore_a_committed_publication(tmp_path):
+    """A pipeline output is made again by its step; a publication's file under benchmarks/ is made by no step of a
+    fresh run (deleting it loses it), so its one line says to restore it from git."""
+    from pipeline_src.io.artifacts import read_csv, read_json
+    from pipeline_src.io.errors import ArtifactError
+
+    for folder, want, not_want in (("results", "delete it and rerun", "git checkout"),
+                                   ("benchmarks/default", "git checkout -- ", "delete it")):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "x.json").write_text('{"a": 1')
+        (tmp_path / folder / "x.csv").write_text("")
+        for read, name in ((read_json, "x.json"), (read_csv, "x.csv")):
+            with pytest.raises(ArtifactError) as e:
+                read(tmp_path / folder / name)
+            assert str(tmp_path / folder / name) in str(e.value) and want in str(e.value)
+            assert not_want not in str(e.value) and "\n" not in str(e.value)
+
+
 def _one_run(capsys, proj):
     """The tiny config's one run trained and evaluated; its params file."""
     _, cfg = proj

@@ -15,6 +15,13 @@ from .atomic import INFINITY
 from .errors import ArtifactError
 
 REBUILD = "delete it and rerun the step that makes it (or `snakemake`)"
+COMMITTED = "a committed publication's file: `git checkout -- {path}` restores it (or publish it again)"
+
+
+def _advice(path: Path) -> str:
+    """What to do about a bad file: a pipeline output is rebuilt; a file under ``benchmarks/`` (a publication or
+    stashed records, committed) is restored from git, since no step of a fresh run makes it again."""
+    return COMMITTED.format(path=path) if "benchmarks" in path.parts else REBUILD
 
 
 def read_json(path: str | Path, *keys: str) -> Any:
@@ -24,16 +31,16 @@ def read_json(path: str | Path, *keys: str) -> Any:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise ArtifactError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
-                            f"{REBUILD}") from None
+                            f"{_advice(path)}") from None
     except UnicodeDecodeError:
-        raise ArtifactError(f"{path}: not UTF-8 text; {REBUILD}") from None
+        raise ArtifactError(f"{path}: not UTF-8 text; {_advice(path)}") from None
     obj = _infinities(obj)
     if keys:
         if not isinstance(obj, dict):
-            raise ArtifactError(f"{path}: expected a JSON object, found {type(obj).__name__}; {REBUILD}")
+            raise ArtifactError(f"{path}: expected a JSON object, found {type(obj).__name__}; {_advice(path)}")
         missing = [k for k in keys if k not in obj]
         if missing:
-            raise ArtifactError(f"{path}: key {missing[0]!r} is missing; {REBUILD}")
+            raise ArtifactError(f"{path}: key {missing[0]!r} is missing; {_advice(path)}")
     return obj
 
 
@@ -57,11 +64,11 @@ def read_csv(path: str | Path, *columns: str):
     try:
         df = pd.read_csv(path)
     except pd.errors.EmptyDataError:
-        raise ArtifactError(f"{path}: empty file, no header; {REBUILD}") from None
+        raise ArtifactError(f"{path}: empty file, no header; {_advice(path)}") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise ArtifactError(f"{path}: not a readable CSV table ({str(e).splitlines()[0][:120]}); "
-                            f"{REBUILD}") from None
+                            f"{_advice(path)}") from None
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        raise ArtifactError(f"{path}: column {missing[0]!r} is missing; {REBUILD}")
+        raise ArtifactError(f"{path}: column {missing[0]!r} is missing; {_advice(path)}")
     return df
