@@ -186,7 +186,7 @@ def test_blocked_group_masses_equal_log_softmax_summed_per_group_whatever_the_bl
     b[-1] = 200.0  # one word dominates every row
     group = torch.arange(v) % 2
     group[-1] = 3  # a group of one word; group 2 is empty
-    member = F.one_hot(group, 4).double()
+    member = F.one_hot(group, 4).double().t()  # (groups, V)
     got = linear_log_mass(h, w, b, member, cols)
     lp = F.log_softmax(F.linear(h, w, b), dim=1)
     want = torch.stack([lp[:, group == g].logsumexp(dim=1) for g in range(4)], dim=1)

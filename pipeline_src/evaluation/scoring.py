@@ -61,7 +61,7 @@ def band_log_mass(model, data: Tensor, bptt: int, band_of_id: np.ndarray) -> Ten
     """(L-1, B) log q(band of the target | context) at every scored position of ``data`` (L, B): the model's
     exact distribution summed over each band's words (``head.log_mass``, :data:`CHUNK_ROWS` rows at a time)."""
     bands = torch.from_numpy(band_of_id).to(data.device)
-    member = F.one_hot(bands, len(BANDS)).float()  # (V, bands)
+    member = F.one_hot(bands, len(BANDS)).float().t().contiguous()  # (bands, V)
 
     def fn(h: Tensor, y: Tensor) -> tuple[Tensor]:
         out = h.new_empty(h.shape[0], dtype=torch.float32)

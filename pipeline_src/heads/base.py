@@ -125,12 +125,12 @@ class OutputLayer(nn.Module):
         raise NotImplementedError(f"{self.name} does not declare self_normalised")
 
     def log_mass(self, hidden: Tensor, member: Tensor) -> Tensor:
-        """log sum_w p(w | h) member[w, g]: hidden (N, d), member (V, G) non-negative (0/1: the words of group g)
-        -> (N, G). The evaluation's band split asks it (evaluation/scoring.py); a head that can sum its
+        """log sum_w p(w | h) member[g, w]: hidden (N, d), member (G, V) non-negative (0/1: row g marks the words of
+        group g) -> (N, G). The evaluation's band split asks it (evaluation/scoring.py); a head that can sum its
         distribution without forming the (N, V) log-probabilities overrides it (a linear head: blocked over V)."""
         lp = self.log_prob(hidden)  # (N, V)
         top = lp.amax(dim=1, keepdim=True)  # each row's largest log p: exp(lp - top) <= 1, the largest term 1
-        return torch.log((lp - top).exp_() @ member.to(lp.dtype)) + top
+        return torch.log((lp - top).exp_() @ member.to(lp.dtype).t()) + top
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int = 1024) -> Tensor:
         """Exact log p(target | h), (N,). Chunked over rows so memory stays O(chunk x V)."""

@@ -109,7 +109,7 @@ def _targets(head, h, target) -> Outcome:
 def _group_masses(head, h) -> Outcome:
     group = torch.randint(0, 3, (V,), generator=torch.Generator().manual_seed(3))
     group[group == 2], group[V // 2] = 0, 2  # group 2: one word in the middle of the vocabulary
-    member = torch.nn.functional.one_hot(group, 3).double()  # (V, 3)
+    member = torch.nn.functional.one_hot(group, 3).double().t()  # (3, V)
     with torch.no_grad():
         lp = head.log_prob(h)
         want = torch.stack([lp[:, group == g].logsumexp(dim=1) for g in range(3)], dim=1)

@@ -95,22 +95,23 @@ def linear_score_and_log_z(h: Tensor, weight: Tensor, bias: Tensor | None, targe
 
 def linear_log_mass(h: Tensor, weight: Tensor, bias: Tensor | None, member: Tensor,
                     cols: int = EVAL_COLS) -> Tensor:
-    """log sum_w softmax(h W^T + b)_w member[w, g], (c, G), for h (c, d), weight (V, d) and a (V, G) matrix of
-    non-negative weights (0/1: which words are in group g), blocked over the vocabulary like
-    :func:`linear_score_and_log_z`: each block's exp(z - running max) summed into the groups, the sums rescaled
-    when the max grows. One pass that reads no (c x V) tensor from memory (the default ``OutputLayer.log_mass``
-    forms ``log_prob`` and reads it three times more)."""
+    """log sum_w softmax(h W^T + b)_w member[g, w], (c, G), for h (c, d), weight (V, d) and a (G, V) matrix of
+    non-negative weights (0/1: row g marks the words of group g), blocked over the vocabulary like
+    :func:`linear_score_and_log_z`: each block's exp(z - running max) summed into the groups (a matrix-vector
+    product a group, over its contiguous row), the sums rescaled when the max grows. One pass that reads no (c x V)
+    tensor from memory (the default ``OutputLayer.log_mass`` forms ``log_prob`` and reads it three times more)."""
     c = h.shape[0]
     top = torch.full((c,), -math.inf, dtype=h.dtype, device=h.device)
-    sums = torch.zeros(c, member.shape[1], dtype=h.dtype, device=h.device)
-    member = member.to(h.dtype)
+    sums = torch.zeros(c, member.shape[0], dtype=h.dtype, device=h.device)
+    member = member.to(h.dtype).contiguous()
     for lo in range(0, weight.shape[0], cols):
         hi = min(lo + cols, weight.shape[0])
         z = torch.mm(h, weight[lo:hi].t()) if bias is None else torch.addmm(bias[lo:hi], h, weight[lo:hi].t())
         new = torch.maximum(top, z.amax(dim=1))
         new = torch.where(new == -math.inf, 0.0, new)  # a row with no word possible yet: its sums stay 0
         e = (z - new[:, None]).exp() if z.requires_grad else z.sub_(new[:, None]).exp_()  # in place without autograd
-        sums = sums * torch.exp(top - new)[:, None] + e @ member[lo:hi]
+        part = torch.stack([e @ row[lo:hi] for row in member], dim=1)  # (c, G)
+        sums = sums * torch.exp(top - new)[:, None] + part
         top = new
     return torch.log(sums) - torch.log(sums.sum(dim=1, keepdim=True))  # the max cancels; log Z = top + log sum
 
