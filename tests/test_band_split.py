@@ -18,8 +18,13 @@ from pipeline_src.training.model import LanguageModel
 CFG = ModelConfig(emb_dim=6, hidden_dim=5, layers=1, dropout=0.0, tie_weights=False)
 
 
-@pytest.mark.parametrize("spec", [{"type": "softmax"}, {"type": "hierarchical-softmax"}, {"type": "mos", "components": 2},
-                                  {"type": "sampled-softmax", "negatives": 5}])  # the blocked linear path (heads/kernels.py) and the default
+SPECS = [{"type": "softmax"}, {"type": "hierarchical-softmax"}, {"type": "mos", "components": 2},
+         {"type": "sampled-softmax", "negatives": 5}, {"type": "adaptive-softmax", "cutoffs": [5, 20], "div_value": 2},
+         {"type": "mixtape"}]  # each head's own log_mass (blocked over words, class by class, cluster by cluster)
+# and the default (from log_prob: MoS, Mixtape)
+
+
+@pytest.mark.parametrize("spec", SPECS)
 def test_the_model_s_band_mass_is_its_distribution_summed_over_the_band(spec):
     torch.manual_seed(0)
     v = 40

@@ -10,11 +10,12 @@ import math
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..io.errors import ConfigError
 from .base import HeadContext, OutputLayer, register
-from .kernels import chunked_rows, default_cutoffs
+from .kernels import chunked_rows, default_cutoffs, linear_log_mass
 
 
 def tail_div_value(d: int, clusters: int, div_value: float, min_tail_dim: int) -> float:
@@ -93,6 +94,19 @@ class AdaptiveSoftmax(OutputLayer):
 
     def log_prob(self, hidden: Tensor) -> Tensor:
         return self.asm.log_prob(hidden)
+
+    def log_mass(self, hidden: Tensor, member: Tensor) -> Tensor:
+        """Each group's mass from the head's log-probabilities (its shortlist words, and each tail cluster's share)
+        and each tail's within-cluster masses, blocked over its words (``linear_log_mass``): no (N, V) tensor."""
+        asm, member = self.asm, member.to(hidden.dtype)
+        head_lp = F.log_softmax(asm.head(hidden), dim=-1)  # (N, shortlist + clusters)
+        sl = asm.shortlist_size
+        out = torch.log(head_lp[:, :sl].exp() @ member[:, :sl].t())  # (N, G): the shortlist words
+        for i, (proj, words) in enumerate(asm.tail):
+            s, e = asm.cutoffs[i], asm.cutoffs[i + 1]
+            within = linear_log_mass(proj(hidden), words.weight, None, member[:, s:e])  # log q(g | cluster i, h)
+            out = torch.logaddexp(out, within + head_lp[:, sl + i:sl + i + 1])
+        return out
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
         return chunked_rows(lambda h, t: self.asm(h, t).output, hidden, target, chunk_size or self.opts.chunk_size)
