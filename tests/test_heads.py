@@ -173,28 +173,38 @@ def test_blocked_evaluation_equals_log_softmax_whatever_the_blocks(v, cols):
 
 
 @pytest.mark.parametrize("v,cols", [(23, 4096), (23, 5), (1000, 96)])
-def test_blocked_group_masses_equal_log_softmax_summed_per_group_whatever_the_blocks(v, cols):
+@pytest.mark.parametrize("far", [200.0, -1000.0])
+def test_blocked_group_masses_equal_log_softmax_summed_per_group_whatever_the_blocks(v, cols, far):
     """The band split's masses, summed block by block with a running max (kernels.linear_log_mass), are the
-    brute-force logsumexp of log softmax over each group's words: with a group of one word, an empty group (its
-    mass 0: log 0), words of probability 0 (a bias of -inf, as NEGLM's log Q(w) = -inf gives) filling the first
-    block, and logits far apart (a group whose mass is e^-200 of the row's largest)."""
+    brute-force log of p summed with each group's weights: groups that overlap, leave words out, weigh words by
+    0.5, hold one word or none (log 0); words of probability 0 (a bias of -inf, as NEGLM's log Q(w) = -inf gives)
+    filling the first block; and logits far from the rest (one word at +200 dominating every row, or every possible
+    word at -1000, where a running max that forgot the -inf block would overflow its rescaling)."""
     from pipeline_src.heads.kernels import linear_log_mass
 
     h, w, b, _ = _data(n=40, d=6, v=v, dtype=torch.float64)
-    b = b.clone()
+    b = b.detach().clone()
     b[: min(cols, v - 1)] = -math.inf  # the first block holds no possible word (all of it where it is the last)
-    b[-1] = 200.0  # one word dominates every row
-    group = torch.arange(v) % 2
-    group[-1] = 3  # a group of one word; group 2 is empty
-    member = F.one_hot(group, 4).double().t()  # (groups, V)
+    if far > 0:
+        b[-1] = far
+    else:
+        b[min(cols, v - 1):] += far
+    member = torch.zeros(6, v, dtype=torch.float64)
+    member[0, ::2] = 1  # the even words
+    member[1, 1::2] = 1  # the odd words: with the first, a partition
+    member[2, v // 2:] = 1  # the upper half: overlaps both, leaves words out
+    member[3] = 0.5  # every word at half weight: log 1/2
+    member[4, -1] = 1  # one word; group 5 is empty
     got = linear_log_mass(h, w, b, member, cols)
     lp = F.log_softmax(F.linear(h, w, b), dim=1)
-    want = torch.stack([lp[:, group == g].logsumexp(dim=1) for g in range(4)], dim=1)
-    assert torch.equal(got[:, 2], torch.full((40,), -math.inf, dtype=torch.float64))
+    want = torch.logsumexp(lp[:, None, :] + torch.log(member)[None], dim=2)  # (N, G), log 0 = -inf for no weight
+    assert torch.equal(got[:, 5], torch.full((40,), -math.inf, dtype=torch.float64))
     finite = want.isfinite()
     assert torch.equal(got.isfinite(), finite)
     assert torch.allclose(got[finite], want[finite], atol=1e-12, rtol=1e-12)
-    assert (want[:, :2] < -150).all()  # the masses far below the largest are still exact
+    assert torch.allclose(got[:, 3], torch.full((40,), math.log(0.5), dtype=torch.float64), atol=1e-12)
+    with torch.no_grad():  # the in-place path
+        assert torch.allclose(linear_log_mass(h, w, b, member, cols)[finite], want[finite], atol=1e-12, rtol=1e-12)
 
 
 def test_a_head_declares_its_family_and_its_hooks_or_is_refused():

@@ -6,8 +6,8 @@ words with Zipf counts, d = 16, 16 rows) in float64 and checks, one line per pro
 - **normalised**: every row of ``log_prob`` sums to one (logsumexp 0);
 - **target log-probabilities**: ``target_log_prob`` is ``log_prob`` at the targets, and chunked (3 rows) equals
   unchunked;
-- **group masses**: ``log_mass`` is ``log_prob`` summed over groups of words (three random groups, one of them a
-  single word);
+- **group masses**: ``log_mass`` is the log of ``log_prob``'s probabilities summed with each group's weights (random
+  subsets that overlap and leave words out, one word alone, weights in [0, 1));
 - **exact loss**: where the head declares ``trains_exact_likelihood``, its training loss is the mean negative
   log-likelihood of ``log_prob`` plus the term it declares beside it (``loss_penalty``: a self-normalisation
   penalty); a sampled surrogate is declared, not compared;
@@ -107,19 +107,20 @@ def _targets(head, h, target) -> Outcome:
 
 
 def _group_masses(head, h) -> Outcome:
-    group = torch.randint(0, 3, (V,), generator=torch.Generator().manual_seed(3))
-    group[group == 2], group[V // 2] = 0, 2  # group 2: one word in the middle of the vocabulary
-    member = torch.nn.functional.one_hot(group, 3).double().t()  # (3, V)
+    g = torch.Generator().manual_seed(3)
+    member = (torch.rand(4, V, generator=g, dtype=torch.float64) < 0.5).double()  # random subsets: they overlap
+    member[1], member[3] = 0, torch.rand(V, generator=g, dtype=torch.float64)  # one word alone; weights in [0, 1)
+    member[1, V // 2] = 1
     with torch.no_grad():
         lp = head.log_prob(h)
-        want = torch.stack([lp[:, group == g].logsumexp(dim=1) for g in range(3)], dim=1)
+        want = torch.logsumexp(lp[:, None, :] + torch.log(member)[None], dim=2)  # (N, 4); log 0 = -inf: no weight
         got = head.log_mass(h, member)
     if tuple(got.shape) != tuple(want.shape):
         return Outcome("group masses", False, f"log_mass gives shape {tuple(got.shape)}, not (N, G) = "
                                               f"{tuple(want.shape)}")
     err = (got - want).abs().max().item()
-    return Outcome("group masses", err < 1e-10, f"max |log_mass - log_prob summed per group| = {err:.2e} "
-                                                f"(limit 1e-10)")
+    return Outcome("group masses", err < 1e-10, f"max |log_mass - log of p summed with each group's weights| = "
+                                                f"{err:.2e} (limit 1e-10; overlapping groups, one word, weights)")
 
 
 def _exact_loss(head, h, target) -> Outcome:

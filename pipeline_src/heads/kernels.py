@@ -96,24 +96,27 @@ def linear_score_and_log_z(h: Tensor, weight: Tensor, bias: Tensor | None, targe
 def linear_log_mass(h: Tensor, weight: Tensor, bias: Tensor | None, member: Tensor,
                     cols: int = EVAL_COLS) -> Tensor:
     """log sum_w softmax(h W^T + b)_w member[g, w], (c, G), for h (c, d), weight (V, d) and a (G, V) matrix of
-    non-negative weights (0/1: row g marks the words of group g), blocked over the vocabulary like
-    :func:`linear_score_and_log_z`: each block's exp(z - running max) summed into the groups (a matrix-vector
-    product a group, over its contiguous row), the sums rescaled when the max grows. One pass that reads no (c x V)
-    tensor from memory (the default ``OutputLayer.log_mass`` forms ``log_prob`` and reads it three times more)."""
+    non-negative weights (0/1: row g marks the words of group g; groups may overlap or leave words out), blocked
+    over the vocabulary like :func:`linear_score_and_log_z`: each block's exp(z - running max) summed into the
+    groups (a matrix-vector product a group, over its contiguous row) and into the normaliser, both rescaled when
+    the max grows. One pass that reads no (c x V) tensor from memory (the default ``OutputLayer.log_mass`` forms
+    ``log_prob`` and reads it three times more)."""
     c = h.shape[0]
-    top = torch.full((c,), -math.inf, dtype=h.dtype, device=h.device)
+    top = torch.full((c,), -math.inf, dtype=h.dtype, device=h.device)  # the running max; -inf: no word possible yet
     sums = torch.zeros(c, member.shape[0], dtype=h.dtype, device=h.device)
+    total = torch.zeros(c, dtype=h.dtype, device=h.device)
     member = member.to(h.dtype).contiguous()
     for lo in range(0, weight.shape[0], cols):
         hi = min(lo + cols, weight.shape[0])
         z = torch.mm(h, weight[lo:hi].t()) if bias is None else torch.addmm(bias[lo:hi], h, weight[lo:hi].t())
         new = torch.maximum(top, z.amax(dim=1))
-        new = torch.where(new == -math.inf, 0.0, new)  # a row with no word possible yet: its sums stay 0
-        e = (z - new[:, None]).exp() if z.requires_grad else z.sub_(new[:, None]).exp_()  # in place without autograd
-        part = torch.stack([e @ row[lo:hi] for row in member], dim=1)  # (c, G)
-        sums = sums * torch.exp(top - new)[:, None] + part
+        shift = torch.where(new == -math.inf, 0.0, new)  # so a row with no word possible yet gets exp(-inf) = 0
+        e = (z - shift[:, None]).exp() if z.requires_grad else z.sub_(shift[:, None]).exp_()  # in place: no autograd
+        scale = torch.exp(top - shift)[:, None]  # 0 while top is -inf (the sums are 0), else <= 1
+        sums = sums * scale + torch.stack([e @ row[lo:hi] for row in member], dim=1)  # (c, G)
+        total = total * scale[:, 0] + e.sum(dim=1)
         top = new
-    return torch.log(sums) - torch.log(sums.sum(dim=1, keepdim=True))  # the max cancels; log Z = top + log sum
+    return torch.log(sums) - torch.log(total)[:, None]  # the shift cancels: log Z = shift + log total
 
 
 def linear_target_log_prob(h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor) -> Tensor:
