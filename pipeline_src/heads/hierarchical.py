@@ -182,22 +182,25 @@ class HierarchicalSoftmax(OutputLayer):
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
         return -self.target_log_prob(hidden, target, hidden.shape[0] or 1).mean()
 
+    def _within_blocks(self, hidden: Tensor):
+        """Class by class: (c, first word, last word + 1, log p(w | c, h) over the class's words (N, |c|))."""
+        for c in range(self.n_classes):
+            s, e = int(self.bounds[c]), int(self.bounds[c + 1])
+            yield c, s, e, F.log_softmax(F.linear(hidden, self.weight[s:e], self.bias[s:e]), dim=-1)
+
     def log_mass(self, hidden: Tensor, member: Tensor) -> Tensor:
         """Each group's mass class by class: log p(c | h) + log of the sum over the class's words of
         p(w | c, h) member[g, w], joined over classes by logaddexp: no (N, V) tensor is formed."""
         member = member.to(hidden.dtype)
         class_lp = self._class_log_prob(hidden)  # (N, C)
         out = hidden.new_full((hidden.shape[0], member.shape[0]), -math.inf)  # (N, G)
-        for c in range(self.n_classes):
-            s, e = int(self.bounds[c]), int(self.bounds[c + 1])
-            within = F.softmax(F.linear(hidden, self.weight[s:e], self.bias[s:e]), dim=-1)  # (N, |c|)
-            out = torch.logaddexp(out, torch.log(within @ member[:, s:e].t()) + class_lp[:, c:c + 1])
+        for c, s, e, within in self._within_blocks(hidden):
+            out = torch.logaddexp(out, torch.log(within.exp() @ member[:, s:e].t()) + class_lp[:, c:c + 1])
         return out
 
     def log_prob(self, hidden: Tensor) -> Tensor:
         out = hidden.new_empty(hidden.shape[0], self.vocab_size)  # (N, V)
         class_lp = self._class_log_prob(hidden)  # (N, C)
-        for c in range(self.n_classes):
-            s, e = int(self.bounds[c]), int(self.bounds[c + 1])
-            out[:, s:e] = F.log_softmax(F.linear(hidden, self.weight[s:e], self.bias[s:e]), dim=-1) + class_lp[:, c:c + 1]
+        for c, s, e, within in self._within_blocks(hidden):
+            out[:, s:e] = within + class_lp[:, c:c + 1]
         return out
