@@ -208,6 +208,12 @@ def test_the_stand_in_is_chosen_on_valid_also_for_a_reference_not_run_and_contra
     head = headline(both[both.method != "softmax"], "softmax").set_index("method")
     assert set(head.verdict_reference) == {"b"} and head.loc["a", "verdict"] == "better"
     assert head.loc["b", "reference_note"].startswith("softmax did not run at this dataset")
+    from pipeline_src.reporting.tables import headline_markdown  # the docs' heading says which of the two it was
+
+    assert "softmax not run here: verdicts against b" in headline_markdown(head.reset_index().assign(seeds=3))
+    collapsed = headline(both.assign(kept_valid_ppl=both.kept_valid_ppl.where(both.method != "softmax", 150.0)),
+                         "softmax")
+    assert "softmax did not learn: verdicts against b" in headline_markdown(collapsed.assign(seeds=3))
     # one method alone: nothing to compare, no stand-in
     head = headline(test[test.method == "a"], "softmax").set_index("method")
     assert set(head.verdict) == {"no paired reference"} and pd.isna(head.get("reference_note", pd.Series([None]))).all()

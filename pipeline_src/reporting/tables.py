@@ -46,7 +46,8 @@ def headline_markdown(head: pd.DataFrame, refs: pd.DataFrame | None = None, leve
         note = ""
         if "verdict_reference" in h and h.status.notna().any():  # verdicts against a stand-in, or none
             used = h.verdict_reference.dropna()
-            note = f" ({ref} did not learn: verdicts against {used.iloc[0]})" if len(used) and used.iloc[0] != ref \
+            why = "did not learn" if (h.method == ref).any() else "not run here"
+            note = f" ({ref} {why}: verdicts against {used.iloc[0]})" if len(used) and used.iloc[0] != ref \
                 else " (no method learned: no verdicts)" if not len(used) else ""
             ref = used.iloc[0] if len(used) else ref
         seeds = int(h.seeds.max())
