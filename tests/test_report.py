@@ -219,6 +219,11 @@ def test_a_publication_s_report_renders_from_its_committed_tables_alone(tmp_path
     assert "Traceback" not in body and "Partial results: this summary holds 72 of 81 runs" in html
     assert "No method learned here" in html  # 1M words: every method has a seed above its unigram line
     assert "softmax did not learn, so the verdicts are against <strong>sampled-softmax</strong>" in html  # 100k
+    shutil.copytree(root / "benchmarks" / "large-vocab-rerun", tmp_path / "benchmarks" / "large-vocab-rerun",
+                    ignore=shutil.ignore_patterns("records"))  # the rerun: at 1M the softmax is not run at all
+    rerun = render_publication("large-vocab-rerun", tmp_path / "reports").read_text(encoding="utf-8")
+    assert "softmax did not learn, so the verdicts are against <strong>hierarchical-softmax</strong>" in rerun  # 100k
+    assert "softmax is not run at this size, so the verdicts are against <strong>sampled-softmax-in-batch" in rerun
     head = tmp_path / "benchmarks" / "large-vocab" / "headline.csv"
     head.write_text(head.read_text().replace("worse", "better"))
     with pytest.raises(StaleError, match="headline.csv is not what .*summary.csv's runs give"):
