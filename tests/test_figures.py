@@ -35,6 +35,21 @@ def test_pareto_axes_have_readable_tick_labels():
     assert xs == pytest.approx(sorted(t / n * 1e6 for t, n in zip(timed.train_time_s, timed.tokens_reached)))
 
 
+def test_the_pareto_front_joins_only_methods_that_learned():
+    """A method that did not learn is cheap for nothing: drawn hollow, named so, and never on the front (at 100k
+    words NEGLM, far above its unigram line, had been the front's cheapest point)."""
+    head = pd.DataFrame({"dataset": "d", "method": ["a", "b", "c"], "ppl": [300.0, 320.0, 5000.0],
+                         "train_time_s": [40.0, 20.0, 5.0], "peak_mem_mb": [500.0, 400.0, 300.0],
+                         "status": ["learned", "learned", "did not learn, 3 of 3 seeds"]})
+    for ax in figures.pareto(head, "d", figures.styles(head.assign(type=head.method))).axes[:2]:
+        front = next(line for line in ax.lines if line.get_label() == "Pareto front")
+        assert sorted(front.get_ydata()) == [300.0, 320.0]  # c, the cheapest, would dominate both ends otherwise
+        hollow = next(line for line in ax.lines if line.get_label() == "c (did not learn)")
+        assert hollow.get_markerfacecolor() == "none"
+    plain = figures.pareto(head.drop(columns="status"), "d", figures.styles(head.assign(type=head.method))).axes[0]
+    assert 5000.0 in next(line for line in plain.lines if line.get_label() == "Pareto front").get_ydata()
+
+
 def test_every_method_has_its_own_colour_and_marker():
     from pipeline_src.reporting.style import method_styles
 

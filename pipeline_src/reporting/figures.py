@@ -79,10 +79,12 @@ def no_forest(head: pd.DataFrame, dataset: str) -> str:
 
 
 def pareto(head: pd.DataFrame, dataset: str, style: dict):
-    """Mean test perplexity against training time and against peak memory; the Pareto front joined. Under a
-    time budget every run trains for the same time: the first panel then shows what a training token cost."""
+    """Mean test perplexity against training time and against peak memory; the Pareto front joined, over the
+    methods that learned (a row that did not is drawn hollow: cheap is no merit there). Under a time budget every
+    run trains for the same time: the first panel then shows what a training token cost."""
     plt = _plt()
     h = head[head.dataset == dataset]
+    learned = h.status.isna() | (h.status == "learned") if "status" in h else pd.Series(True, index=h.index)
     time = ("train_time_s", "training time per run (s)")
     if "tokens_reached" in h and len(h) and h.tokens_reached.notna().all():
         h = h.assign(s_per_mtok=h.train_time_s / h.tokens_reached * 1e6)
@@ -90,11 +92,12 @@ def pareto(head: pd.DataFrame, dataset: str, style: dict):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for ax, col, label in ((axes[0], *time),
                            (axes[1], "peak_mem_mb", "peak memory (MB): the process's RSS on a CPU, tensors on a GPU")):
-        for r in h.itertuples():
+        for r, ok in zip(h.itertuples(), learned):
             st = style[r.method]
-            ax.plot(getattr(r, col), r.ppl, marker=st["marker"], color=st["color"], ms=9, mec="k", mew=0.5, ls="",
-                    label=r.method)
-        f = h[pareto_front(h[col], h.ppl)].sort_values(col)
+            ax.plot(getattr(r, col), r.ppl, marker=st["marker"], color=st["color"], ms=9, ls="",
+                    mec="k" if ok else st["color"], mew=0.5 if ok else 1.5, mfc=st["color"] if ok else "none",
+                    label=r.method if ok else f"{r.method} (did not learn)")
+        f = h[learned][pareto_front(h[learned][col], h[learned].ppl)].sort_values(col)
         ax.plot(f[col], f.ppl, "k--", lw=1, label="Pareto front")
         _readable_axis(ax.xaxis, ax.set_xscale, h[col])
         _readable_axis(ax.yaxis, ax.set_yscale, h.ppl)
