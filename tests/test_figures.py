@@ -46,6 +46,9 @@ def test_the_pareto_front_joins_only_methods_that_learned():
         assert sorted(front.get_ydata()) == [300.0, 320.0]  # c, the cheapest, would dominate both ends otherwise
         hollow = next(line for line in ax.lines if line.get_label() == "c (did not learn)")
         assert hollow.get_markerfacecolor() == "none"
+    style = figures.styles(head.assign(type=head.method))
+    none = figures.pareto(head.assign(status="did not learn, 3 of 3 seeds"), "d", style)  # no front at all
+    assert len(next(line for line in none.axes[0].lines if line.get_label() == "Pareto front").get_ydata()) == 0
     plain = figures.pareto(head.drop(columns="status"), "d", figures.styles(head.assign(type=head.method))).axes[0]
     assert 5000.0 in next(line for line in plain.lines if line.get_label() == "Pareto front").get_ydata()
 
