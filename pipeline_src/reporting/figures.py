@@ -97,8 +97,8 @@ def pareto(head: pd.DataFrame, dataset: str, style: dict):
             ax.plot(getattr(r, col), r.ppl, marker=st["marker"], color=st["color"], ms=9, ls="",
                     mec="k" if ok else st["color"], mew=0.5 if ok else 1.5, mfc=st["color"] if ok else "none",
                     label=r.method if ok else f"{r.method} (did not learn)")
-        ok = h[learned.to_numpy(bool)]
-        f = ok[pareto_front(ok[col], ok.ppl).to_numpy(bool)].sort_values(col)  # none learned: no front
+        did = h[learned.to_numpy(bool)]
+        f = did[pareto_front(did[col], did.ppl).to_numpy(bool)].sort_values(col)  # none learned: no front
         ax.plot(f[col], f.ppl, "k--", lw=1, label="Pareto front")
         _readable_axis(ax.xaxis, ax.set_xscale, h[col])
         _readable_axis(ax.yaxis, ax.set_yscale, h.ppl)
