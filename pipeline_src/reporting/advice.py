@@ -12,7 +12,7 @@ import math
 
 import pandas as pd
 
-from .stats import paired
+from .stats import learned_methods, paired
 
 COLUMNS = ["dataset", "vocab", "use", "ppl", "ppl_low", "ppl_high", "runner_up", "runner_up_ppl", "margin_nll",
            "margin_low", "margin_high", "pairs", "clear", "reference", "reference_ppl", "reference_status", "kn_ppl",
@@ -25,7 +25,7 @@ def what_to_use(summary: pd.DataFrame, head: pd.DataFrame, refs: pd.DataFrame | 
     rows = []
     test = summary[summary.split == "test"]
     for ds, h in head.groupby("dataset", sort=False):
-        learned = h[h.status.isna() | (h.status == "learned")] if "status" in h else h
+        learned = h[learned_methods(h)]
         ranked = learned.sort_values("nll")
         ref_name = h.reference.dropna().iloc[0] if h.reference.notna().any() else None
         ref = h[h.method == ref_name]

@@ -13,6 +13,7 @@ import pandas as pd
 from ..io import paths
 from ..io.artifacts import read_csv
 from ..io.atomic import atomic_path
+from .stats import learned_methods
 from .style import family_legend, method_styles, pareto_front
 
 FIGURES = paths.FIGURES  # one SVG each per dataset, in results/figures/<dataset>/
@@ -84,7 +85,7 @@ def pareto(head: pd.DataFrame, dataset: str, style: dict):
     run trains for the same time: the first panel then shows what a training token cost."""
     plt = _plt()
     h = head[head.dataset == dataset]
-    learned = h.status.isna() | (h.status == "learned") if "status" in h else pd.Series(True, index=h.index)
+    learned = learned_methods(h)
     time = ("train_time_s", "training time per run (s)")
     if "tokens_reached" in h and len(h) and h.tokens_reached.notna().all():
         h = h.assign(s_per_mtok=h.train_time_s / h.tokens_reached * 1e6)

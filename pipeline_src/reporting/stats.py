@@ -88,6 +88,13 @@ def learned_runs(runs: pd.DataFrame) -> pd.Series:
     return ~(line.notna() & (kept.isna() | (kept >= line)))
 
 
+def learned_methods(head: pd.DataFrame) -> pd.Series:
+    """Per headline row: whether its method learned (``status``; a headline from before the column: every row)."""
+    if "status" not in head:
+        return pd.Series(True, index=head.index)
+    return head.status.isna() | (head.status == LEARNED)
+
+
 def learn_status(runs: pd.DataFrame) -> str:
     """A method's runs (one row per seed): ``learned``, or ``did not learn, k of n seeds`` when any seed ended at or
     above its unigram line: such a method gets no verdict and cannot win, rank or cross over."""

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..data.bands import BANDS
 from ..io.errors import ConfigError
-from .stats import LEARNED
+from .stats import learned_methods
 
 SIZE_COLUMNS = ["vocab", "dataset", "method", "status", "verdict_reference", "ppl", "ppl_low", "ppl_high", "delta_nll",
                 "delta_low", "delta_high", "verdict", "rank_at_size", "tokens_reached", *[f"{b}_gap_nll" for b in BANDS],
@@ -55,17 +55,10 @@ def by_size(head: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
     out = head.copy()
     out["vocab"] = out.dataset.map(sizes(summary))
     out = out.join(bands, on=["dataset", "method"])
-    learned = _learned(out)
+    learned = learned_methods(out)
     ppl = out.ppl.where(learned)  # a method that did not learn has no rank (NaN), one that diverged ranks last
     out["rank_at_size"] = ppl.groupby(out.vocab).rank(method="min", na_option="bottom").where(learned).astype("Int64")
     return out.reindex(columns=SIZE_COLUMNS).sort_values(["vocab", "rank_at_size", "method"], ignore_index=True)
-
-
-def _learned(table: pd.DataFrame) -> pd.Series:
-    """Rows whose method learned (``status``; a headline from before the column: every row)."""
-    if "status" not in table:
-        return pd.Series(True, index=table.index)
-    return table.status.isna() | (table.status == LEARNED)
 
 
 def winners(table: pd.DataFrame) -> pd.DataFrame:
@@ -75,7 +68,7 @@ def winners(table: pd.DataFrame) -> pd.DataFrame:
     seed). A method without a perplexity (every run diverged) or that did not learn (a seed at or above its unigram
     line: ``status``) neither wins nor comes second; a size where no method has one is left out."""
     rows = []
-    learned = _learned(table)
+    learned = learned_methods(table)
     for vocab, at in table[table.ppl.notna() & learned].groupby("vocab"):
         at = at.sort_values(["ppl", "method"], kind="stable")
         first = at.iloc[0]
@@ -220,7 +213,7 @@ def delta_to_best(table: pd.DataFrame, summary: pd.DataFrame, confidence: float 
     for vocab, at in table.groupby("vocab"):
         best = at[at.rank_at_size == 1]
         best = best.iloc[0] if len(best) else None
-        learned = _learned(at)
+        learned = learned_methods(at)
         for r in at.itertuples():
             row = {"vocab": vocab, "dataset": r.dataset, "method": r.method,
                    "best": None if best is None else best.method}
