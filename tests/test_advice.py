@@ -1,14 +1,18 @@
 """What to use (reporting/advice.py): the best method that learned, its paired margin over the runner-up, and the
 README's glance table, checked against hand computations."""
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
 
-from pipeline_src.reporting.advice import what_to_use
-from pipeline_src.reporting.tables import advice_markdown, glance_markdown
+from pipeline_src.io.errors import ConfigError
+from pipeline_src.reporting.advice import two_axes, what_to_use
+from pipeline_src.reporting.tables import advice_markdown, axes_markdown, glance_markdown
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tables():
@@ -47,3 +51,46 @@ def test_the_readme_glance_reads_each_publication_in_order_of_vocabulary():
     lines = [ln for ln in text.splitlines() if ln.startswith("| large-vocab")]
     assert [ln.split("|")[2].strip().split(" ")[0] for ln in lines] == ["zipf-10k", "zipf-100k", "zipf-1m"]
     assert "no method learned" in lines[-1] and text.count("| default |") == 2
+
+
+def _advice_row(dataset, vocab, multiple, **kw):
+    row = {"dataset": dataset, "vocab": vocab, "multiple": multiple, "use": None, "runner_up": None, "methods": 4,
+           "margin_nll": math.nan, "margin_low": math.nan, "margin_high": math.nan, "pairs": math.nan, "clear": None}
+    return {**row, **kw}
+
+
+def test_what_to_use_over_vocabulary_and_budget_reads_each_cell_as_sure_or_not():
+    """advice.two_axes: one row per dataset in the order given, one column per budget (0.25x, 1x, 3x, 10x); each
+    cell says the method and how sure: ahead with its interval, the only one that learned, not separated, none."""
+    advice = pd.DataFrame([
+        _advice_row("big", 1000, 0.25),  # nothing learned
+        _advice_row("big", 1000, 1.0, use="a"),  # one learned
+        _advice_row("big", 1000, 3.0, use="a", runner_up="b", margin_nll=-0.02, margin_low=-0.05,
+                    margin_high=0.01, pairs=3, clear=False),
+        _advice_row("small", 10, 1.0, use="b", runner_up="a", margin_nll=-0.1, margin_low=-0.15, margin_high=-0.05,
+                    pairs=3, clear=True),
+        _advice_row("small", 10, 0.5, use="a", runner_up="b", margin_nll=-0.3, pairs=1)])  # not a column
+    grid = two_axes(advice)
+    assert list(grid.columns) == ["dataset", "vocab", "0.25x", "1x", "3x", "10x"]
+    assert list(grid.dataset) == ["big", "small"]  # the order given, not by vocabulary
+    big, small = grid.iloc[0], grid.iloc[1]
+    assert big["0.25x"] == "none learned (4 tried)" and big["1x"] == "**a** (the only one that learned)"
+    assert big["3x"] == "a or b: not separated" and big["10x"] == "not run"
+    assert small["1x"] == "**b**, -0.100 [-0.150, -0.050] vs a" and small["3x"] == "not run"
+    one_pair = two_axes(advice, multiples=(0.5,)).iloc[1]["0.5x"]
+    assert one_pair == "a, then b (no interval)"  # one seed pair: no claim of a margin
+
+
+def test_the_two_axes_table_reads_the_committed_budget_axis_publications():
+    """The README's grid from benchmarks/NAME/budget-advice.csv: each cell is that file's row at that multiple,
+    with the seeds the margins pair; a publication that does not exist is one clear error."""
+    text = axes_markdown(["budget-axis", "budget-axis-100k"])
+    rows = {ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[2:-1]] for ln in text.splitlines()[2:]}
+    assert list(rows) == ["zipf-10k (10,001), 3 seeds", "zipf-100k (100,001), 2 seeds"]
+    ten = pd.read_csv(ROOT / "benchmarks" / "budget-axis" / "budget-advice.csv").set_index("multiple").loc[1.0]
+    assert rows["zipf-10k (10,001), 3 seeds"][1] == (f"**{ten.use}**, {ten.margin_nll:+.3f} [{ten.margin_low:+.3f}, "
+                                                     f"{ten.margin_high:+.3f}] vs {ten.runner_up}")
+    hundred = rows["zipf-100k (100,001), 2 seeds"]
+    assert hundred[1].endswith(": not separated") and hundred[3] == "**sampled-softmax** (the only one that learned)"
+    with pytest.raises(ConfigError, match="benchmarks/no-such-run/budget-advice.csv does not exist"):
+        axes_markdown(["budget-axis", "no-such-run"])

@@ -224,6 +224,17 @@ def test_a_publication_s_report_renders_from_its_committed_tables_alone(tmp_path
     rerun = render_publication("large-vocab-rerun", tmp_path / "reports").read_text(encoding="utf-8")
     assert "softmax did not learn, so the verdicts are against <strong>hierarchical-softmax</strong>" in rerun  # 100k
     assert "softmax is not run at this size, so the verdicts are against <strong>sampled-softmax-in-batch" in rerun
+    assert "As the budget grows" not in rerun and "As the budget grows" not in html  # no long runs beside them
+    for axis in ("budget-axis", "budget-axis-100k"):  # the long runs that carry the rerun's picks to 10x
+        (tmp_path / "benchmarks" / axis).mkdir()
+        for f in ("budget-advice.csv", "provenance.json"):
+            shutil.copy(root / "benchmarks" / axis / f, tmp_path / "benchmarks" / axis / f)
+    rerun = render_publication("large-vocab-rerun", tmp_path / "reports").read_text(encoding="utf-8")
+    grown = rerun[rerun.index("As the budget grows"):rerun.index("Headline")]
+    assert "<code>budget-axis</code>, <code>budget-axis-100k</code>" in grown and "<th>10x</th>" in grown
+    assert "zipf-10k (10,001), 3 seeds" in grown and "zipf-100k (100,001), 2 seeds" in grown
+    assert "<strong>sampled-softmax</strong> (the only one that learned)" in grown  # 100k at 10x
+    assert "As the budget grows" not in render_publication("large-vocab", tmp_path / "reports").read_text("utf-8")
     head = tmp_path / "benchmarks" / "large-vocab" / "headline.csv"
     head.write_text(head.read_text().replace("worse", "better"))
     with pytest.raises(StaleError, match="headline.csv is not what .*summary.csv's runs give"):

@@ -1,5 +1,6 @@
 """What to use, per dataset: the answer a report opens with and the README's glance table (formatted by
-``tables.advice_markdown`` and ``tables.glance_markdown``).
+``tables.advice_markdown`` and ``tables.glance_markdown``); over (|V|, budget) from the long runs' advice tables
+(``two_axes``, formatted by ``tables.axes_markdown``).
 
 Among the methods that learned (no seed at or above its unigram line: ``stats.learned_runs``), the one with the
 lowest mean test nll, its margin over the runner-up as a paired difference over the seeds both have (Student-t
@@ -67,3 +68,34 @@ def what_to_use_by_budget(runs: pd.DataFrame, ranked: pd.DataFrame, refs: pd.Dat
         return pd.DataFrame(columns=["multiple", *COLUMNS])
     res = pd.concat(out, ignore_index=True)
     return res[["multiple", *COLUMNS]].sort_values(["dataset", "multiple"], kind="stable", ignore_index=True)
+
+
+AXIS_MULTIPLES = (0.25, 1.0, 3.0, 10.0)  # the budgets a reader compares: a quarter, the sweep's own, 3x and 10x
+
+
+def budget_cell(r) -> str:
+    """One (|V|, budget) cell of ``two_axes``: the method to use and how sure, in words (Δ nll over the runner-up,
+    paired over seeds, with its interval)."""
+    if not isinstance(r.use, str):
+        return f"none learned ({int(r.methods)} tried)"
+    if not isinstance(r.runner_up, str):
+        return f"**{r.use}** (the only one that learned)"
+    if pd.isna(r.margin_low):
+        return f"{r.use}, then {r.runner_up} (no interval)"
+    margin = f"{r.margin_nll:+.3f} [{r.margin_low:+.3f}, {r.margin_high:+.3f}]"
+    return f"**{r.use}**, {margin} vs {r.runner_up}" if r.clear else f"{r.use} or {r.runner_up}: not separated"
+
+
+def two_axes(advice: pd.DataFrame, multiples: tuple[float, ...] = AXIS_MULTIPLES) -> pd.DataFrame:
+    """What to use over (|V|, budget): ``advice`` is one or more ``budget-advice.csv`` tables
+    (``what_to_use_by_budget``); one row per dataset in their order, one column per multiple (``{m:g}x``), each
+    cell ``budget_cell``; a multiple a dataset's runs did not reach reads "not run"."""
+    rows = []
+    for ds, g in advice.groupby("dataset", sort=False):
+        vocab = g.vocab.iloc[0]
+        row = {"dataset": ds, "vocab": None if pd.isna(vocab) else int(vocab)}
+        for m in multiples:
+            at = g[g.multiple == m]
+            row[f"{m:g}x"] = budget_cell(next(at.itertuples())) if len(at) else "not run"
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["dataset", "vocab", *(f"{m:g}x" for m in multiples)])

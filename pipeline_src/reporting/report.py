@@ -37,7 +37,25 @@ def render_publication(name: str, out_dir: Path, notebook: Path = NOTEBOOK) -> P
             check_file(pub / table, digest, pub / "summary.json", f"`python -m pipeline_src publish --name {name}`")
     _check_verdicts(pub, params, name)
     at = {**params, "results_dir": str(pub)}  # every table path of the publication, as results_dir would hold it
-    return _execute(params, _parameters(at), Path(out_dir) / f"{name}.html", notebook)
+    parameters = {**_parameters(at), "axes_csvs": [str(p) for p in budget_extensions(name)]}
+    return _execute(params, parameters, Path(out_dir) / f"{name}.html", notebook)
+
+
+def budget_extensions(name: str) -> list[Path]:
+    """The ``budget-advice.csv`` of each publication whose long runs carry publication ``name``'s picks to
+    larger budgets (one of its datasets' ``training.budget_calibration`` is ``benchmarks/NAME``), in name order:
+    what the report of ``name`` shows over (|V|, budget)."""
+    from ..io.artifacts import read_json
+    from . import publish
+
+    found = []
+    for advice in sorted(publish.BENCHMARKS.glob("*/budget-advice.csv")):
+        params = read_json(advice.with_name(paths.PROVENANCE), "params")["params"]
+        sources = {(spec.get("training") or {}).get("budget_calibration")
+                   for spec in (params.get("datasets") or {}).values()}
+        if f"benchmarks/{name}" in sources:
+            found.append(advice)
+    return found
 
 
 def _check_verdicts(pub: Path, params: dict, name: str) -> None:
@@ -83,6 +101,7 @@ def _parameters(params: dict) -> dict:
         "confidence": params["statistics"]["confidence"],
         "interval": params["statistics"]["interval"],
         "sweeps": sweeps(params),
+        "axes_csvs": [],  # a publication's: its budget-axis extensions (render_publication)
     }
 
 

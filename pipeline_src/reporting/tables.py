@@ -233,6 +233,8 @@ def render_table(path: str) -> str:
     """The markdown of a results-table block naming ``path`` (relative to the repository root)."""
     if path.startswith("glance:"):  # what to use in each dataset of several publications (the README's glance)
         return glance_markdown(path.split(":", 1)[1].split(","))
+    if path.startswith("axes:"):  # what to use over (|V|, budget), from several budget-axis publications
+        return axes_markdown(path.split(":", 1)[1].split(","))
     memory = path.startswith("memory:")  # the topic language's rows against its two lines (its summary.csv)
     path = path.removeprefix("memory:")
     file = REPOSITORY / path
@@ -302,6 +304,32 @@ def glance_markdown(publications: list[str]) -> str:
     header = parts[0][:2]
     return "\n".join(header + [p[2].rstrip("\n") for p in parts]) + "\n"
 
+
+
+def axes_markdown(publications: list[str]) -> str:
+    """What to use over (|V|, budget), from the named budget-axis publications' ``budget-advice.csv`` (their
+    order is the rows'): one row per dataset, one column per budget of ``advice.AXIS_MULTIPLES``."""
+    frames = []
+    for name in publications:
+        file = REPOSITORY / "benchmarks" / name / "budget-advice.csv"
+        if not file.is_file():
+            raise ConfigError(f"axes:{','.join(publications)}: {file} does not exist (publish {name} first, "
+                              f"or leave it out)")
+        frames.append(pd.read_csv(file))
+    return axes_grid_markdown(frames)
+
+
+def axes_grid_markdown(frames: list[pd.DataFrame]) -> str:
+    """``advice.two_axes`` of several ``budget-advice.csv`` tables, their datasets in the order given."""
+    from .advice import two_axes
+
+    advice = pd.concat(frames, ignore_index=True)
+    grid = two_axes(advice)
+    seeds = advice.groupby("dataset", sort=False).pairs.max()  # the seeds the margins pair
+    grid.insert(0, "dataset (words)", [(f"{d} ({v:,})" if pd.notna(v) else d) + ("" if pd.isna(seeds[d]) else
+                                                                                  f", {seeds[d]:.0f} seeds")
+                                       for d, v in zip(grid.dataset, grid.vocab)])
+    return frame_markdown(grid.drop(columns=["dataset", "vocab"]))
 
 
 def memory_markdown(summary: pd.DataFrame, level: int = 95) -> str:
