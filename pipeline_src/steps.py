@@ -162,18 +162,26 @@ def _resolve(params: dict, args) -> None:
     if not args.out:
         print(text, end="")
         return
-    check_file_output(args.out)
+    from .io.tracked import allow_tracked, repository_of
+
     inputs = [f.resolve() for f in chain(args.config)]
-    if Path(args.out).resolve() in inputs:
-        if Path(args.out).resolve() != inputs[0] or not args.overwrite_config:
-            what = "the params file" if Path(args.out).resolve() == inputs[0] else "a base file of its extends: chain"
-            raise OutputError(f"resolve --out {args.out} is {what} it reads: refusing to overwrite an input"
-                              + (" (add --overwrite-config to replace --config with its resolved form)"
-                                 if what == "the params file" else ""))
-    if Path(args.out).is_file() and not is_params_file(Path(args.out), set(schema()["properties"])):
-        raise OutputError(f"resolve --out {args.out} exists and is not a params file (a YAML mapping of params "
-                          f"keys): refusing to replace it with one; choose another path")
-    write_text(args.out, text)
+    out = Path(args.out).resolve()
+    root = repository_of(out)
+    # the one committed file it exists to write: the checkout's params.yaml (the documented DVC step), or with
+    # --overwrite-config the params file it was asked to resolve
+    ok = (root is not None and out == root / "params.yaml") or (args.overwrite_config and out == inputs[0])
+    with allow_tracked(*([out] if ok else [])):
+        if out in inputs:
+            if out != inputs[0] or not args.overwrite_config:
+                what = "the params file" if out == inputs[0] else "a base file of its extends: chain"
+                raise OutputError(f"resolve --out {args.out} is {what} it reads: refusing to overwrite an input"
+                                  + (" (add --overwrite-config to replace --config with its resolved form)"
+                                     if what == "the params file" else ""))
+        check_file_output(args.out)
+        if Path(args.out).is_file() and not is_params_file(Path(args.out), set(schema()["properties"])):
+            raise OutputError(f"resolve --out {args.out} exists and is not a params file (a YAML mapping of params "
+                              f"keys): refusing to replace it with one; choose another path")
+        write_text(args.out, text)
     print(f"wrote {args.out}")
 
 

@@ -59,6 +59,20 @@ def _check_head(params: dict, args) -> None:
         raise SystemExit(1)
 
 
+def _admit(spec: dict, head: str) -> None:
+    """Refuse, in one line, a head that fails a property of the conformance kit (``check-head``): its perplexity
+    would not be a perplexity (an unnormalised head scores below the truth), so no comparison is drawn."""
+    from .heads.conformance import check
+    from .io.errors import ConfigError
+
+    print(f"compare: holding {head} to the output-layer contract first (check-head) ...", flush=True)
+    failed = [r for r in check(spec) if r.ok is False]
+    if failed:
+        raise ConfigError(f"compare --head {head}: fails check-head's property '{failed[0].prop}' "
+                          f"({failed[0].line().strip()}){f' and {len(failed) - 1} more' if len(failed) > 1 else ''}"
+                          f": run `python -m pipeline_src check-head {head}` and fix the head before comparing")
+
+
 def _compare(params: dict, args) -> None:
     """A new head against a publication's rows (records/compare.py), its card at results/compare/<as>/card.html."""
     import os
@@ -71,6 +85,7 @@ def _compare(params: dict, args) -> None:
     os.chdir(paths.REPOSITORY)  # where Snakemake runs it, a plugin's file path is read and results/ lies
     name = args.as_name or args.head.rsplit(":", 1)[-1].lower()
     cparams = compare_params(args.head, _options(args.option), args.against, name, args.datasets)
+    _admit(cparams["methods"][name], args.head)  # the kit first: a head that breaks the contract is not ranked
     out = Path(cparams["results_dir"])
     out.mkdir(parents=True, exist_ok=True)
     params_file = out / "params.yaml"
@@ -123,7 +138,7 @@ def _stash(params: dict, args) -> None:
     from .reporting.publish import check_name, check_stash
 
     out = check_name(args.name, "stash")
-    check_stash(out, args.config, args.replace)
+    check_stash(out, params, args.config, args.replace)
     n, kept, stale = stash(params, args.config, out)
     if n == 0:
         print(f"nothing to stash: {params['results_dir']} holds no finished, current record of {args.config}; "

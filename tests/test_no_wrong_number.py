@@ -281,26 +281,6 @@ def test_committed_records_without_digests_get_them_on_restore_and_a_second_rest
     assert restore(fresh, out, say=lambda s: None) == (0, [])  # already there: nothing rewritten, no clash
 
 
-def test_publish_over_a_publication_of_another_params_file_needs_replace(default_params, tmp_path, monkeypatch):
-    import torch
-
-    import pipeline_src.reporting.publish as pub
-    from pipeline_src.config import validate
-    from pipeline_src.cost.bench import run_bench
-    from pipeline_src.io.errors import OutputError
-
-    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
-    monkeypatch.setattr(pub, "update_docs", lambda: [])
-    p = validate(tiny_params(default_params, tmp_path))
-    run_bench(p, torch.device("cpu"))
-    pub.publish(p, tmp_path / "mine.yaml", "default", say=lambda s: None)
-    pub.publish(p, tmp_path / "mine.yaml", "default", say=lambda s: None)  # the same params file: replaced
-    with pytest.raises(OutputError, match="was published from .*mine.yaml, not .*toy.yaml.*add --replace"):
-        pub.publish(p, tmp_path / "toy.yaml", "default", say=lambda s: None)
-    out = pub.publish(p, tmp_path / "toy.yaml", "default", say=lambda s: None, replace=True)
-    assert json.loads((out / "provenance.json").read_text())["params_file"] == str(tmp_path / "toy.yaml")
-
-
 # 7. The weak cases ------------------------------------------------------------------------------------------
 
 def test_params_files_say_what_they_mean(default_params, tmp_path, capsys):

@@ -245,8 +245,9 @@ def selected_settings(params: dict, dataset: str, method: str, key: str) -> dict
     if sel.get("selection_key") != key:
         raise ConfigError(f"{path} was selected under another tuning setup (key {sel.get('selection_key')}, now "
                           f"{key}); rerun `python -m pipeline_src select --dataset {dataset} --method {method}`")
-    # an edited selection is named here, where the final runs' settings come from (one from before digests passes)
-    check_seal(path, sel, f"`python -m pipeline_src select --dataset {dataset} --method {method}`", required=False)
+    # an edited selection is named here, where the final runs' settings come from; one without a seal is refused
+    # (a committed one from before digests is sealed when `restore` matched it to its stash's manifest)
+    check_seal(path, sel, f"`python -m pipeline_src select --dataset {dataset} --method {method}`")
     chosen = {**sel["settings"], "tuning": {"selected_trial": sel["trial"], "valid_nll": sel["valid_nll"]}}
     if replays_tokens(params, dataset):
         tokens = trial_tokens(params, dataset, method, sel["trial"])
@@ -266,7 +267,7 @@ def trial_rows(trials: list) -> list[dict]:
                                     f"--method {spec.method} --trial {spec.trial}` first")
         s = read_json(path, "config", "config_hash", "status", "best_valid_nll")
         check_seal(path, s, f"trial {spec.trial} (`python -m pipeline_src train --dataset {spec.dataset} --method "
-                            f"{spec.method} --trial {spec.trial}`)", required=False)
+                            f"{spec.method} --trial {spec.trial}`)")
         if train_hash(s["config"]) != spec.train_hash:  # evaluation settings do not make a trial
             raise ConfigError(f"{path} was made by another config (hash {s['config_hash']}, now "
                               f"{spec.hash}); rerun trial {spec.trial}")

@@ -76,7 +76,9 @@ def train_record(path: Path, model_config: dict, retrain: str) -> dict:
     from ..config import train_hash
 
     record = read_json(path, "config_hash", "config")
-    check_seal(path, record, f"`{retrain}`", required=False)  # one from before digests: remaking it is retraining
+    # one without a seal is refused: a committed one from before digests is sealed by `restore` once it matched
+    # its stash's manifest, so an unsealed one here was written or edited by hand
+    check_seal(path, record, f"`{retrain}`")
     if train_hash(record["config"]) != train_hash(model_config):
         raise ConfigError(f"{path} is not the record of the model beside it (another run's training config): "
                           f"rerun `{retrain}`")

@@ -80,6 +80,65 @@ def _module(type_name: str, where: str):
         raise ConfigError(f"method type {type_name!r}: importing {where} failed: {type(e).__name__}: {e}") from e
 
 
+def source_files(cls) -> list[Path]:
+    """The user's source a plugin's class rests on: every module of its top-level package when it lives in one
+    (a sibling module it imports a constant from is code of the head), else its own file and, read from its import
+    statements, the modules and packages of its own folder that it imports, and theirs (its import closure within
+    the user's files)."""
+    own = Path(inspect.getsourcefile(cls)).resolve()
+    top = (cls.__module__ or "").split(".")[0]
+    package = sys.modules.get(top)
+    roots = [Path(p).resolve() for p in getattr(package, "__path__", [])] if package is not None else []
+    if roots:
+        return sorted({f.resolve() for r in roots for f in r.rglob("*.py")} | {own})
+    seen, todo = set(), [own]
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        for name in _imported_names(f):
+            mod, pkg = own.parent / f"{name}.py", own.parent / name
+            if mod.is_file():
+                todo.append(mod.resolve())
+            elif (pkg / "__init__.py").is_file():
+                seen |= {g.resolve() for g in pkg.rglob("*.py")}
+    return sorted(seen)
+
+
+def _imported_names(file: Path) -> set[str]:
+    """The first part of every module name ``file`` imports (``import a.b``, ``from a import b``; a relative
+    ``from . import b`` names ``b``)."""
+    import ast
+
+    try:
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+            elif node.level > 0:
+                names |= {node.module.split(".")[0]} if node.module else {a.name for a in node.names}
+    return names
+
+
 def source_sha256(cls) -> str:
-    """The digest of the file that defines a plugin's class: its part of a run's identity."""
-    return hashlib.sha256(Path(inspect.getsourcefile(cls)).read_bytes()).hexdigest()[:16]
+    """The digest of the user's source a plugin's class rests on (:func:`source_files`, each file's name relative
+    to the first's folder and its bytes): its part of a run's identity."""
+    files = source_files(cls)
+    base = Path(inspect.getsourcefile(cls)).resolve().parent
+    if files == [Path(inspect.getsourcefile(cls)).resolve()]:  # a file alone: its digest, as before packages counted
+        return hashlib.sha256(files[0].read_bytes()).hexdigest()[:16]
+    h = hashlib.sha256()
+    for f in files:
+        try:
+            name = f.relative_to(base).as_posix()
+        except ValueError:
+            name = f.as_posix()
+        h.update(name.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]

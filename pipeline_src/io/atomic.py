@@ -17,14 +17,17 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import OutputError
+from .tracked import refuse_tracked
 
 
 def check_file_output(path: str | os.PathLike) -> None:
-    """Refuse, before any work, a file output where a directory stands (the working directory included)."""
+    """Refuse, before any work, a file output where a directory stands (the working directory included), or
+    over a file git tracks (``tracked.py``)."""
     path = Path(path)
     if path.is_dir():
         what = "the working directory" if path.resolve() == Path.cwd().resolve() else "an existing directory"
         raise OutputError(f"{path} is {what}: refusing to replace it with a file (name a file path)")
+    refuse_tracked(path)
 
 
 def check_dir_output(path: str | os.PathLike, marker: str) -> None:
@@ -36,6 +39,7 @@ def check_dir_output(path: str | os.PathLike, marker: str) -> None:
     if path.is_dir() and not (path / marker).is_file() and any(path.iterdir()):
         raise OutputError(f"{path} is a directory this step did not write (no {marker} in it): refusing to "
                           f"replace it; move it away or choose another data_dir/results_dir")
+    refuse_tracked(path, "replace")
 
 
 @contextlib.contextmanager

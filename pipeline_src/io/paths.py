@@ -216,17 +216,15 @@ OWN_FOLDERS = ("data", "results")  # the repository's folders the pipeline write
 CODE_FOLDERS = ("benchmarks", "config", "docs", "envs", "pipeline_src", "profiles", "slurm", "tests", "workflow")
 
 
-def _tracked_folders() -> set[str]:
-    """The repository's top-level folders that hold committed files (git's list where there is one)."""
-    import subprocess
+def _tracked_folders(root: Path = REPOSITORY) -> set[str]:
+    """The top-level folders of the checkout at ``root`` that hold committed files (git's list where there is
+    one; this checkout's code folders where git cannot say)."""
+    from .tracked import tracked_files
 
-    try:
-        out = subprocess.run(["git", "ls-files"], cwd=REPOSITORY, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return set(CODE_FOLDERS)
-    if out.returncode != 0:
-        return set(CODE_FOLDERS)
-    return {line.split("/", 1)[0] for line in out.stdout.splitlines() if "/" in line} - set(OWN_FOLDERS)
+    files = tracked_files(root)
+    if not files:
+        return set(CODE_FOLDERS) if root == REPOSITORY else set()
+    return {line.split("/", 1)[0] for line in files if "/" in line} - set(OWN_FOLDERS)
 
 
 def check_outside_repository(params: dict, source: str) -> None:
@@ -235,13 +233,18 @@ def check_outside_repository(params: dict, source: str) -> None:
     beside, or over, committed files. ``publish`` is the one command that writes into benchmarks/. Nor may the
     two folders nest: a step that replaces its own folder (prepare) would delete the other's files."""
     from .errors import ConfigError
+    from .tracked import repository_of
 
     for key in ("data_dir", "results_dir"):
         where = Path(params[key]).resolve()
-        if where == REPOSITORY:
-            what = "the repository itself"
-        elif REPOSITORY in where.parents and where.relative_to(REPOSITORY).parts[0] in _tracked_folders():
-            what = f"inside the repository's {where.relative_to(REPOSITORY).parts[0]}/"
+        root = repository_of(where)  # this checkout, or another (a second clone, a worktree)
+        if root is None:
+            continue
+        other = "" if root == REPOSITORY else f" checkout at {root}"
+        if where == root:
+            what = f"the repository{other} itself"
+        elif where.relative_to(root).parts[0] in _tracked_folders(root) | {".git"}:
+            what = f"inside the repository{other}'s {where.relative_to(root).parts[0]}/"
         else:
             continue
         raise ConfigError(f"{source}: key '{key}': {params[key]!r} is {what}, whose files are committed: outputs "

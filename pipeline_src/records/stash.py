@@ -130,6 +130,7 @@ def stash(params: dict, params_file: str, out: Path) -> tuple[int, int, list[str
     import tempfile
 
     from ..io.atomic import atomic_path
+    from ..io.tracked import allow_tracked
     from ..reporting.publish import _git
 
     files, stale = current_records(params, finals=True)
@@ -147,12 +148,13 @@ def stash(params: dict, params_file: str, out: Path) -> tuple[int, int, list[str
             kept = {rel: f for f in still if (rel := f.relative_to(earlier).as_posix()) not in new}
             stale += [f"{s.replace(str(earlier), str(dest))} (dropped from the stash)" for s in old_stale]
         manifest = {}
-        with atomic_path(dest, marker=MANIFEST) as staged:
+        with allow_tracked(dest), atomic_path(dest, marker=MANIFEST) as staged:
             for rel, f in [*new.items(), *kept.items()]:
                 (staged / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(f, staged / rel)
                 manifest[rel] = sha256_of(f)
-            write_json(staged / MANIFEST, {"params_file": params_file, "commit": _git("rev-parse", "HEAD"),
+            write_json(staged / MANIFEST, {"params_file": params_file, "params": params,
+                                           "commit": _git("rev-parse", "HEAD"),
                                            "results_dir": params["results_dir"],
                                            "files": dict(sorted(manifest.items()))})
     return len(new), len(kept), stale

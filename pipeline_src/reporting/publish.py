@@ -29,6 +29,8 @@ from ..io.artifacts import read_csv, read_json
 from ..io.atomic import write_json, write_text
 from ..io.errors import ConfigError, OutputError
 from ..io.paths import REPOSITORY
+from ..io.tracked import allow_tracked
+from .seals import check_publication, seal_provenance
 from .tables import render_table
 
 BENCHMARKS = REPOSITORY / "benchmarks"
@@ -51,17 +53,43 @@ def _dirty_files() -> list[str]:
 NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 
-def check_stash(out: Path, params_file: str, replace: bool) -> None:
-    """Refuse stashing into a publication or a stash of another params file unless ``replace``: its records sit
-    under that benchmark's name."""
-    made_from = None
+IDENTITY_EXCLUDES = ("results_dir", "data_dir")  # where a config's files live, not what it makes
+
+
+def config_difference(recorded: dict | None, params: dict) -> str | None:
+    """The first key at which the config a publication or stash recorded (validated again under today's schema,
+    so keys added since take their defaults) differs from ``params``, leaving out where files live; None when
+    they are the same config. A record without its params (older stashes) differs at '(params not recorded)'."""
+    import copy
+
+    from ..config import validate
+
+    if not isinstance(recorded, dict):
+        return "(params not recorded)"
+    try:
+        recorded = validate(copy.deepcopy(recorded), "the recorded params")
+    except ConfigError:
+        return "(the recorded params no longer validate)"
+    params = validate(copy.deepcopy(params), "the params")  # (a caller's may not have its defaults filled in)
+    drop = lambda p: {k: v for k, v in p.items() if k not in IDENTITY_EXCLUDES}  # noqa: E731
+    return first_difference(drop(recorded), drop(params))
+
+
+def check_stash(out: Path, params: dict, params_file: str, replace: bool) -> None:
+    """Refuse stashing into a publication or a stash of another config (by content, whatever the params file is
+    called) unless ``replace``: its records sit under that benchmark's name."""
     for record in (out / "records" / paths.RECORDS_MANIFEST, out / paths.PROVENANCE):
         if record.is_file():
-            made_from = read_json(record).get("params_file")
-            break
-    if made_from is not None and not replace and Path(made_from).resolve() != Path(params_file).resolve():
-        raise OutputError(f"{out} holds the records or publication of {made_from}, not {params_file}: add --replace "
-                          f"to stash there anyway, or choose another --name")
+            got = read_json(record)
+            recorded = got.get("params")
+            if recorded is None and record.name == paths.RECORDS_MANIFEST and (out / paths.PROVENANCE).is_file():
+                recorded = read_json(out / paths.PROVENANCE).get("params")  # a stash from before params were kept
+            key = config_difference(recorded, params)
+            if key is not None and not replace:
+                raise OutputError(f"{out} holds the records or publication of {got.get('params_file')}, whose config "
+                                  f"differs from {params_file}'s at key '{key}': add --replace to stash there anyway, "
+                                  f"or choose another --name")
+            return
 
 
 def check_name(name: str, command: str = "publish") -> Path:
@@ -77,13 +105,12 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     """Copy ``results_dir``'s tables to ``benchmarks/NAME``; ``say`` reports a replaced publication (and the
     earlier files it removes) and a tree with uncommitted changes. A publication made from another params file
     is replaced only with ``replace`` (its tables sit under prose written for that benchmark)."""
-    from ..io.runtime import cpu_model  # (imports torch)
     from .summarize import check_bench, check_summary_current
 
     out = check_name(name)
     results = Path(params["results_dir"])
-    _check_target(out, results, name, params_file, replace)
-    kind, summary, command = _what_to_publish(params, params_file, results)
+    kind, summary, command = _what_to_publish(params, params_file, results)  # stale results are said first
+    _check_target(out, results, name, params, params_file, replace)
     runs = sorted((results / "runs").glob("*/*/seed*/metrics.json"))
     if kind == "refs" and runs:  # the count-based rows while a sweep runs (topics-kn): no seed, no run is claimed
         say(f"note: {results} holds {len(runs)} run record(s) but no summary.csv: publishing its references alone "
@@ -93,6 +120,15 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     if kind not in ("step", "cells"):
         check_bench(params, str(params_file))  # a bench.csv is copied whenever there is one
     dirty = _dirty_files()  # before this publication's own files change under benchmarks/
+    with allow_tracked(out, *doc_files()):
+        return _write_publication(params, params_file, name, out, results, kind, summary, command, dirty,
+                                  wall_time_s, say)
+
+
+def _write_publication(params, params_file, name, out, results, kind, summary, command, dirty, wall_time_s,
+                       say) -> Path:
+    from ..io.runtime import cpu_model  # (imports torch)
+
     copied = _copy_tables(params, results, out, kind, say)
     if dirty:
         say(f"warning: publishing from a tree with uncommitted changes ({len(dirty)} files: "
@@ -100,14 +136,14 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
             f"and these files, but the numbers may not come from that commit's code")
     info = paths.summary_path(params).with_suffix(".json")
     machine = _measured_on(params, kind) or cpu_model()
-    write_json(out / paths.PROVENANCE, {
+    write_json(out / paths.PROVENANCE, seal_provenance({
         "name": name, "commit": _git("rev-parse", "HEAD"), "dirty_files": dirty,
         "params_file": str(params_file), "params": params, "published": datetime.now(timezone.utc).isoformat(
             timespec="seconds"), "files": copied, "seeds": [] if kind == "refs" else run_seeds(params),
         "cpu_model": machine,
         "run_config_hashes": sorted(summary.config_hash.unique().tolist()),
         "command": command, "wall_time_s": wall_time_s,
-        "runs": read_json(info) if kind == "runs" and info.exists() else None})
+        "runs": read_json(info) if kind == "runs" and info.exists() else None}, out))
     update_docs()
     return out
 
@@ -124,19 +160,21 @@ def _measured_on(params: dict, kind: str) -> str | None:
     return f"{meta.get('gpu') or 'CUDA'} ({meta.get('cpu_model', '?')} host; torch {meta.get('torch', '?')})"
 
 
-def _check_target(out: Path, results: Path, name: str, params_file: Path, replace: bool) -> None:
-    """Refuse a publication folder that holds the results it reads, is a file, or is another params file's
-    publication (without ``replace``)."""
+def _check_target(out: Path, results: Path, name: str, params: dict, params_file: Path, replace: bool) -> None:
+    """Refuse a publication folder that holds the results it reads, is a file, or is the publication of another
+    config (by content, whatever the params file is called; without ``replace``)."""
     if out.resolve() == results.resolve() or out.resolve() in results.resolve().parents:
         raise OutputError(f"publish --name {name}: {out} holds results_dir {results} (the command's input); "
                           f"publish to another name")
     if out.exists() and not out.is_dir():
         raise OutputError(f"{out} is a file: refusing to replace it with a publication")
-    made_from = read_json(out / paths.PROVENANCE).get("params_file") if (out / paths.PROVENANCE).is_file() else None
-    if made_from is not None and not replace and Path(made_from).resolve() != Path(params_file).resolve():
-        raise OutputError(f"{out} was published from {made_from}, not {params_file}: its tables sit under that "
-                          f"benchmark's prose in the README and docs; add --replace to publish over it, or choose "
-                          f"another --name")
+    if (out / paths.PROVENANCE).is_file() and not replace:
+        prov = read_json(out / paths.PROVENANCE)
+        key = config_difference(prov.get("params"), params)
+        if key is not None:
+            raise OutputError(f"{out} was published from {prov.get('params_file')} whose config differs from "
+                              f"{params_file}'s at key '{key}': its tables sit under that benchmark's prose in the "
+                              f"README and docs; add --replace to publish over it, or choose another --name")
 
 
 NO_RUNS = {"dataset": [], "method": [], "seed": [], "config_hash": []}
@@ -216,12 +254,13 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
 
     from ..config import validate
     from .published_rows import check_digest, read_published
-    from .summarize import gpu_cells_record, verdict_tables
+    from .summarize import verdict_tables
 
     out = check_name(name, "restate")
     prov_path = out / paths.PROVENANCE
     if not prov_path.is_file():
         raise ConfigError(f"{out} is not a publication (no provenance.json): nothing to restate")
+    check_publication(out)  # as published (and as committed)
     prov = read_json(prov_path, "params", "files")
     if "summary.csv" not in prov["files"]:
         raise ConfigError(f"{out} has no summary.csv (a bench or step-bench publication): no verdicts to restate")
@@ -243,6 +282,14 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
         tables.update(axis_tables(read_csv(out / "anytime.csv"), summary,
                                   read_csv(refs) if refs.is_file() and refs.stat().st_size > 1 else None, params))
     dirty = _dirty_files()  # before this writes anything: the tree the restated tables came from
+    with allow_tracked(out, *doc_files()):
+        _write_restated(params, params_file, out, prov, prov_path, tables, dirty, say)
+    return out
+
+
+def _write_restated(params, params_file, out, prov, prov_path, tables, dirty, say) -> None:
+    from .summarize import gpu_cells_record
+
     for file, frame in tables.items():
         write_text(out / file, frame.to_csv(index=False))
     if (out / "summary.json").is_file():  # the publication's summary record says what its tables now are
@@ -264,9 +311,8 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
     prov["restated"] = {"commit": _git("rev-parse", "HEAD"), "dirty_files": dirty, "params_file": str(params_file),
                         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "tables": list(tables),
                         "statistics": params["statistics"]}
-    write_json(prov_path, prov)
+    write_json(prov_path, seal_provenance(prov, out))
     update_docs()
-    return out
 
 
 def _earlier_files(out: Path) -> list[str] | None:

@@ -26,10 +26,14 @@ def render_publication(name: str, out_dir: Path, notebook: Path = NOTEBOOK) -> P
     from ..io.digests import check_file
     from ..io.errors import ConfigError
     from .publish import check_name
+    from .seals import check_publication
 
     pub = check_name(name, "report")
     if not (pub / "summary.csv").is_file():
         raise ConfigError(f"{pub} holds no summary.csv (a bench or references alone): no report to render")
+    check_publication(pub)  # every file as published, committed ones as git holds them
+    for advice in budget_extensions(name):
+        check_publication(advice.parent)
     params = read_json(pub / paths.PROVENANCE, "params")["params"]
     info = read_json(pub / "summary.json") if (pub / "summary.json").is_file() else {}
     for table, digest in (info.get("tables") or {}).items():

@@ -230,7 +230,16 @@ def _missing(missing: list[str], listed: int = 8) -> str:
 
 
 def render_table(path: str) -> str:
-    """The markdown of a results-table block naming ``path`` (relative to the repository root)."""
+    """The markdown of a results-table block naming ``path`` (relative to the repository root), drawn only from
+    publications whose files are what was published (``seals.check_publication``)."""
+    from .seals import check_publication
+
+    if path.startswith(("glance:", "axes:")):
+        for name in path.split(":", 1)[1].split(","):
+            if (REPOSITORY / "benchmarks" / name / paths.PROVENANCE).is_file():
+                check_publication(REPOSITORY / "benchmarks" / name)
+    elif (REPOSITORY / path.removeprefix("memory:")).with_name(paths.PROVENANCE).is_file():
+        check_publication((REPOSITORY / path.removeprefix("memory:")).parent)
     if path.startswith("glance:"):  # what to use in each dataset of several publications (the README's glance)
         return glance_markdown(path.split(":", 1)[1].split(","))
     if path.startswith("axes:"):  # what to use over (|V|, budget), from several budget-axis publications

@@ -380,15 +380,27 @@ def finish(run: Run, trial: bool) -> dict:
     if run.finetune:  # epoch 0 = no finetuning epoch validated better than the trained weights
         summary.update(best_epoch=run.best_model["epoch"], start_valid_nll=st.start_valid_nll,
                        finetune_stopped_at=st.finetune_stopped_at)
+    # every output is written again from the state (a rerun after a failed write, e.g. a full disk, may find
+    # history.csv deleted by Snakemake as the failed job's output) and checked before the checkpoints go: the
+    # checkpoint is the training, and it is removed only once every output of the run is in place
+    outputs = [run.out_dir / paths.HISTORY, run.out_dir / paths.TRAIN_RECORD]
+    write_text(run.out_dir / paths.HISTORY, _history_csv(st.history))
     if not trial:
         best = run.best_model
+        outputs.append(run.out_dir / paths.MODEL)
         if tc.keep == "last":  # the paper's protocol tests the last epoch; the best one is kept beside it
             last = st.history[-1]
             checkpoints.save(run.out_dir / paths.BEST_MODEL, {"config": cfg, "config_hash": chash, **best})
+            outputs.append(run.out_dir / paths.BEST_MODEL)
             best = {"model": run.weights(), "epoch": last["epoch"], "valid_nll": last["valid_nll"]}
         checkpoints.save(run.out_dir / paths.MODEL, {"config": cfg, "config_hash": chash, **best})
     if st.anytime:
         write_text(run.out_dir / paths.ANYTIME, _csv(st.anytime))
+        outputs.append(run.out_dir / paths.ANYTIME)
     write_json(run.out_dir / paths.TRAIN_RECORD, seal(summary))
+    missing = [p.name for p in outputs if not p.is_file() or p.stat().st_size == 0]
+    if missing:  # never seen without an exception above; if it were, the checkpoint stays for a rerun
+        raise ResumeError(f"{run.out_dir}: {', '.join(missing)} not written; the checkpoint is kept: rerun to "
+                          f"complete the run from it")
     checkpoints.remove(run.out_dir)
     return summary
