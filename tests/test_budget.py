@@ -145,7 +145,7 @@ def test_budget_keys_are_checked_and_leave_every_earlier_hash_alone(tiny):
     p["training"]["budget_tokens"] = None  # a key at its default is not part of the run
     assert run_hash(run_config(p, "tiny", "softmax")) == before
     for bad, match in (({"budget_tokens": 10, "budget_seconds": 1.0}, "one budget"),
-                       ({"anytime_points": 5}, "anytime_points.*only acts with budget_seconds or budget_tokens")):
+                       ({"anytime_points": 5}, "anytime_points.*only acts with budget_seconds, budget_tokens or a ladder")):
         q = copy.deepcopy(tiny)
         q["datasets"]["tiny"]["training"].update(bad)
         with pytest.raises(ConfigError, match=match):

@@ -48,7 +48,7 @@ class TrainConfig:
     max_steps_per_epoch: int | None = None
     checkpoint_every_steps: int | None = None
     precision: str = "fp32"  # "bf16": autocast the training forward pass (meant for GPUs; runs on CPU too)
-    schedule: str = "plateau"  # pipeline_src/training/schedules.py: "plateau" | "fixed-then-geometric"
+    schedule: str = "plateau"  # training/schedules.py: plateau | fixed-then-geometric | nt-asgd | cosine | wsd
     decay_start: int = 1  # fixed-then-geometric: the first epoch trained at a reduced rate
     carry_state: bool = False  # keep the LSTM state across epoch boundaries (never reset it)
     keep: str = "best"  # model.pt holds the best-validation weights ("best") or the last epoch's ("last")
@@ -77,6 +77,14 @@ class TrainConfig:
     # the run then trains to the largest (run_config turns them into ``snapshots``, so no run's config holds them)
     budget_points: list = dataclasses.field(default_factory=list)
     snapshots: list = dataclasses.field(default_factory=list)  # the run's [multiple, tokens] pairs (budget.py)
+    # step-level schedules (schedules.py: "cosine" to budget_tokens, "wsd" over a ladder): a linear warmup over
+    # this many tokens first
+    warmup_tokens: int = 0
+    # schedule wsd: the token budgets (rungs) at which the run leaves an annealed model (training/ladder.py): one
+    # trunk at a constant rate, and for each rung R a cooldown branch forked at (1 - cooldown_fraction) R tokens
+    ladder: list = dataclasses.field(default_factory=list)
+    cooldown_fraction: float = 0.2  # the share of each rung spent cooling down (Hägele et al. 2024: 0.2)
+    cooldown_shape: str = "1-sqrt"  # the decay to zero: "1-sqrt" (Hägele et al.'s best) or "linear"
 
 
 def same_value(a, b) -> bool:

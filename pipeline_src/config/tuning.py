@@ -10,7 +10,11 @@ a few of the method's own options (``tuning.space.<method>``). Two designs (``tu
   own dimensions from a second sequence seeded by (``tuning.seed``, the method's name);
 - ``latin-hypercube``: one learning rate in each of the n equal strata of its log range, the same for every
   method, and the method's first list of choices crossed with the rate (each value at low and high rates), its
-  ranges a Latin hypercube of their own (:func:`_latin_values`).
+  ranges a Latin hypercube of their own (:func:`_latin_values`). A stratum's point is drawn within it, so the
+  rates tried need not reach the range's ends (the first large-vocabulary round's highest was 0.0485 of a range to
+  0.1);
+- ``latin-grid``: the same, with the learning rates at the n points spaced evenly over the log range, both ends
+  included: the design covers the whole range it claims from its first trials.
 
 Either way every method sees the same learning rates in the same order, and adding a method or a dimension never
 moves another method's points.
@@ -102,8 +106,8 @@ def points(params: dict, dataset: str, method: str) -> list[dict]:
     t = settings(params)
     dims = space(params, dataset, method)
     n = t["trials"]
-    if t.get("design", "sobol") == "latin-hypercube":
-        values = _latin_values(dims, n, t["seed"], method)
+    if t.get("design", "sobol") in ("latin-hypercube", "latin-grid"):
+        values = _latin_values(dims, n, t["seed"], method, ends=t["design"] == "latin-grid")
     else:
         unit = [_sobol(1, n, [t["seed"], 0])]  # the shared learning-rate column: the same for every method
         if len(dims) > 1:
@@ -123,7 +127,12 @@ def _strata(n: int, rng: np.random.Generator) -> np.ndarray:
     return (rng.permutation(n) + rng.random(n)) / n
 
 
-def _latin_values(dims: list[dict], n: int, seed: int, method: str) -> list[list]:
+def _grid(n: int, rng: np.random.Generator) -> np.ndarray:
+    """(n,) the n points i / (n - 1) of [0, 1], both ends included, in random order (``design: latin-grid``)."""
+    return rng.permutation(n) / max(n - 1, 1)
+
+
+def _latin_values(dims: list[dict], n: int, seed: int, method: str, ends: bool = False) -> list[list]:
     """Each trial's values under ``design: latin-hypercube``. The learning rate: one point in each of the n
     equal strata of its log range, from a stream seeded by ``seed`` alone (every method sees the same rates in
     the same order). A method's own dimensions, from a stream seeded by (seed, its name): a range gets a Latin
@@ -131,7 +140,7 @@ def _latin_values(dims: list[dict], n: int, seed: int, method: str) -> list[list
     along the trials sorted by rate (from a random start), so every value is tried at rates of both halves of
     the range whenever n is at least twice the number of choices; a further list of choices, a random balanced
     assignment."""
-    lr = _strata(n, np.random.default_rng([seed, 0]))
+    lr = (_grid if ends else _strata)(n, np.random.default_rng([seed, 0]))  # latin-grid: the range's ends tried
     rng = np.random.default_rng([seed, 1, zlib.crc32(method.encode())])
     rank = np.argsort(np.argsort(lr))  # each trial's place in the order of rates
     columns, crossed = [lr], False
@@ -194,6 +203,8 @@ def trial_point(params: dict, dataset: str, method: str, trial: int,
         raise ConfigError(f"trial {trial} is out of range: tuning.trials = {n}{extra} "
                           f"(0 .. {trial_count(params, dataset) - 1})")
     budget = {"training": {"epochs": t["epochs"]}}
+    if t.get("rung_tokens") and train_config(params, dataset).ladder:  # a ladder: the trials train its tuning rung
+        budget["training"]["ladder"] = [int(t["rung_tokens"])]
     if trial < n:
         pt = points(params, dataset, method)[trial]
         tune = {"trial": trial, "point": pt, **({"rung": 0, "budget_fraction": h["fraction"]} if h else {})}

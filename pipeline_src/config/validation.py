@@ -290,8 +290,14 @@ def _check_training(params: dict, name: str, source: str) -> None:
               "asgd_start_epoch": (not averaging, "schedule nt-asgd or finetuning"),
               "bptt_max_delta": (not tc.variable_bptt, "variable_bptt: true"),
               "finetune_lr": (not tc.finetune_epochs, "finetune_epochs > 0"),
-              "anytime_points": (tc.budget_seconds is None and tc.budget_tokens is None,
-                                 "budget_seconds or budget_tokens")}
+              "anytime_points": (tc.budget_seconds is None and tc.budget_tokens is None and not tc.ladder,
+                                 "budget_seconds, budget_tokens or a ladder")}
+    step_level = tc.schedule in ("cosine", "wsd")
+    unused.update({"warmup_tokens": (not step_level, "schedule cosine or wsd"),
+                   "ladder": (tc.schedule != "wsd", "schedule wsd"),
+                   "cooldown_fraction": (tc.schedule != "wsd", "schedule wsd"),
+                   "cooldown_shape": (tc.schedule != "wsd", "schedule wsd")})
+    _check_step_schedule(tc, written, name, source)
     if tc.budget_seconds is not None and tc.budget_tokens is not None:
         raise ConfigError(f"{source}: key 'training.budget_tokens' (dataset {name}): set beside budget_seconds; a run "
                           f"has one budget (a time budget's replay is budget_tokens alone)")
@@ -303,6 +309,34 @@ def _check_training(params: dict, name: str, source: str) -> None:
         if ignored and written.get(key) is not None:
             raise ConfigError(f"{source}: key 'training.{key}' (dataset {name}): set to {written[key]!r}, but it "
                               f"only acts with {needs} (training.schedule is {tc.schedule!r}); remove it")
+
+
+def _check_step_schedule(tc: TrainConfig, written: dict, name: str, source: str) -> None:
+    """The step-level schedules know their budget in tokens: cosine ends at budget_tokens, wsd anneals at each
+    rung of its ladder (training/ladder.py); neither reads a clock."""
+    where = f"(dataset {name})"
+    if tc.schedule == "cosine" and not tc.budget_tokens and not tc.budget_tokens_by_method:
+        raise ConfigError(f"{source}: key 'training.schedule' {where}: cosine decays to 0 at the run's token budget, "
+                          f"but it has none: set training.budget_tokens")
+    if tc.schedule != "wsd":
+        return
+    if not tc.ladder:
+        raise ConfigError(f"{source}: key 'training.ladder' {where}: schedule wsd anneals at each rung of a ladder of "
+                          f"token budgets: set training.ladder (e.g. [500000, 1000000, 2000000])")
+    for key in ("budget_seconds", "budget_points", "budget_tokens_by_method"):
+        if written.get(key):
+            raise ConfigError(f"{source}: key 'training.{key}' {where}: set beside training.ladder, which is the "
+                              f"run's budgets (its largest rung ends the run); remove it")
+    if written.get("budget_tokens") is not None and written["budget_tokens"] != max(tc.ladder):
+        raise ConfigError(f"{source}: key 'training.budget_tokens' {where}: {written['budget_tokens']} is not the "
+                          f"ladder's top rung {max(tc.ladder)}; remove it (the ladder sets it)")
+    first_fork = min(tc.ladder) - round(tc.cooldown_fraction * min(tc.ladder))
+    if tc.warmup_tokens >= first_fork:
+        raise ConfigError(f"{source}: key 'training.warmup_tokens' {where}: {tc.warmup_tokens} tokens of warmup do not "
+                          f"end before the first rung's cooldown starts at {first_fork}; shorten the warmup")
+    if tc.keep != "last":
+        raise ConfigError(f"{source}: key 'training.keep' {where}: a ladder's models are each branch's final "
+                          f"weights (the top rung's in model.pt): set keep: last")
 
 
 def _check_dataset(params: dict, name: str, source: str) -> None:

@@ -25,6 +25,7 @@ ANYTIME = "anytime.csv"  # a budgeted run's validations at equal fractions of it
 SNAPSHOTS = "points"  # a run's weights at each of training.budget_points (points/<multiple>x.pt)
 CHECKPOINT = "checkpoint.pt"  # the resume state while a run trains (deleted when it completes)
 PREVIOUS_CHECKPOINT = "checkpoint.prev.pt"  # the generation before it, kept in case the newest is damaged
+FORK = "fork.pt"  # a ladder run's trunk while a cooldown branch runs from it (training/ladder.py)
 SELECTED = "selected.json"  # a tuning's choice, read by its final runs
 RECORDS_MANIFEST = "records.json"  # a stash of records (a publication's records/ folder): every file's digest
 EARLIER_DATA = "earlier-data"  # a publication's (and results_dir's) <dataset>.meta.json of an earlier preparation

@@ -38,9 +38,11 @@ def save_generation(out_dir: Path, obj: dict) -> None:
 
 
 def remove(out_dir: Path) -> None:
-    """Both generations (a finished run, or one that diverged and must not be resumed into the blow-up)."""
+    """Both generations and a ladder's fork (a finished run, or one that diverged and must not be resumed into
+    the blow-up)."""
     (out_dir / CHECKPOINT).unlink(missing_ok=True)
     (out_dir / PREVIOUS).unlink(missing_ok=True)
+    (out_dir / paths.FORK).unlink(missing_ok=True)
 
 
 def load_newest(out_dir: Path, device: torch.device) -> dict | None:

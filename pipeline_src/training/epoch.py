@@ -39,8 +39,9 @@ from . import checkpoints
 from .averaging import ParameterAverage
 from .budget import Budget, anytime_point, same_machine, snapshot_point, step_clock, token_point
 from .guard import CHECK_EVERY, LossGuard, check_validation, collapse, safe_exp
+from .ladder import Ladder, branch, branches_cost, ladder_step
 from .optim import build_optimizer
-from .schedules import asgd_switch, lr_at, next_lr, nt_asgd_trigger
+from .schedules import STEP_SCHEDULES, asgd_switch, lr_at, next_lr, nt_asgd_trigger, step_lr
 from .state import RunState
 from .step import build_model, check_precision, train_step
 
@@ -70,6 +71,8 @@ class Run:
     wall0: float = 0.0
     env_start: float | None = None
     gflops: float | None = None  # the machine's speed at this call's start (time budgets: runtime.gemm_gflops)
+    ladder: Ladder | None = None  # schedule wsd: the rungs and their cooldown branches (ladder.py)
+    rewound: bool = False  # a branch just ended and the trunk was restored mid-epoch: the epoch goes on from there
 
     @property
     def finetune(self) -> bool:
@@ -100,13 +103,26 @@ class Run:
             lp, _ = stream_log_probs(self.model, self.valid_data, self.tc.bptt)
         return float(-lp.double().mean())
 
-    def checkpoint(self) -> None:
+    def state_dict(self) -> dict:
+        """Everything training resumes from: weights, optimizer, state, LSTM state, RNG states, best weights."""
         self.st.wall_time_s = self.wall()
-        checkpoints.save_generation(self.out_dir, {
-            "config": self.cfg, "config_hash": run_hash(self.cfg), "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(), "state": self.st.to_dict(), "hidden": self.hidden,
-            "rng": rng_state(), "best_model": self.best_model,
-            **({"average": self.average.state_dict()} if self.average.active else {})})
+        return {"config": self.cfg, "config_hash": run_hash(self.cfg), "model": self.model.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "state": self.st.to_dict(), "hidden": self.hidden,
+                "rng": rng_state(), "best_model": self.best_model,
+                **({"average": self.average.state_dict()} if self.average.active else {})}
+
+    def load_state(self, ck: dict) -> None:
+        """Training as :meth:`state_dict` saved it (a checkpoint, or a ladder's fork)."""
+        self.model.load_state_dict(ck["model"])
+        self.optimizer.load_state_dict(ck["optimizer"])
+        self.st = RunState.from_dict(ck["state"])
+        self.hidden = tuple(h.to(self.device) for h in ck["hidden"])
+        set_rng_state(ck["rng"])
+        self.best_model = ck["best_model"]
+        self.average.load_state_dict(ck.get("average"), self.device)
+
+    def checkpoint(self) -> None:
+        checkpoints.save_generation(self.out_dir, self.state_dict())
 
 
 def setup(cfg: dict, prepared: Path, out_dir: Path, device: torch.device, init: Path | None) -> Run:
@@ -122,10 +138,11 @@ def setup(cfg: dict, prepared: Path, out_dir: Path, device: torch.device, init: 
     # whole splits live on the device: no host-to-device copy, no loader between the GPU and its batches
     train_data = batchify(load_split(prepared, "train"), tc.batch_size, device)
     valid_data = batchify(load_split(prepared, "valid")[:tc.valid_tokens], tc.eval_batch_size, device)
-    first_lr = lr_at(tc, 1) if tc.schedule == "fixed-then-geometric" else tc.lr
+    first_lr = lr_at(tc, 1) if tc.schedule == "fixed-then-geometric" else tc.lr  # (step schedules: set every step)
     run = Run(cfg, tc, out_dir, device, model, optimizer, train_data, valid_data, RunState(lr=first_lr),
               model.init_state(tc.batch_size, device), ParameterAverage(), None,
-              unigram_nll(np.load(prepared / paths.NOISE)["counts"], valid_data.cpu().numpy()), Budget.of(tc))
+              unigram_nll(np.load(prepared / paths.NOISE)["counts"], valid_data.cpu().numpy()), Budget.of(tc),
+              ladder=Ladder.of(tc))
     if not _resume(run) and run.finetune:
         _start_finetuning(run, init)
     run.env_start = load_average()
@@ -145,13 +162,7 @@ def _resume(run: Run) -> bool:
         raise ResumeError(
             f"{ck['_path']} was written by a different config (hash {ck['config_hash']}, now "
             f"{run_hash(run.cfg)}); delete it to start this run afresh")
-    run.model.load_state_dict(ck["model"])
-    run.optimizer.load_state_dict(ck["optimizer"])
-    run.st = RunState.from_dict(ck["state"])
-    run.hidden = tuple(h.to(run.device) for h in ck["hidden"])
-    set_rng_state(ck["rng"])
-    run.best_model = ck["best_model"]
-    run.average.load_state_dict(ck.get("average"), run.device)
+    run.load_state(ck)
     print(f"resumed from {ck['_path']}: epoch {run.st.epoch + 1}, step {run.st.step_in_epoch}", file=sys.stderr)
     return True
 
@@ -218,6 +229,10 @@ def train_epoch(run: Run, stop, should_pause) -> bool:
         if k >= epoch_steps:
             break
         t0 = clock()
+        if tc.schedule in STEP_SCHEDULES:  # the rate of this step, from the tokens seen (schedules.step_lr)
+            st.lr = step_lr(tc, st.tokens, y.numel(), branch(st))
+            for g in run.optimizer.param_groups:
+                g["lr"] = st.lr * g["lr_mult"]
         if tc.variable_bptt:  # a shorter segment takes a proportionally smaller step (Merity et al.)
             for g in run.optimizer.param_groups:
                 g["lr"] = st.lr * g["lr_mult"] * x.shape[0] / tc.bptt
@@ -265,6 +280,11 @@ def _progress(run: Run, epoch_steps: int):
 def _budget_step(run: Run, guard: LossGuard, bar) -> bool:
     """After a step under a budget: validate at each fraction it reaches; True once it is spent."""
     st = run.st
+    if run.ladder is not None and st.branch is not None:  # a cooldown branch: ends at its rung, no trunk validation
+        how = ladder_step(run, lambda: _check(guard, bar, run))
+        run.rewound = how == "rewound"
+        st.budget_spent = how == "spent"
+        return how is not None
     while run.budget.due(st):
         _check(guard, bar, run)
         p = anytime_point(st, run.budget, run.validate)
@@ -285,6 +305,8 @@ def _budget_step(run: Run, guard: LossGuard, bar) -> bool:
         p = snapshot_point(st, multiple, path, run.validate)
         print(f"budget point {multiple:g}x: {p['tokens']:,} tokens, weights kept in {path.name}, "
               f"valid ppl {p['valid_ppl']:.2f}", file=sys.stderr)
+    if run.ladder is not None:  # the trunk's validations first, so the fork (and a run to that rung alone) has them
+        ladder_step(run, lambda: _check(guard, bar, run))
     st.budget_spent = run.budget.spent(st)
     return st.budget_spent
 
@@ -358,6 +380,18 @@ def _csv(rows: list[dict], fields: list[str] | None = None) -> str:
     return buf.getvalue()
 
 
+def _check_ladder_done(run: Run) -> None:
+    """Every rung has its model, or the run ended (its epochs) before the ladder did: one line naming the key."""
+    from ..config import ConfigError
+
+    done = {p.get("rung") for p in run.st.snapshots}
+    missing = [r for r in run.ladder.rungs if r not in done]
+    if missing:
+        raise ConfigError(f"key 'training.epochs': {run.tc.epochs} epochs ({run.st.tokens:,} tokens) end before the "
+                          f"ladder's rung {missing[0]:,} (training.ladder); raise training.epochs (it is only a "
+                          f"bound under a ladder) or drop the rungs it cannot reach")
+
+
 def finish(run: Run, trial: bool) -> dict:
     """The summary (train.json) and, unless a tuning trial, model.pt (and model-best.pt under keep: last);
     the checkpoints go."""
@@ -377,6 +411,9 @@ def finish(run: Run, trial: bool) -> dict:
                        **({"token_points": st.token_points} if st.token_points else {}),
                        **({"snapshots": st.snapshots} if st.snapshots else {})}} if run.budget else {}),
     }
+    if run.ladder is not None:
+        _check_ladder_done(run)
+        summary["ladder"] = {**run.ladder.describe(), "branches": branches_cost(st, run.ladder)}
     if run.finetune:  # epoch 0 = no finetuning epoch validated better than the trained weights
         summary.update(best_epoch=run.best_model["epoch"], start_valid_nll=st.start_valid_nll,
                        finetune_stopped_at=st.finetune_stopped_at)

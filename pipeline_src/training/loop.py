@@ -90,5 +90,8 @@ def _train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device, s
     while not finished(run):
         if not train_epoch(run, stop, should_pause):
             return None
+        if run.rewound:  # a ladder's branch ended: the trunk was restored mid-epoch and goes on from there
+            run.rewound = False
+            continue
         end_epoch(run, stop)
     return finish(run, trial)

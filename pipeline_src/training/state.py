@@ -31,6 +31,7 @@ class RunState:
     budget_spent: bool = False
     validation_s: float = 0.0  # time spent validating during training (never in a budget)
     machines: list[dict] = field(default_factory=list)  # time budgets: each call's kernels and probe (budget.py)
+    branch: dict | None = None  # a ladder's cooldown branch while it runs: its rung and where it forked (ladder.py)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -1,0 +1,144 @@
+"""Tokens as the axis (pipeline_src/training/ladder.py, schedules.step_lr): step-level schedules computed by hand,
+and a ladder of budgets in one run whose every rung's model is, bit for bit, the model of a run to that rung alone
+(warmup-stable-decay with a cooldown branch per rung), however the run is interrupted."""
+import copy
+
+import pytest
+import torch
+
+from pipeline_src.config import ConfigError, TrainConfig, run_config, validate
+from pipeline_src.training.loop import train
+from pipeline_src.training.schedules import step_lr
+
+CPU = torch.device("cpu")
+BASE = dict(epochs=1, batch_size=8, bptt=10, optimizer="sgd", lr=1.0, clip=None, lr_decay=2, eval_batch_size=4)
+
+
+def test_step_level_rates_are_the_hand_computed_ones():
+    wsd = TrainConfig(**BASE, schedule="wsd", warmup_tokens=100, ladder=[1000], cooldown_fraction=0.2)
+    assert step_lr(wsd, 0, 10) == pytest.approx(0.1)  # warmup: the step that ends at 10 of 100 tokens
+    assert step_lr(wsd, 90, 10) == 1.0 and step_lr(wsd, 500, 10) == 1.0  # the trunk: constant after it
+    branch = (800, 1000)  # rung 1000 forked at 800 = 1000 - 0.2 * 1000
+    assert step_lr(wsd, 800, 10, branch) == 1.0
+    assert step_lr(wsd, 850, 10, branch) == pytest.approx(1 - 0.5)  # 1 - sqrt(50 / 200)
+    assert step_lr(wsd, 990, 10, branch) == pytest.approx(1 - (190 / 200) ** 0.5)
+    assert step_lr(wsd, 1000, 10, branch) == 0.0
+    linear = TrainConfig(**{**BASE, "lr": 0.5}, schedule="wsd", ladder=[1000], cooldown_shape="linear")
+    assert step_lr(linear, 850, 10, branch) == pytest.approx(0.5 * 0.75)
+    cos = TrainConfig(**BASE, schedule="cosine", budget_tokens=1000)
+    assert [step_lr(cos, t, 10) for t in (0, 250, 500, 1000, 1200)] == pytest.approx(
+        [1.0, 0.5 * (1 + 2 ** -0.5), 0.5, 0.0, 0.0])
+
+
+def _cfg(p, method="softmax", **training):
+    cfg = run_config(p, "tiny", method)
+    if method == "sampled-softmax":  # a 30-word language: a few negatives
+        cfg["method"]["negatives"] = 5
+    cfg["training"].update(epochs=50, schedule="wsd", keep="last", warmup_tokens=160, cooldown_fraction=0.2,
+                           budget_tokens=None, **training)
+    cfg["training"]["budget_tokens"] = max(cfg["training"]["ladder"])
+    return cfg
+
+
+def _rung(path, rung, top):
+    return torch.load(path / "points" / f"{rung / top:g}x.pt", weights_only=False)
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("method", ["softmax", "sampled-softmax"])  # dropout's and the sampler's RNG both restored
+def test_each_rung_s_model_is_a_run_to_that_rung_alone(tiny_data, tmp_path, method):
+    p, _, prep = tiny_data
+    ladder = [800, 2000, 4000]  # 10, 25 and 50 steps of 80 tokens; forks at 640, 1600, 3200
+    s = train(_cfg(p, method, ladder=ladder), prep, tmp_path / "ladder", CPU)
+    rungs = {pt["rung"]: pt for pt in s["budget"]["snapshots"]}
+    assert sorted(rungs) == ladder and s["ladder"]["forks"] == [640, 1600, 3200]
+    for r, pt in rungs.items():  # exactly the rung's tokens (to the step that reaches them), its cooldown f R
+        assert r <= pt["tokens"] < r + 80 and pt["fork_tokens"] == pytest.approx(0.8 * r, abs=80)
+        last_step = (pt["tokens"] - 80 - pt["fork_tokens"]) / (r - pt["fork_tokens"])  # the share done before it
+        assert pt["lr_end"] == pytest.approx(p["datasets"]["tiny"]["training"]["lr"] * (1 - last_step ** 0.5))
+        assert pt["branch_tokens"] == pt["tokens"] - pt["fork_tokens"]
+    assert s["ladder"]["branches"]["tokens"] == sum(rungs[r]["branch_tokens"] for r in (800, 2000))
+    assert s["budget"]["reached"]["tokens"] == rungs[4000]["tokens"]  # the top branch ends the run
+    assert not any((tmp_path / "ladder" / f).exists() for f in ("fork.pt", "checkpoint.pt", "checkpoint.prev.pt"))
+    trunk = [a["tokens"] for a in s["budget"]["anytime"]]  # the trunk's validations, as a run without branches has them
+    assert trunk == sorted(trunk) and all(t % 400 < 80 for t in trunk)
+    for r in (2000, 4000):  # the same rung as a ladder of its own: the branches before it left no trace
+        alone = train(_cfg(p, method, ladder=[r]), prep, tmp_path / f"alone{r}", CPU)
+        assert alone["budget"]["snapshots"][0]["tokens"] == rungs[r]["tokens"]
+        assert _same(_rung(tmp_path / "ladder", r, 4000)["model"], _rung(tmp_path / f"alone{r}", r, r)["model"])
+        assert alone["budget"]["snapshots"][0]["valid_nll"] == rungs[r]["valid_nll"]
+    last = torch.load(tmp_path / "ladder" / "model.pt", weights_only=False)["model"]
+    assert _same(last, _rung(tmp_path / "ladder", 4000, 4000)["model"])  # model.pt: the top rung's model
+
+
+def test_a_ladder_run_resumes_inside_a_branch_and_on_the_trunk(tiny_data, tmp_path):
+    p, _, prep = tiny_data
+    cfg = _cfg(p, ladder=[800, 2000])
+    whole = train(cfg, prep, tmp_path / "whole", CPU)
+    for pause in (9, 15, 22):  # inside rung 800's branch, on the trunk after it, inside rung 2000's branch
+        out = tmp_path / f"paused{pause}"
+        assert train(cfg, prep, out, CPU, stop_after_steps=pause) is None
+        assert (out / "fork.pt").exists() == (pause != 15)
+        resumed = train(cfg, prep, out, CPU)
+        for r in (800, 2000):
+            assert _same(_rung(out, r, 2000)["model"], _rung(tmp_path / "whole", r, 2000)["model"]), (pause, r)
+        assert [pt["tokens"] for pt in resumed["budget"]["snapshots"]] == \
+            [pt["tokens"] for pt in whole["budget"]["snapshots"]]
+
+
+def test_a_rung_the_epochs_cannot_reach_is_one_line(tiny_data, tmp_path):
+    p, _, prep = tiny_data
+    cfg = _cfg(p, ladder=[800, 100000])
+    cfg["training"]["epochs"] = 2
+    with pytest.raises(ConfigError, match=r"key 'training.epochs': 2 epochs .* end before the ladder's rung 100,000"):
+        train(cfg, prep, tmp_path / "run", CPU)
+
+
+@pytest.mark.parametrize("training, says", [
+    ({"schedule": "wsd"}, r"key 'training.ladder' \(dataset tiny\): schedule wsd anneals at each rung"),
+    ({"schedule": "wsd", "ladder": [1000], "keep": "last", "budget_seconds": 5},
+     r"key 'training.budget_seconds' \(dataset tiny\): set beside training.ladder"),
+    ({"schedule": "wsd", "ladder": [1000], "keep": "last", "warmup_tokens": 900},
+     r"key 'training.warmup_tokens' .* do not end before the first rung's cooldown starts at 800"),
+    ({"schedule": "wsd", "ladder": [1000]}, r"key 'training.keep' .*set keep: last"),
+    ({"schedule": "cosine"}, r"key 'training.schedule' \(dataset tiny\): cosine decays to 0 at the run's token budget"),
+    ({"ladder": [1000]}, r"key 'training.ladder' \(dataset tiny\): set to \[1000\], but it only acts with schedule wsd"),
+])
+def test_a_step_schedule_without_what_it_needs_is_refused_at_check_config(tiny, training, says):
+    p = copy.deepcopy(tiny)
+    p["datasets"]["tiny"]["training"].update(training)
+    with pytest.raises(ConfigError, match=says):
+        validate(p)
+
+
+def test_a_ladder_run_config_trains_to_its_top_rung(tiny):
+    p = copy.deepcopy(tiny)
+    p["datasets"]["tiny"]["training"].update(schedule="wsd", ladder=[2000, 500, 1000], keep="last")
+    cfg = run_config(validate(p), "tiny", "softmax")
+    assert cfg["training"]["ladder"] == [500, 1000, 2000] and cfg["training"]["budget_tokens"] == 2000
+
+
+def test_a_ladder_s_trials_train_its_tuning_rung_over_the_whole_rate_range():
+    """Tuning that serves the ladder: every trial is a one-rung ladder at tuning.rung_tokens (its finals train the
+    whole ladder), and latin-grid tries the rate range's two ends (latin-hypercube's top trial was 0.0485 of a range
+    to 0.1)."""
+    from conftest import ROOT
+
+    from pipeline_src.config import load
+    from pipeline_src.config.runspec import resolve_run
+    from pipeline_src.config.tuning import points
+
+    p = load(ROOT / "config" / "token-axis.yaml")
+    trials = [resolve_run(p, "zipf-10k", "nce", trial=t).config["training"] for t in range(8)]
+    assert {(tuple(t["ladder"]), t["budget_tokens"]) for t in trials} == {((2000000,), 2000000)}
+    rates = sorted(t["lr"] for t in trials)
+    assert rates[0] == pytest.approx(3e-4) and rates[-1] == pytest.approx(0.1)
+    assert all(b / a == pytest.approx((0.1 / 3e-4) ** (1 / 7)) for a, b in zip(rates, rates[1:]))
+    assert [pt["training"]["lr"] for pt in points(p, "zipf-10k", "softmax")] == \
+        [pt["training"]["lr"] for pt in points(p, "zipf-10k", "nce")]  # the same rates for every method
+    hyper = copy.deepcopy(p)
+    hyper["tuning"]["design"] = "latin-hypercube"
+    assert max(pt["training"]["lr"] for pt in points(hyper, "zipf-10k", "nce")) < 0.09
