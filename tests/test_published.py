@@ -139,7 +139,7 @@ def test_every_page_the_readme_and_docs_link_exists():
     import re
 
     missing = []
-    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
             path = target.split("#", 1)[0]
             if not path or re.match(r"^[a-z]+:", path):

@@ -328,7 +328,7 @@ def _earlier_files(out: Path) -> list[str] | None:
 
 
 def doc_files() -> list[Path]:
-    return [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").glob("*.md"))]
+    return [REPOSITORY / "README.md", *sorted((REPOSITORY / "docs").rglob("*.md"))]  # docs/results/: a page a question
 
 
 def stale_tables(docs: list[Path] | None = None) -> list[str]:
