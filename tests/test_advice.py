@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _tables():
     nll = {"softmax": [5.0, 5.1, 5.2], "a": [4.0, 4.2, 4.1], "b": [4.3, 4.25, 4.4], "collapsed": [3.0, 3.1, 3.2]}
-    summary = pd.DataFrame([{"dataset": "d", "vocab": 1000, "method": m, "seed": s, "split": "test", "nll": x}
-                            for m, xs in nll.items() for s, x in zip((1, 2, 3), xs)])
+    summary = pd.DataFrame([{"dataset": "d", "vocab": 1000, "method": m, "seed": s, "split": split,
+                             "nll": x + (0.05 if split == "valid" else 0.0)}
+                            for m, xs in nll.items() for s, x in zip((1, 2, 3), xs) for split in ("test", "valid")])
     head = pd.DataFrame({"dataset": "d", "method": list(nll), "reference": "softmax",
                          "status": ["learned", "learned", "learned", "did not learn, 1 of 3 seeds"],
                          "nll": [np.mean(v) for v in nll.values()],
@@ -36,14 +37,44 @@ def test_the_answer_skips_a_method_that_did_not_learn_and_pairs_the_margin_over_
     half = stats.t.ppf(0.975, 2) * diff.std(ddof=1) / math.sqrt(3)
     assert row.margin_nll == pytest.approx(diff.mean()) and row.pairs == 3
     assert row.margin_low == pytest.approx(diff.mean() - half) and row.margin_high == pytest.approx(diff.mean() + half)
-    assert row.clear == (diff.mean() + half < 0) and row.kn_ppl == 80.0 and row.reference_ppl == head.ppl[0]
+    # "clear": the Holm-adjusted p of a against b, among a's comparisons with every other method that learned
+    p = {m: stats.ttest_rel([4.0, 4.2, 4.1], other).pvalue for m, other in (("b", [4.3, 4.25, 4.4]),
+                                                                              ("softmax", [5.0, 5.1, 5.2]))}
+    holm_b = max(2 * min(p.values()), p["b"]) if p["b"] >= p["softmax"] else 2 * p["b"]
+    assert row.margin_p == pytest.approx(p["b"]) and row.margin_p_holm == pytest.approx(min(holm_b, 1.0))
+    assert row.clear == (row.margin_p_holm < 0.05) and row.compared == 2 and row.chosen_on == "valid nll"
+    assert row.kn_ppl == 80.0 and row.reference_ppl == head.ppl[0]
     text = advice_markdown(what_to_use(summary, head, refs))
-    assert "**a**" in text and ("not separated" in text) != bool(row.clear)
+    assert (("**a**" in text) == bool(row.clear)) and ("not separated" in text) != bool(row.clear)
+    assert f"Holm p {row.margin_p_holm:.2g}" in text and "unadjusted 95% CI" in text
     alone = what_to_use(summary[summary.method != "softmax"], head[head.method != "softmax"], refs)
     assert alone.use[0] == "a" and alone.reference_status[0] == "not run"  # a size the reference cannot reach
     assert "| softmax — (not run) |" in advice_markdown(alone)
     nobody = head.assign(status="did not learn, 3 of 3 seeds")
     assert "no method learned (4 tried)" in advice_markdown(what_to_use(summary, nobody, refs))
+
+
+def test_the_winner_is_chosen_on_validation_not_on_the_test_numbers_it_reports():
+    """A made-up pair where the test-chosen and the validation-chosen winners differ: b is best on test by a hair,
+    a on validation; the answer is a, and its margin over b (on test) is then positive, so never 'separated'."""
+    rows = []
+    for m, valid, test in (("a", [4.00, 4.01, 4.02], [4.11, 4.10, 4.12]), ("b", [4.05, 4.06, 4.07], [4.10, 4.09, 4.11]),
+                           ("softmax", [5.0, 5.1, 5.2], [5.0, 5.1, 5.2])):
+        for seed, v, t in zip((1, 2, 3), valid, test):
+            rows += [{"dataset": "d", "vocab": 10, "method": m, "seed": seed, "split": "valid", "nll": v},
+                     {"dataset": "d", "vocab": 10, "method": m, "seed": seed, "split": "test", "nll": t}]
+    summary = pd.DataFrame(rows)
+    test_means = summary[summary.split == "test"].groupby("method").nll.mean()
+    head = pd.DataFrame({"dataset": "d", "method": ["softmax", "a", "b"], "reference": "softmax", "status": "learned",
+                         "nll": [test_means[m] for m in ("softmax", "a", "b")],
+                         "ppl": [math.exp(test_means[m]) for m in ("softmax", "a", "b")], "ppl_low": 0.0,
+                         "ppl_high": 0.0})
+    assert test_means.idxmin() == "b"  # what choosing on test would answer
+    row = what_to_use(summary, head).iloc[0]
+    assert row.use == "a" and row.runner_up == "b" and row.margin_nll == pytest.approx(0.01) and not row.clear
+    # budget points carry their validation perplexity on the test rows (kept_valid_ppl): chosen on it too
+    points = summary[summary.split == "test"].assign(kept_valid_ppl=np.exp(summary[summary.split == "valid"].nll.to_numpy()))
+    assert what_to_use(points, head).iloc[0].use == "a"
 
 
 def test_the_readme_glance_reads_each_publication_in_order_of_vocabulary():
@@ -89,7 +120,8 @@ def test_the_two_axes_table_reads_the_committed_budget_axis_publications():
     assert list(rows) == ["zipf-10k (10,001), 3 seeds", "zipf-100k (100,001), 2 seeds"]
     ten = pd.read_csv(ROOT / "benchmarks" / "budget-axis" / "budget-advice.csv").set_index("multiple").loc[1.0]
     assert rows["zipf-10k (10,001), 3 seeds"][1] == (f"**{ten.use}**, {ten.margin_nll:+.3f} [{ten.margin_low:+.3f}, "
-                                                     f"{ten.margin_high:+.3f}] vs {ten.runner_up}")
+                                                     f"{ten.margin_high:+.3f}], Holm p {ten.margin_p_holm:.2g} vs "
+                                                     f"{ten.runner_up}")
     hundred = rows["zipf-100k (100,001), 2 seeds"]
     assert hundred[1].endswith(": not separated") and hundred[3] == "**sampled-softmax** (the only one that learned)"
     with pytest.raises(ConfigError, match="benchmarks/no-such-run/budget-advice.csv does not exist"):

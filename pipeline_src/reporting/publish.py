@@ -120,6 +120,7 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     if kind not in ("step", "cells"):
         check_bench(params, str(params_file))  # a bench.csv is copied whenever there is one
     dirty = _dirty_files()  # before this publication's own files change under benchmarks/
+    check_doc_sources(out)
     with allow_tracked(out, *doc_files()):
         return _write_publication(params, params_file, name, out, results, kind, summary, command, dirty,
                                   wall_time_s, say)
@@ -282,6 +283,7 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
         tables.update(axis_tables(read_csv(out / "anytime.csv"), summary,
                                   read_csv(refs) if refs.is_file() and refs.stat().st_size > 1 else None, params))
     dirty = _dirty_files()  # before this writes anything: the tree the restated tables came from
+    check_doc_sources(out)
     with allow_tracked(out, *doc_files()):
         _write_restated(params, params_file, out, prov, prov_path, tables, dirty, say)
     return out
@@ -340,6 +342,21 @@ def stale_tables(docs: list[Path] | None = None) -> list[str]:
             if m.group("body") != render_table(m.group("path")):
                 bad.append(f"{doc.name}: the table from {m.group('path')}")
     return bad
+
+
+def check_doc_sources(skip: Path) -> None:
+    """Before a publication is written: every other publication the README and docs blocks read is as published
+    (``seals.check_publication``), so that regenerating them cannot fail halfway, the new files written and the
+    docs not."""
+    names = set()
+    for doc in doc_files():
+        for m in BLOCK.finditer(doc.read_text(encoding="utf-8")):
+            path = m.group("path").removeprefix("memory:")
+            names |= set(path.split(":", 1)[1].split(",")) if ":" in path else {Path(path).parent.name}
+    for name in sorted(names):
+        pub = BENCHMARKS / name
+        if pub.resolve() != skip.resolve() and (pub / paths.PROVENANCE).is_file():
+            check_publication(pub)
 
 
 def update_docs() -> list[Path]:

@@ -274,8 +274,11 @@ def advice_markdown(table: pd.DataFrame, level: int = 95, publication: str | Non
     def fmt(x: float, digits: int = 1) -> str:
         return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.{digits}f}"
 
-    cols = (["run"] if publication else []) + ["dataset (words)", "use", "test ppl", f"margin over the runner-up "
-            f"(Δ nll, {level}% CI)", "runner-up", "reference", "Kneser-Ney"]
+    from .advice import holm_note
+
+    cols = (["run"] if publication else []) + ["dataset (words)", "use (chosen on valid)", "test ppl",
+            f"margin over the runner-up (Δ test nll, unadjusted {level}% CI; Holm p)", "runner-up", "reference",
+            "Kneser-Ney"]
     out = []
     for r in table.itertuples():
         name = f"{r.dataset} ({r.vocab:,})" if isinstance(r.vocab, (int, float)) and not pd.isna(r.vocab) else r.dataset
@@ -286,9 +289,10 @@ def advice_markdown(table: pd.DataFrame, level: int = 95, publication: str | Non
                 "no paired seeds" if pd.isna(r.margin_nll) else
                 f"{r.margin_nll:+.3f} over 1 seed: no interval" if pd.isna(r.margin_low) else
                 f"{r.margin_nll:+.3f} [{r.margin_low:+.3f}, {r.margin_high:+.3f}] over {int(r.pairs)} seeds"
-                + ("" if r.clear else ": not separated"))
+                + holm_note(r) + ("" if r.clear else ": not separated"))
             ppl = fmt(r.ppl) + ("" if pd.isna(r.ppl_low) else f" [{fmt(r.ppl_low)}, {fmt(r.ppl_high)}]")
-            cells = [name, f"**{r.use}**", ppl, margin,
+            sure = r.clear is True or not isinstance(r.runner_up, str)  # bold: separated, or the only one that learned
+            cells = [name, f"**{r.use}**" if sure else r.use, ppl, margin,
                      f"{r.runner_up} ({fmt(r.runner_up_ppl)})" if isinstance(r.runner_up, str) else "—"]
         ref = "—" if not isinstance(r.reference, str) else (
             f"{r.reference} {fmt(r.reference_ppl)}" + ("" if r.reference_status == "learned" else
