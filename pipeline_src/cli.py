@@ -32,6 +32,7 @@ from .steps import (
 from .tools import (
     _bench,
     _bench_cells,
+    _advise,
     _bench_samplers,
     _bench_step,
     _check_head,
@@ -39,6 +40,7 @@ from .tools import (
     _freeze_budgets,
     _freeze_settings,
     _plots_offline,
+    _profile,
     _publish,
     _restate,
     _restore,
@@ -77,6 +79,10 @@ COMMANDS = {
                     "against the step's own floor, and the tokens its time budget buys (bench.cells)", ()),
     "bench-samplers": (_bench_samplers, "the kernel proposal's rebuild and draw costs at bench.vocab_sizes, and with "
                        "--model the sampled softmax's gradient bias per proposal and sample size", ()),
+    "profile": (_profile, "this machine's profile: each run method's training tokens/s at each run dataset's shapes "
+                "(one short bench-cells round), for advise --profile", ()),
+    "advise": (_advise, "what to use for --seconds of training on a profile's machine (cpu-thread, h100, or your "
+               "own profile's cell-bench.csv), read from a token-ladder publication", ("dataset",)),
     "publish": (_publish, "copy a finished run's tables to benchmarks/NAME with provenance; regenerate README tables",
                 ("name",)),
     "restate": (_restate, "recompute a publication's headline and contrasts from its committed per-run rows "
@@ -98,7 +104,7 @@ COMMANDS = {
 }
 
 
-NO_PARAMS = {"compare", "plots-offline", "freeze-settings"}  # steps that read no params file of their own (compare: the publication's)
+NO_PARAMS = {"compare", "plots-offline", "freeze-settings", "advise"}  # steps that read no params file of their own (compare: the publication's)
 NEEDS_HELP = {  # the arguments several steps share
     "dataset": "a dataset defined under the params file's datasets:",
     "method": "a method defined under the params file's methods:",
@@ -124,7 +130,7 @@ def parser() -> argparse.ArgumentParser:
         if name == "train":
             sp.add_argument("--seed", type=_int, default=None, help="run seed of a final run (one of run.seeds)")
             sp.add_argument("--trial", type=_int, default=None, help="index of a tuning trial (0 .. tuning.trials - 1)")
-        if name in ("train", "finetune", "evaluate", "bench", "bench-samplers", "matrix"):  # bench-step sets its own (bench.step.threads)
+        if name in ("train", "finetune", "evaluate", "bench", "bench-samplers", "matrix", "profile"):  # bench-step sets its own (bench.step.threads)
             sp.add_argument("--threads", type=_positive_int, default=None,
                             help="torch CPU threads (Snakemake passes the job's threads; default: torch's choice)")
         if name == "publish":
@@ -149,6 +155,10 @@ def parser() -> argparse.ArgumentParser:
                             help="only these of the publication's datasets (default: all of them)")
             sp.add_argument("--threads", type=_positive_int, default=None,
                             help="Snakemake's cores (default: all)")
+        if name == "advise":
+            sp.add_argument("--profile", required=True, help="cpu-thread, h100, or a cell-bench.csv from `profile`")
+            sp.add_argument("--seconds", required=True, type=_seconds, help="training seconds on that machine")
+            sp.add_argument("--name", default="token-axis", help="the token-ladder publication (default token-axis)")
         if name == "report":
             sp.add_argument("--name", default=None,
                             help="render benchmarks/NAME's report from its committed tables (no data, no training) "

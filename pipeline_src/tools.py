@@ -3,6 +3,8 @@ bench-samplers), the conformance kit (check-head), and publications and records 
 stash, restore). Each takes the validated params and the parsed arguments (:mod:`cli`)."""
 from __future__ import annotations
 
+import math
+
 from pathlib import Path
 
 from .config import ConfigError
@@ -100,6 +102,57 @@ def _bench_cells(params: dict, args) -> None:
     from .cost.cells import run_cell_bench
 
     run_cell_bench(params, _device(params, args))
+
+
+def _profile(params: dict, args) -> None:
+    """This machine's profile: each run method's training tokens/s at each run dataset's shapes (one short round
+    of ``bench-cells``), written to results_dir/profile/cell-bench.csv for ``advise --profile``."""
+    import copy
+
+    from .config import run_datasets
+    from .cost.cells import run_cell_bench
+
+    p = copy.deepcopy(params)
+    p["bench"]["cells"] = {"datasets": run_datasets(p), "methods": list(p["run"]["methods"]), "min_seconds": 1,
+                           "rounds": 1}
+    p["results_dir"] = str(Path(params["results_dir"]) / "profile")
+    table = run_cell_bench(p, _device(p, args))
+    out = paths.cell_bench_path(p)
+    print(table[["dataset", "method", "tokens_per_s"]].to_string(index=False))
+    print(f"wrote {out}: `python -m pipeline_src advise --profile {out} --seconds 60 --dataset "
+          f"{run_datasets(p)[0]}` reads equal time on this machine")
+
+
+def _advise(params: dict, args) -> None:
+    """What to use for ``--seconds`` of training on a profile's machine, read from a token-ladder publication."""
+    from .io.artifacts import read_json
+    from .reporting.profiles import advise, load_profile
+    from .reporting.publish import check_name
+    from .reporting.seals import check_publication
+    from .reporting.tables import advice_markdown
+
+    pub = check_name(args.name, "advise")
+    if not (pub / paths.PROVENANCE).is_file():
+        raise ConfigError(f"advise --name {args.name}: {pub} is not published yet (run config/token-axis.yaml, then "
+                          f"`python -m pipeline_src publish --name {args.name}`)")
+    check_publication(pub)
+    profile, machine = load_profile(args.profile)
+    from .io.artifacts import read_csv
+
+    confidence = (read_json(pub / paths.PROVENANCE)["params"].get("statistics") or {}).get("confidence", 0.95)
+    table, read = advise(read_csv(pub / "anytime.csv"), read_csv(pub / "summary.csv"), profile, args.seconds,
+                         args.dataset, confidence)
+    print(f"{args.dataset}, {args.seconds:g} s of training steps on {args.profile} ({machine}); each seed read from "
+          f"its ladder in benchmarks/{args.name} (log-token interpolation between measured rungs):")
+    by = read.groupby("method").agg(tokens=("tokens", "first"), test_ppl=("test_nll", lambda x: math.exp(x.mean())),
+                                    outside=("outside", "any"))
+    for m, r in by.sort_values("tokens").iterrows():
+        print(f"  {m}: {r.tokens:,.0f} tokens, " + ("outside the measured range" if r.outside else
+                                                     f"test ppl {r.test_ppl:,.1f} (read from the ladder)"))
+    if table.empty:
+        print("no method's tokens fall inside the measured rungs: no verdict")
+        return
+    print(advice_markdown(table), end="")
 
 
 def _bench_samplers(params: dict, args) -> None:

@@ -1,0 +1,67 @@
+"""Equal time for any machine (reporting/profiles.py): each seed read from its token ladder at a profile's tokens,
+by linear interpolation in log tokens between measured rungs and never beyond them, and the verdict formed from
+those readings as from measured ones; checked against hand computations."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pipeline_src.io.errors import ConfigError
+from pipeline_src.reporting.profiles import advise, ladder_points, leave_one_out, load_profile, read_at, readings
+
+RUNGS = [1e6, 2e6, 4e6, 8e6]
+
+
+def _ladder():
+    """Two methods on one dataset, 3 seeds, nll falling 0.3 nats per doubling (a: from 5.0, b: from 5.2, and b
+    falls faster: 0.4), validation 0.01 above test; the softmax is the reference."""
+    rows, summary = [], []
+    for m, start, slope in (("a", 5.0, 0.3), ("b", 5.2, 0.4), ("softmax", 6.0, 0.2)):
+        for seed in (1, 2, 3):
+            for k, t in enumerate(RUNGS):
+                nll = start - slope * k + 0.01 * seed
+                rows.append({"dataset": "d", "method": m, "seed": seed, "multiple": t / RUNGS[-1], "tokens": t,
+                             "valid_ppl": math.exp(nll + 0.01), "test_nll": nll})
+            summary.append({"dataset": "d", "vocab": 1000, "method": m, "seed": seed, "split": "valid",
+                            "nll": 4.0, "unigram_valid_ppl": 1e9, "type": m, "reference": "softmax"})
+    return pd.DataFrame(rows), pd.DataFrame(summary)
+
+
+def test_a_reading_is_linear_in_log_tokens_between_rungs_and_never_beyond_them():
+    t, y = np.array(RUNGS), np.array([5.0, 4.7, 4.4, 4.1])
+    assert read_at(t, y, 2e6) == pytest.approx(4.7)  # a measured rung reads as measured
+    assert read_at(t, y, 3e6) == pytest.approx(4.7 - 0.3 * math.log(1.5) / math.log(2))
+    assert math.isnan(read_at(t, y, 0.5e6)) and math.isnan(read_at(t, y, 9e6))  # outside the measured range
+    anytime, _ = _ladder()
+    loo = leave_one_out(ladder_points(anytime))
+    assert len(loo) == 3 * 3 * 2 and loo.error.abs().max() < 1e-12  # a straight line in log tokens: no error
+
+
+def test_equal_time_gives_each_method_its_own_tokens_and_the_verdict_of_those_readings():
+    anytime, summary = _ladder()
+    profile = pd.DataFrame({"dataset": "d", "method": ["a", "b", "softmax"], "tokens_per_s": [400.0, 100.0, 20.0]})
+    # 10,000 s: a reads 4M tokens (4.4), b 1M (5.2), the softmax 200k (outside its ladder)
+    table, read = advise(anytime, summary, profile, 10_000, "d")
+    by = read.groupby("method").agg(tokens=("tokens", "first"), nll=("test_nll", "mean"), outside=("outside", "any"))
+    assert by.loc["a"].tokens == 4e6 and by.loc["a"].nll == pytest.approx(4.4 + 0.02)
+    assert by.loc["b"].tokens == 1e6 and by.loc["b"].nll == pytest.approx(5.2 + 0.02)
+    assert bool(by.loc["softmax"].outside) and math.isnan(by.loc["softmax"].nll)
+    row = table.iloc[0]
+    assert row.use == "a" and row.runner_up == "b" and row.margin_nll == pytest.approx(4.4 - 5.2)
+    # at 80,000 s b reads 8M (4.0), the softmax 1.6M, and a is beyond its ladder (32M): never extrapolated
+    table, read = advise(anytime, summary, profile, 80_000, "d")
+    assert table.iloc[0].use == "b" and table.iloc[0].runner_up == "softmax"
+    assert set(read[read.outside].method) == {"a"}
+    with pytest.raises(ConfigError, match="the profile has no row for other's shapes"):
+        advise(anytime, summary, profile, 100, "other")
+
+
+def test_the_committed_profiles_name_their_machine():
+    rows, machine = load_profile("h100")
+    assert {"zipf-10k", "zipf-100k", "zipf-1m"} <= set(rows.dataset) and "cuda" in machine
+    rows, machine = load_profile("cpu-thread")
+    assert (rows.tokens_per_s > 0).all() and "threads" in machine
+    with pytest.raises(ConfigError, match="--profile nope: no such profile"):
+        load_profile("nope")
+    assert readings(ladder_points(_ladder()[0]), {}).empty
