@@ -157,6 +157,9 @@ def test_every_published_file_is_read_through_its_seal(tmp_path):
     shutil.copytree(ROOT / "benchmarks" / "default", tmp_path / "my-copy")
     with pytest.raises(ArtifactError, match=r"carries no seal"):
         check_publication(tmp_path / "my-copy")
+    (pub / "bench.csv").unlink()  # the probe: a deleted table was not seen (the report crashed in its notebook)
+    with pytest.raises(ArtifactError, match=r"bench.csv: listed by .*provenance.json but missing"):
+        check_publication(pub)
 
 
 def test_a_committed_publication_edited_with_its_seal_is_refused_unless_the_reader_says_so(tmp_path, monkeypatch):

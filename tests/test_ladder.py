@@ -106,6 +106,15 @@ def test_a_rung_the_epochs_cannot_reach_is_one_line(tiny_data, tmp_path):
     ({"schedule": "wsd", "ladder": [1000]}, r"key 'training.keep' .*set keep: last"),
     ({"schedule": "cosine"}, r"key 'training.schedule' \(dataset tiny\): cosine decays to 0 at the run's token budget"),
     ({"ladder": [1000]}, r"key 'training.ladder' \(dataset tiny\): set to \[1000\], but it only acts with schedule wsd"),
+    # the probe's cases: a cooldown shorter than one step (80 tokens) divided by zero or never annealed
+    ({"schedule": "wsd", "ladder": [160, 2000], "keep": "last"},
+     r"key 'training.cooldown_fraction' .*rung 160 cools down for 32 tokens, less than one step \(80"),
+    ({"schedule": "wsd", "ladder": [1000, 2000], "keep": "last", "cooldown_fraction": 0.05},
+     r"rung 1000 cools down for 50 tokens"),
+    ({"schedule": "wsd", "ladder": [1000], "keep": "last", "cooldown_fraction": 0.95},
+     r"key 'training.cooldown_fraction' .*cooldown would start at 50 tokens, before the trunk's first step"),
+    ({"schedule": "cosine", "budget_tokens": 1000, "warmup_tokens": 5000},
+     r"key 'training.warmup_tokens' .*do not end before the budget's 1000"),
 ])
 def test_a_step_schedule_without_what_it_needs_is_refused_at_check_config(tiny, training, says):
     p = copy.deepcopy(tiny)
@@ -142,3 +151,34 @@ def test_a_ladder_s_trials_train_its_tuning_rung_over_the_whole_rate_range():
     hyper = copy.deepcopy(p)
     hyper["tuning"]["design"] = "latin-hypercube"
     assert max(pt["training"]["lr"] for pt in points(hyper, "zipf-10k", "nce")) < 0.09
+
+
+@pytest.mark.parametrize("tuning, says", [
+    ({"rung_tokens": 1500}, r"key 'tuning.rung_tokens': 1500 is not a rung of the ladder of dataset 'tiny'"),
+    ({"design": "latin-grid", "trials": 1}, r"key 'tuning.trials': latin-grid tries the rate range's two ends"),
+])
+def test_a_tuning_rung_off_the_ladder_is_refused(tiny, tuning, says):
+    p = copy.deepcopy(tiny)
+    p["datasets"]["tiny"]["training"].update(schedule="wsd", ladder=[1000, 2000], keep="last")
+    p["tuning"] = {"enabled": True, "trials": 4, "seed": 0, "epochs": 2, "lr": {"adam": [0.001, 0.1]}, **tuning}
+    with pytest.raises(ConfigError, match=says):
+        validate(p)
+
+
+def test_a_rung_s_file_swapped_for_another_s_is_refused_by_evaluate(tiny_data, tmp_path):
+    """The probe's bad case: points/0.2x.pt replaced by 1x.pt was scored as rung 0.2's test number."""
+    import shutil
+
+    from pipeline_src.evaluation.run import score_snapshots
+    from pipeline_src.training.step import build_model
+
+    p, _, prep = tiny_data
+    cfg = _cfg(p, ladder=[800, 2000])
+    s = train(cfg, prep, tmp_path / "run", CPU)
+    points = s["budget"]["snapshots"]
+    model = build_model(cfg, prep)
+    ev = {"batch_size": 4}
+    assert len(score_snapshots(tmp_path / "run", points, model, cfg, ev, prep, CPU, "train")) == 2
+    shutil.copyfile(tmp_path / "run/points/1x.pt", tmp_path / "run/points/0.4x.pt")
+    with pytest.raises(ConfigError, match=r"0.4x.pt holds the weights at tokens 2000, not the 800"):
+        score_snapshots(tmp_path / "run", points, model, cfg, ev, prep, CPU, "train")

@@ -177,3 +177,71 @@ def test_self_normalised_gradients_by_finite_differences():
             return head.loss(x, t)
 
         assert torch.autograd.gradcheck(f, (h, *head.parameters())), variant
+
+
+def _within_loop(head, h, t):
+    """The within-class term written out class by class (the form the head had before its size bins): for each
+    class present, log_softmax over its words' logits, read at the target."""
+    cls = head.word_class[t]
+    out = torch.empty(len(t), dtype=h.dtype)
+    for c in torch.unique(cls).tolist():
+        rows = torch.nonzero(cls == c).squeeze(1)
+        s, e = int(head.bounds[c]), int(head.bounds[c + 1])
+        lp = F.log_softmax(h[rows] @ head.weight[s:e].t() + head.bias[s:e], dim=1)
+        out[rows] = lp.gather(1, (t[rows] - s)[:, None]).squeeze(1)
+    return out
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-12), (torch.float32, 1e-6)])
+@pytest.mark.parametrize("sparse", [True, False])
+def test_the_size_binned_within_class_term_equals_the_class_by_class_formula(dtype, tol, sparse):
+    """Issue 79: the within-class softmaxes as one batched product per size bin, not a loop over classes; the
+    values and the gradients of hidden, weight and bias equal the class-by-class formula (autograd through it)."""
+    torch.manual_seed(0)
+    head = build_head({"type": "hierarchical-softmax", "classes": 40, "sparse": sparse}, _ctx(3000, 6)).to(dtype)
+    with torch.no_grad():
+        head.bias.normal_()
+    assert len(torch.unique(head.bins)) >= 4  # mass binning: classes of very different sizes, several bins
+    h, t = _data(3000, 6, 300)
+    h = h.to(dtype)
+    t[:40] = torch.arange(40) * 70 + 3  # a few targets in rare classes too
+    h1, h2 = h.clone().requires_grad_(), h.clone().requires_grad_()
+    got = head._within(h1, t)
+    (got * torch.linspace(0.5, 1.5, len(t), dtype=dtype)).sum().backward()
+    gw = head.weight.grad.to_dense() if head.weight.grad.is_sparse else head.weight.grad
+    gb = head.bias_col.grad.to_dense() if head.bias_col.grad.is_sparse else head.bias_col.grad
+    if sparse:
+        ids = head.weight.grad._indices()[0]  # the present classes' rows, each once, in id order
+        assert bool((ids[1:] > ids[:-1]).all()) and len(ids) < 3000
+    head.zero_grad(set_to_none=True)
+    want = _within_loop(head, h2, t)
+    (want * torch.linspace(0.5, 1.5, len(t), dtype=dtype)).sum().backward()
+    for a, b in ((got, want), (h1.grad, h2.grad), (gw, head.weight.grad), (gb, head.bias_col.grad)):
+        torch.testing.assert_close(a, b.to_dense() if b.is_sparse else b, rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("v", [10000, 100000])
+def test_hierarchical_softmax_s_launches_do_not_grow_with_the_classes_present(v):
+    """Issue 79: the ATen operators of a training step's head (forward and backward, torch.profiler's top-level
+    calls) do not grow with the number of classes the targets touch (the loop it replaced issued about ten per class
+    present); they grow at most with its size bins (log2 V + 1, named), and stay within 3x the softmax's at the
+    sweep's shapes (2,240 rows, chunks of 128)."""
+    from pipeline_src.cost.opcount import op_count
+
+    torch.manual_seed(0)
+    head = build_head({"type": "hierarchical-softmax", "chunk_size": 128}, _ctx(v, 16))
+    softmax = build_head({"type": "softmax", "chunk_size": 128}, _ctx(v, 16))
+    h, classes, bins = torch.randn(2240, 16), head.word_class, head.bins
+    one_class = torch.nonzero(classes == 5).squeeze(1)
+    few = one_class[torch.randint(0, len(one_class), (2240,))]
+    same_bin = torch.nonzero(bins[classes] == bins[5]).squeeze(1)
+    many = same_bin[torch.randint(0, len(same_bin), (2240,))]  # many classes of the same size bin
+    assert len(torch.unique(classes[many])) > 10
+    n_few = op_count(head, h, few)
+    assert op_count(head, h, many) == n_few  # ten or more classes cost what one costs
+    spread = torch.randint(0, v, (2240,))  # every bin the targets reach
+    n_bins = len(torch.unique(bins[classes[spread]]))
+    assert n_bins <= math.log2(v) + 1
+    n_spread = op_count(head, h, spread)
+    assert n_spread - n_few <= 60 * (n_bins - 1)  # a bounded cost per size bin
+    assert max(n_few, n_spread) <= 3 * op_count(softmax, h, spread)

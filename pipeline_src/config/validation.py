@@ -200,6 +200,16 @@ def _check_tuning(params: dict, source: str) -> None:
     for key in ("trials", "seed", "epochs", "lr"):
         if key not in tuning:
             raise ConfigError(f"{source}: key 'tuning.{key}' is required when tuning.enabled is true")
+    if tuning.get("design") == "latin-grid" and tuning["trials"] < 2:
+        raise ConfigError(f"{source}: key 'tuning.trials': latin-grid tries the rate range's two ends, so it needs at "
+                          f"least 2 trials (got {tuning['trials']})")
+    rung = tuning.get("rung_tokens")
+    for ds in run_datasets(params) if rung else ():
+        ladder = train_config(params, ds).ladder
+        if not ladder or rung not in ladder:
+            raise ConfigError(f"{source}: key 'tuning.rung_tokens': {rung} is not a rung of the ladder of dataset {ds!r} "
+                              f"(training.ladder: {ladder or 'none; rung_tokens needs schedule wsd'}); the trials "
+                              f"train the rung the picks are made at: name one of its rungs")
     for ds in run_datasets(params):
         opt = train_config(params, ds).optimizer
         if opt not in tuning["lr"]:
@@ -318,6 +328,9 @@ def _check_step_schedule(tc: TrainConfig, written: dict, name: str, source: str)
     if tc.schedule == "cosine" and not tc.budget_tokens and not tc.budget_tokens_by_method:
         raise ConfigError(f"{source}: key 'training.schedule' {where}: cosine decays to 0 at the run's token budget, "
                           f"but it has none: set training.budget_tokens")
+    if tc.schedule == "cosine" and tc.budget_tokens and tc.warmup_tokens >= tc.budget_tokens:
+        raise ConfigError(f"{source}: key 'training.warmup_tokens' {where}: {tc.warmup_tokens} tokens of warmup do not "
+                          f"end before the budget's {tc.budget_tokens}; shorten the warmup")
     if tc.schedule != "wsd":
         return
     if not tc.ladder:
@@ -330,7 +343,16 @@ def _check_step_schedule(tc: TrainConfig, written: dict, name: str, source: str)
     if written.get("budget_tokens") is not None and written["budget_tokens"] != max(tc.ladder):
         raise ConfigError(f"{source}: key 'training.budget_tokens' {where}: {written['budget_tokens']} is not the "
                           f"ladder's top rung {max(tc.ladder)}; remove it (the ladder sets it)")
+    step = tc.batch_size * tc.bptt
+    short = min(tc.ladder, key=lambda r: round(tc.cooldown_fraction * r))
+    if round(tc.cooldown_fraction * short) < step:
+        raise ConfigError(f"{source}: key 'training.cooldown_fraction' {where}: rung {short} cools down for "
+                          f"{round(tc.cooldown_fraction * short)} tokens, less than one step ({step} = batch_size x "
+                          f"bptt): raise it or the rung")
     first_fork = min(tc.ladder) - round(tc.cooldown_fraction * min(tc.ladder))
+    if first_fork < step:
+        raise ConfigError(f"{source}: key 'training.cooldown_fraction' {where}: the first rung's cooldown would start "
+                          f"at {first_fork} tokens, before the trunk's first step ({step}); lower it or raise the rung")
     if tc.warmup_tokens >= first_fork:
         raise ConfigError(f"{source}: key 'training.warmup_tokens' {where}: {tc.warmup_tokens} tokens of warmup do not "
                           f"end before the first rung's cooldown starts at {first_fork}; shorten the warmup")

@@ -102,6 +102,11 @@ def score_snapshots(run: Path, points: list[dict], model, cfg: dict, evaluation:
         path = run / paths.SNAPSHOTS / p["file"]
         kept = load_torch(path, device, f"delete the run directory and rerun `{retrain}`")
         check_model(path, kept, cfg, retrain)
+        for key in ("tokens", "steps", "multiple", "rung"):  # the weights of this point, not another's file
+            if key in p and key in kept and kept[key] != p[key]:
+                raise ConfigError(f"{path} holds the weights at {key} {kept[key]}, not the {p[key]} train.json "
+                                  f"records for it (a file copied or moved): delete the run directory and rerun "
+                                  f"`{retrain}`")
         model.load_state_dict(kept["model"])
         lp, _ = stream_log_probs(model, data, cfg["training"]["bptt"])
         nll = float(-lp.double().mean())

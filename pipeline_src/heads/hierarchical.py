@@ -39,57 +39,102 @@ def frequency_classes(counts: Tensor | None, v: int, classes: int, clustering: s
     return torch.cat([starts, torch.tensor([v])])
 
 
+def size_bins(bounds: Tensor) -> Tensor:
+    """(C,) each class's bin: floor(log2 |c|). Classes of one bin differ in size by less than 2x, so padding them
+    to the bin's largest wastes at most half of a block; a vocabulary of V words has at most log2 V + 1 bins."""
+    return torch.floor(torch.log2(torch.diff(bounds).double())).long()
+
+
+def _bin_blocks(cls: Tensor, bounds: Tensor, bins: Tensor) -> list[tuple[Tensor, Tensor, Tensor, Tensor]]:
+    """The targets' classes as padded blocks, one per size bin present (at most log2 V + 1, never one per class).
+    For each: rows (P, R), the row of each slot (padding: row 0), ok (P, R), which slots are rows, ids (P, K), the
+    word of each column (padding: the class's last word, so a row of ids ascends) and add (P, 1, K), 0 or -inf for a padded column; P the
+    bin's present classes, R the most targets one has, K its largest class. Built on the host in one pass (the
+    targets' classes come over once, as the loop before read its class counts) and sent in one copy, so a bin
+    costs no index arithmetic on the device."""
+    import numpy as np
+
+    c = cls.cpu().numpy()
+    b, bnd = bins.cpu().numpy(), bounds.cpu().numpy()
+    order = np.argsort(c, kind="stable")
+    present, first, counts = np.unique(c[order], return_index=True, return_counts=True)
+    pieces, shapes = [], []
+    for k in np.unique(b[present]):
+        sel = np.nonzero(b[present] == k)[0]
+        r, size = int(counts[sel].max()), bnd[present[sel] + 1] - bnd[present[sel]]
+        kk = int(size.max())
+        j = np.arange(r)
+        ok = j < counts[sel, None]
+        rows = np.where(ok, order[np.minimum(first[sel, None] + j, len(order) - 1)], 0)
+        w = np.arange(kk)
+        pad = w >= size[:, None]
+        ids = np.where(pad, bnd[present[sel] + 1, None] - 1, bnd[present[sel], None] + w)  # ascending in a class
+        pieces += [rows.ravel(), ok.ravel(), ids.ravel(), pad.ravel()]
+        shapes.append((len(sel), r, kk))
+    flat = torch.from_numpy(np.concatenate(pieces).astype(np.int64)).to(cls.device) if pieces else cls.new_empty(0)
+    out, at = [], 0
+    for p, r, kk in shapes:
+        rows, ok, ids, pad = flat[at:at + p * r], flat[at + p * r:at + 2 * p * r], \
+            flat[at + 2 * p * r:at + 2 * p * r + p * kk], flat[at + 2 * p * r + p * kk:at + 2 * p * r + 2 * p * kk]
+        at += 2 * p * r + 2 * p * kk
+        add = torch.zeros(p, 1, kk, device=cls.device).masked_fill_(pad.view(p, 1, kk).bool(), -math.inf)
+        out.append((rows.view(p, r), ok.view(p, r).bool(), ids.view(p, kk), add))
+    return out
+
+
 class WithinClass(torch.autograd.Function):
-    """log p(y | class of y, h) for every row, with its backward written out: per class c present among the
-    targets, logits = h_c W_c^T + b_c over the class's rows of W (a view, not a copy), and in the backward
-    G = grad (onehot(y) - softmax) for its rows: dh_c = G W_c, and dW_c = G^T h_c, db_c = sum of G written
-    straight into the gradient's rows. The weight's gradient is row-sparse and already coalesced (the
-    present classes' rows, in id order) with ``sparse``; dense otherwise."""
+    """log p(y | class of y, h) for every row, with its backward written out, and no loop over classes: the
+    classes present among the targets are grouped by size bin (``size_bins``: at most log2 V + 1), and each bin is
+    one batched product of padded blocks: logits (P, R, K) = h_blocks (P, R, d) @ W_blocks (P, K, d)^T + b, padded
+    words at -inf, padded rows ignored. The backward writes G = grad (onehot(y) - softmax) once per bin: dh = G W,
+    dW = G^T h and db = sum of G, straight into the present classes' rows; the weight's gradient is row-sparse and
+    already coalesced (the present classes' rows, in id order) with ``sparse``; dense otherwise."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias_col, target, bounds, word_class, sparse):
-        cls = word_class[target]
-        order = torch.argsort(cls, stable=True)  # rows grouped by class
-        present, counts = torch.unique_consecutive(cls[order], return_counts=True)
+    def forward(ctx, hidden, weight, bias_col, target, bounds, word_class, sparse, bins):
         out = hidden.new_empty(target.shape[0])
         saved = []
-        for c, rows in zip(present.tolist(), torch.split(order, counts.tolist())):
-            s, e = int(bounds[c]), int(bounds[c + 1])
-            h = hidden[rows]
-            logits = torch.addmm(bias_col[s:e, 0], h, weight[s:e].t())  # (rows, |c|)
-            p = torch.softmax(logits, dim=1)
-            y = target[rows] - s
-            out[rows] = logits.gather(1, y[:, None]).squeeze(1) - torch.logsumexp(logits, dim=1)
-            saved.append((c, s, e, rows, y, p))
+        for rows, ok, ids, add in _bin_blocks(word_class[target], bounds, bins):
+            h, w = hidden[rows], weight[ids]  # (P, R, d), (P, K, d)
+            logits = torch.baddbmm(add.to(hidden.dtype) + bias_col[ids].transpose(1, 2), h, w.transpose(1, 2))
+            y = torch.searchsorted(ids, target[rows]).clamp_(max=ids.shape[1] - 1)  # (P, R): the target's column
+            lse = torch.logsumexp(logits, dim=2, keepdim=True)
+            p = torch.exp(logits - lse)  # (P, R, K)
+            out[rows[ok]] = (logits.gather(2, y[..., None]) - lse).squeeze(2)[ok]
+            saved.append((rows, ok, ids, y, p, h, w))
         ctx.saved = saved
         ctx.sparse, ctx.shape = sparse, weight.shape
-        ctx.save_for_backward(hidden, weight)
+        ctx.save_for_backward(hidden)
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        hidden, weight = ctx.saved_tensors
+        (hidden,) = ctx.saved_tensors
         grad_h = torch.zeros_like(hidden)
-        total = sum(e - s for _, s, e, *_ in ctx.saved)
-        grad_w = hidden.new_empty(total, weight.shape[1])  # the present classes' rows, in id order
-        grad_b = hidden.new_empty(total, 1)
-        ids, at = [], 0
-        for c, s, e, rows, y, p in sorted(ctx.saved, key=lambda t: t[0]):
-            g = (-p).scatter_add_(1, y[:, None], torch.ones_like(y, dtype=p.dtype)[:, None])  # onehot - p
-            g.mul_(grad[rows][:, None])  # (rows, |c|)
-            grad_h[rows] = g @ weight[s:e]
-            torch.mm(g.t(), hidden[rows], out=grad_w[at:at + e - s])
-            grad_b[at:at + e - s, 0] = g.sum(0)
-            ids.append(torch.arange(s, e, device=hidden.device))
-            at += e - s
-        ids = torch.cat(ids) if ids else torch.zeros(0, dtype=torch.long, device=hidden.device)
+        ids_all, gw_all, gb_all = [], [], []
+        for rows, ok, ids, y, p, h, w in ctx.saved:
+            g = torch.neg(p).scatter_add_(2, y[..., None], ok[..., None].to(p.dtype))  # onehot - p; padded rows: -p
+            g.mul_((grad[rows] * ok)[..., None])  # padded rows carry no gradient
+            grad_h.index_put_((rows[ok],), torch.bmm(g, w)[ok])  # each row lies in one class: no clash
+            ids_all.append(ids)
+            gw_all.append(torch.bmm(g.transpose(1, 2), h))  # (P, K, d)
+            gb_all.append(g.sum(1))  # (P, K)
+        ids = torch.cat([i.reshape(-1) for i in ids_all])
+        grad_w = torch.cat([g.reshape(-1, g.shape[-1]) for g in gw_all])
+        grad_b = torch.cat([g.reshape(-1) for g in gb_all])
+        # padded columns repeat their class's last word with a zero gradient: keep each id once, in id order
+        ids, order = torch.sort(ids, stable=True)
+        keep = torch.ones_like(ids, dtype=torch.bool)
+        keep[1:] = ids[1:] != ids[:-1]
+        ids, order = ids[keep], order[keep]
+        grad_w, grad_b = grad_w[order], grad_b[order][:, None]
         if ctx.sparse:
             dw = torch.sparse_coo_tensor(ids[None], grad_w, ctx.shape, is_coalesced=True)
             db = torch.sparse_coo_tensor(ids[None], grad_b, (ctx.shape[0], 1), is_coalesced=True)
         else:
             dw = hidden.new_zeros(ctx.shape).index_copy_(0, ids, grad_w)
             db = hidden.new_zeros(ctx.shape[0], 1).index_copy_(0, ids, grad_b)
-        return grad_h, dw, db, None, None, None, None
+        return grad_h, dw, db, None, None, None, None, None
 
 
 @register("hierarchical-softmax", family="structured and self-normalised heads")
@@ -118,6 +163,7 @@ class HierarchicalSoftmax(OutputLayer):
         self.register_buffer("bounds", bounds)  # (C + 1,) saved with the run
         word_class = torch.repeat_interleave(torch.arange(len(bounds) - 1), torch.diff(bounds))
         self.register_buffer("word_class", word_class)  # (V,)
+        self.register_buffer("bins", size_bins(bounds), persistent=False)  # (C,) derived: not in model.pt
         self.n_classes = len(bounds) - 1
         self.class_weight = nn.Parameter(torch.empty(self.n_classes, ctx.in_dim).uniform_(-opts.init_range, opts.init_range))
         self.class_bias = nn.Parameter(torch.zeros(self.n_classes))
@@ -151,7 +197,7 @@ class HierarchicalSoftmax(OutputLayer):
         if torch.is_autocast_enabled(hidden.device.type):
             return self._within_autograd(hidden, target)
         return WithinClass.apply(hidden, self.weight, self.bias_col, target, self.bounds, self.word_class,
-                                 self.opts.sparse)
+                                 self.opts.sparse, self.bins)
 
     def _within_autograd(self, hidden: Tensor, target: Tensor) -> Tensor:
         """:meth:`_within` through autograd. The rows of every present class are gathered by one lookup (one

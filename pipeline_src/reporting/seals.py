@@ -37,9 +37,13 @@ def _key(path: Path) -> str:
 
 
 def publication_files(pub: Path) -> list[Path]:
-    """The files a publication holds: provenance.json and every table it copied."""
+    """The files a publication holds: provenance.json and every table it copied (each must be there)."""
     prov = read_json(pub / paths.PROVENANCE, "files")
-    return [pub / paths.PROVENANCE, *(pub / f for f in prov["files"] if (pub / f).is_file())]
+    for f in prov["files"]:
+        if not (pub / f).is_file():
+            raise ArtifactError(f"{pub / f}: listed by {pub / paths.PROVENANCE} but missing (deleted, or not a "
+                                f"file): restore it (`git checkout -- {pub}`) or republish it")
+    return [pub / paths.PROVENANCE, *(pub / f for f in prov["files"])]
 
 
 _CHECKED: set = set()  # (publication, its files' sizes and times, the override): checked already in this process
@@ -73,7 +77,7 @@ def _check(pub: Path) -> None:
             path = pub / f
             if f not in digests:
                 raise ArtifactError(f"{path}: listed by {pub / paths.PROVENANCE} without a digest; {fix}")
-            if path.is_file() and sha256_of(path) != digests[f]:
+            if sha256_of(path) != digests[f]:
                 raise ArtifactError(f"{path}: not the file that was published (its sha256 differs from the one "
                                     f"{pub / paths.PROVENANCE} recorded: edited since); {fix}")
     else:

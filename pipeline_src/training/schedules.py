@@ -61,7 +61,7 @@ def step_lr(tc: TrainConfig, tokens: int, step_tokens: int, branch: tuple[int, i
         if branch is None:
             return tc.lr * warm
         fork, rung = branch
-        return tc.lr * warm * cooldown_factor(tc.cooldown_shape, (tokens - fork) / (rung - fork))
+        return tc.lr * warm * cooldown_factor(tc.cooldown_shape, (tokens - fork) / max(rung - fork, 1))
     raise ConfigError(f"key 'training.schedule': {tc.schedule!r} is not a step-level schedule {list(STEP_SCHEDULES)}")
 
 
