@@ -117,6 +117,8 @@ def test_snakemake_report_carries_the_results_with_captions(reports):
 def test_report_runs_without_errors_and_states_the_headline(reports, seeds):
     html = reports[seeds].read_text(encoding="utf-8")
     body = re.sub(r"<(style|script)[^>]*>.*?</\1>", "", html, flags=re.S)  # nbconvert's CSS names error classes
+    assert html.count("<nav><strong>Contents</strong>") == 1  # a table of contents (read past it below)
+    body = re.sub(r"<nav>.*?</nav>", "", body, flags=re.S)
     assert "Traceback" not in body and 'data-mime-type="application/vnd.jupyter.stderr"' not in body
     assert "Headline" in html and "Lowest mean test perplexity" in html and "data:image/png;base64" in html
     # the declared contrast (mos against nce) has its own table, paired over the seeds both have
@@ -207,7 +209,7 @@ def test_a_publication_s_report_renders_from_its_committed_tables_alone(tmp_path
     """`report --name NAME`: no data, no records, no training; the publication's own statistics; an edited table
     refused by the digest its summary.json holds."""
     import pipeline_src.reporting.publish as pub
-    from pipeline_src.io.errors import StaleError
+    from pipeline_src.io.errors import ArtifactError
     from pipeline_src.reporting.report import render_publication
 
     root = Path(__file__).resolve().parents[1]
@@ -215,8 +217,13 @@ def test_a_publication_s_report_renders_from_its_committed_tables_alone(tmp_path
                     ignore=shutil.ignore_patterns("records"))
     monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
     html = render_publication("large-vocab", tmp_path / "reports").read_text(encoding="utf-8")
-    body = re.sub(r"<(style|script)[^>]*>.*?</\1>", "", html, flags=re.S)
+    body = re.sub(r"<nav>.*?</nav>", "", re.sub(r"<(style|script)[^>]*>.*?</\1>", "", html, flags=re.S), flags=re.S)
     assert "Traceback" not in body and "Partial results: this summary holds 72 of 81 runs" in html
+    # a page that says what it is: its title and first screen name the publication, its question, data, model and
+    # budget, and a table of contents lists its sections
+    assert "<title>large-vocab: The large-vocabulary sweep</title>" in html
+    assert "<strong>large-vocab</strong>: The large-vocabulary sweep" in html and "lstm, width 64, 1 layer(s)" in html
+    assert "180 s of training a run" in html and '<nav><strong>Contents</strong><ol><li><a href="#What-to-use">' in html
     assert "No method learned here" in html  # 1M words: every method has a seed above its unigram line
     assert "softmax did not learn, so the verdicts are against <strong>sampled-softmax</strong>" in html  # 100k
     shutil.copytree(root / "benchmarks" / "large-vocab-rerun", tmp_path / "benchmarks" / "large-vocab-rerun",
@@ -226,18 +233,18 @@ def test_a_publication_s_report_renders_from_its_committed_tables_alone(tmp_path
     assert "softmax is not run at this size, so the verdicts are against <strong>sampled-softmax-in-batch" in rerun
     assert "As the budget grows" not in rerun and "As the budget grows" not in html  # no long runs beside them
     for axis in ("budget-axis", "budget-axis-100k"):  # the long runs that carry the rerun's picks to 10x
-        (tmp_path / "benchmarks" / axis).mkdir()
-        for f in ("budget-advice.csv", "provenance.json"):
-            shutil.copy(root / "benchmarks" / axis / f, tmp_path / "benchmarks" / axis / f)
+        shutil.copytree(root / "benchmarks" / axis, tmp_path / "benchmarks" / axis,
+                        ignore=shutil.ignore_patterns("records"))
     rerun = render_publication("large-vocab-rerun", tmp_path / "reports").read_text(encoding="utf-8")
-    grown = rerun[rerun.index("As the budget grows"):rerun.index("Headline")]
+    start = rerun.index("As the budget grows")
+    grown = rerun[start:rerun.index("Headline", start)]
     assert "<code>budget-axis</code>, <code>budget-axis-100k</code>" in grown and "<th>10x</th>" in grown
     assert "zipf-10k (10,001), 3 seeds" in grown and "zipf-100k (100,001), 2 seeds" in grown
     assert "<strong>sampled-softmax</strong> (the only one that learned)" in grown  # 100k at 10x
     assert "As the budget grows" not in render_publication("large-vocab", tmp_path / "reports").read_text("utf-8")
     head = tmp_path / "benchmarks" / "large-vocab" / "headline.csv"
     head.write_text(head.read_text().replace("worse", "better"))
-    with pytest.raises(StaleError, match="headline.csv is not what .*summary.csv's runs give"):
+    with pytest.raises(ArtifactError, match="headline.csv: not the file that was published"):  # its seal first
         render_publication("large-vocab", tmp_path / "reports")
 
 
@@ -275,7 +282,7 @@ def test_the_report_reads_long_runs_budget_points_as_an_axis(tmp_path):
         frame.to_csv(pub / name, index=False)  # as summarize writes them
     html = _execute(params, _parameters({**params, "results_dir": str(pub)}), tmp_path / "r.html",
                     root / "workflow" / "notebooks" / "report.ipynb").read_text(encoding="utf-8")
-    body = re.sub(r"<(style|script)[^>]*>.*?</\1>", "", html, flags=re.S)
+    body = re.sub(r"<nav>.*?</nav>", "", re.sub(r"<(style|script)[^>]*>.*?</\1>", "", html, flags=re.S), flags=re.S)
     assert "Traceback" not in body and "The budget as an axis" in body
     axis = body[body.index("The budget as an axis"):]
     assert "data:image/png;base64" in axis and "<td>0.25x</td>" in axis and "<td>10x</td>" in axis

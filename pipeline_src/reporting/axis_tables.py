@@ -3,7 +3,8 @@
 
 - ``budget-ranking.csv``: per dataset and multiple, the headline as it stood at that budget (``budget_axis.ranking``);
 - ``budget-advice.csv``: what to use over (|V|, budget): the best method that learned, its margin over the
-  runner-up with its interval, and whether that interval excludes 0 (``advice.what_to_use_by_budget``);
+  runner-up with its unadjusted interval, and whether it is separated: chosen on validation, Holm-adjusted p below
+  1 - confidence (``advice.what_to_use_by_budget``);
 - ``crossovers.csv``: per pair of methods that learned (every seed) at one budget at least, the measured crossover
   (``budget_axis.crossover``) read at the budgets where both learned, and, beyond the largest budget, where their
   fitted curves cross (an extrapolation, for methods that learned there);

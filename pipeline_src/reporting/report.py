@@ -15,7 +15,9 @@ def render(params: dict, params_file: Path, notebook: Path = NOTEBOOK) -> Path:
 
     check_summary_current(params)  # the notebook reads the tables as they are: refuse them when stale
     check_bench(params, str(params_file))
-    return _execute(params, _parameters(params), paths.report_path(params), notebook)
+    card = first_screen(params, str(params_file), None)
+    return _execute(params, {**_parameters(params), "first_screen": card}, paths.report_path(params), notebook,
+                    title=f"{Path(params_file).stem}: {question(params_file)}")
 
 
 def render_publication(name: str, out_dir: Path, notebook: Path = NOTEBOOK) -> Path:
@@ -44,8 +46,61 @@ def render_publication(name: str, out_dir: Path, notebook: Path = NOTEBOOK) -> P
             check_file(pub / table, digest, pub / "summary.json", f"`python -m pipeline_src publish --name {name}`")
     _check_verdicts(pub, params, name)
     at = {**params, "results_dir": str(pub)}  # every table path of the publication, as results_dir would hold it
-    parameters = {**_parameters(at), "axes_csvs": [str(p) for p in budget_extensions(name)]}
-    return _execute(params, parameters, Path(out_dir) / f"{name}.html", notebook)
+    prov = read_json(pub / paths.PROVENANCE)
+    parameters = {**_parameters(at), "axes_csvs": [str(p) for p in budget_extensions(name)],
+                  "first_screen": first_screen(params, prov.get("params_file"), prov, name)}
+    return _execute(params, parameters, Path(out_dir) / f"{name}.html", notebook,
+                    title=f"{name}: {question(prov.get('params_file'))}")
+
+
+def question(params_file: str | None) -> str:
+    """What a run asks, from its params file's first comment line (``# The budget as an axis at 100k words
+    (...): ...`` -> ``The budget as an axis at 100k words``), else a plain description."""
+    try:
+        first = (REPOSITORY / params_file).read_text(encoding="utf-8").splitlines()[0] if params_file else ""
+    except (OSError, UnicodeDecodeError, IndexError):
+        first = ""
+    if not first.startswith("#"):
+        return "output layers compared by exact perplexity"
+    text = first.lstrip("# ").split(" (")[0].split(":")[0].strip()
+    return text[:90] or "output layers compared by exact perplexity"
+
+
+def first_screen(params: dict, params_file: str | None, prov: dict | None, name: str | None = None) -> str:
+    """The report's first screen in Markdown: which publication (or run) this is, the data, the model, the budget
+    and the machine, then a marker the table of contents replaces (``_with_contents``)."""
+    from ..config.runs import run_datasets, run_seeds
+
+    lines = [f"**{name or 'This run'}**: {question(params_file)} (`{params_file or 'params.yaml'}`)", ""]
+    rows = []
+    for ds in run_datasets(params):
+        d = params["datasets"][ds]
+        corpus, model = d.get("corpus", {}), {**params.get("model", {}), **d.get("model", {})}
+        tr = {**params.get("training", {}), **d.get("training", {})}
+        vocab = corpus.get("vocab_size") or corpus.get("name") or corpus.get("type", "?")
+        budget = (f"ladder {', '.join(f'{r / 1e6:g}M' for r in sorted(tr['ladder']))} tokens" if tr.get("ladder")
+                  else f"{tr['budget_seconds']:g} s of training a run" if tr.get("budget_seconds")
+                  else f"{tr['budget_tokens']:,} tokens" if tr.get("budget_tokens") else f"{tr.get('epochs')} epochs")
+        rows.append(f"| {ds} | {vocab if isinstance(vocab, str) else f'{vocab:,} words'} | "
+                    f"{model.get('encoder', 'lstm')}, width {model.get('hidden_dim', '?')}, "
+                    f"{model.get('layers', '?')} layer(s) | {budget} |")
+    lines += ["| dataset | data | model (encoder, width, layers) | budget |", "|---|---|---|---|", *rows, ""]
+    machine = (prov or {}).get("cpu_model") or "this machine"
+    when = f", published {prov['published'][:10]} at `{str(prov.get('commit'))[:12]}`" if prov and prov.get("published") else ""
+    lines += [f"Seeds {', '.join(map(str, run_seeds(params)))}; trained on {machine}{when}. Bold and *separated* "
+              f"mean one thing everywhere: a Holm-adjusted p below {1 - params['statistics']['confidence']:.2g} "
+              f"(docs/statistics.md, glossary).", "", "CONTENTS_HERE"]
+    return "\n".join(lines)
+
+
+def _with_contents(body: str) -> str:
+    """The rendered page with a table of contents (its h2 sections, in order) where the first screen's marker is."""
+    import html
+    import re
+
+    heads = re.findall(r'<h2 id="([^"]+)"[^>]*>(.*?)(?:<a class="anchor-link".*?)?</h2>', body, re.S)
+    items = "".join(f'<li><a href="#{i}">{html.escape(re.sub("<[^>]+>", "", t).strip())}</a></li>' for i, t in heads)
+    return body.replace("<p>CONTENTS_HERE</p>", f"<nav><strong>Contents</strong><ol>{items}</ol></nav>", 1)
 
 
 def budget_extensions(name: str) -> list[Path]:
@@ -132,7 +187,7 @@ def sweeps(params: dict) -> list[list[str]]:
     return [g for g in groups.values() if len(g) > 1]
 
 
-def _execute(params: dict, parameters: dict, html_path: Path, notebook: Path) -> Path:
+def _execute(params: dict, parameters: dict, html_path: Path, notebook: Path, title: str = "LM output layers") -> Path:
     import nbformat
     import papermill
     from nbconvert import HTMLExporter
@@ -144,7 +199,8 @@ def _execute(params: dict, parameters: dict, html_path: Path, notebook: Path) ->
                                    kernel_name="python3", cwd=str(html_path.parent.resolve()),
                                    extra_arguments=["--IPKernelApp.log_level=ERROR"])  # not its TCP warning
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(nbformat.read(nb_path, as_version=4))
+    body, _ = exporter.from_notebook_node(nbformat.read(nb_path, as_version=4), resources={"metadata": {"name": title}})
+    body = _with_contents(body)
     with atomic_path(html_path, suffix=".html") as tmp:
         tmp.write_text(body, encoding="utf-8")
     return html_path
