@@ -53,16 +53,25 @@ def test_the_pareto_front_joins_only_methods_that_learned():
     assert 5000.0 in next(line for line in plain.lines if line.get_label() == "Pareto front").get_ydata()
 
 
-def test_every_method_has_its_own_colour_and_marker():
-    from pipeline_src.reporting.style import method_styles
+def test_every_method_has_one_colour_and_marker_in_every_report():
+    """Issue 80: hierarchical softmax was brown, blue or grey-green from one report to the next (the colours were
+    handed out in the order of each run's methods). One fixed table now: the same method has the same style in
+    every set of methods, and no two methods share a (colour, marker) pair."""
+    from pipeline_src.reporting.style import known_methods, method_styles
 
-    mixed = method_styles({"softmax": "softmax", "moc": "moc", "mos": "mos", "nce": "nce", "neglm": "neglm"})
-    assert len({s["color"] for s in mixed.values()}) == 5  # a colour each
-    assert mixed["nce"]["marker"] == mixed["neglm"]["marker"] != mixed["mos"]["marker"]  # a family shares a marker
-    # variants of one family only (config/sampled-init.yaml): shades of one hue with one marker were hard to
-    # tell apart, so each takes its own colour and its own marker
-    one = method_styles({"nce": "nce", "nce-zero-init": "nce", "neglm-b": "neglm-b", "neglm-b-nce-init": "neglm-b"})
-    assert len({s["color"] for s in one.values()}) == 4 and len({s["marker"] for s in one.values()}) == 4
+    default = method_styles({"softmax": "softmax", "moc": "moc", "mos": "mos", "nce": "nce", "neglm": "neglm"})
+    sweep = method_styles({m: m for m in ("softmax", "sampled-softmax", "nce", "adaptive-softmax",
+                                          "hierarchical-softmax", "differentiated-softmax")})
+    for m in ("softmax", "nce"):
+        assert default[m] == sweep[m]
+    table = method_styles(known_methods())
+    assert len(table) >= 28 and len({(s["color"], s["marker"]) for s in table.values()}) == len(table)
+    assert table["hierarchical-softmax"] == sweep["hierarchical-softmax"]
+    # a method the table does not hold (a plugin, a config's variant) takes a pair no known method has
+    mine = method_styles({"softmax": "softmax", "my-head": "softmax", "nce-zero-init": "nce"})
+    pairs = {(s["color"], s["marker"]) for s in table.values()}
+    assert mine["softmax"] == table["softmax"] and (mine["my-head"]["color"], mine["my-head"]["marker"]) not in pairs
+    assert (mine["nce-zero-init"]["color"], mine["nce-zero-init"]["marker"]) not in pairs
 
 
 def test_every_head_type_has_a_family():
@@ -75,7 +84,7 @@ def test_every_head_type_has_a_family():
     sweep = {m: m for m in ("softmax", "sampled-softmax", "nce", "neglm", "neglm-b", "adaptive-softmax",
                             "hierarchical-softmax", "differentiated-softmax", "self-normalised-softmax")}
     styles = method_styles(sweep)
-    assert len({s["color"] for s in styles.values()}) == 9 and "X" not in {s["marker"] for s in styles.values()}
+    assert len({(s["color"], s["marker"]) for s in styles.values()}) == 9 and "X" not in {s["marker"] for s in styles.values()}
 
 
 def test_a_budgeted_dataset_s_curve_is_its_anytime_curve():
@@ -194,13 +203,11 @@ def test_the_band_table_splits_each_band_by_the_chain_rule():
     assert tokens == "test tokens per band: frequent 10, middle 10, rare 10"
 
 
-def test_colours_are_reused_only_by_methods_never_drawn_together():
+def test_a_dozen_variants_of_two_heads_are_told_apart_by_colour_and_marker():
     from pipeline_src.reporting.style import method_styles
 
     first = {f"s{i}": "softmax" for i in range(6)} | {f"n{i}": "nce" for i in range(6)}
     styles = method_styles(first, [set(list(first)[:6]), set(list(first)[6:])])
-    for group in (list(first)[:6], list(first)[6:]):
-        assert len({styles[m]["color"] for m in group}) == 6
     assert len({(s["color"], s["marker"]) for s in styles.values()}) == 12
 
 

@@ -1,5 +1,5 @@
-"""How the report shows methods and numbers: one colour-blind-safe colour and a marker per method, kept across
-every plot, the marker saying the family; table formatting for people. Imported by the report notebook (which reads only results)."""
+"""How the report shows methods and numbers: one colour-blind-safe colour and marker per method from one fixed
+table, the same in every figure of every report; table formatting for people. Imported by the report notebook (which reads only results)."""
 from __future__ import annotations
 
 import math
@@ -23,35 +23,56 @@ def family(method_type: str) -> str:
     return FAMILY_OF.get(method_type, "other")
 
 
-def method_styles(methods: dict[str, str], together: list[set[str]] | None = None) -> dict[str, dict]:
-    """``{method name: head type}`` -> ``{method: {"color", "marker", "family"}}``. Each method of a run gets its
-    own colour of a colour-blind-safe palette, in the order of the families, then head type, then name (so a
-    family's methods sit together in every legend), and its family's marker (every method its own marker when
-    the run has one family: variants of one head). With more methods than colours, a colour is reused only by
-    methods never drawn together (``together``: the sets of methods sharing a figure, a run's datasets), and
-    then with another marker: no two methods share a (colour, marker) pair, the same names get the same style."""
-    import matplotlib
+def known_methods() -> dict[str, str]:
+    """The methods the repository's params.yaml defines, ``{name: head type}``: the fixed table every report's
+    colours come from (so a method looks the same in every figure of every report)."""
+    import yaml
 
-    colors = [matplotlib.colors.to_hex(c) for c in matplotlib.color_sequences[PALETTE]]
-    rank = {f: i for i, f in enumerate(FAMILIES)}
-    order = sorted(methods, key=lambda m: (rank.get(family(methods[m]), len(rank)), methods[m], m))
-    one_family = len({family(t) for t in methods.values()}) == 1 and len(methods) > 1
-    beside = {m: set().union(*[g for g in (together or []) if m in g]) - {m} for m in order}
-    styles, used, count = {}, set(), dict.fromkeys(colors, 0)
-    for i, m in enumerate(order):
-        f = family(methods[m])
-        taken = {styles[o]["color"] for o in beside[m] if o in styles}
-        free = [c for c in colors if c not in taken] or colors  # least used first, among those free beside it
-        color = min(free, key=lambda c: (count[c], colors.index(c)))
-        count[color] += 1
-        marker = MARKERS[i % len(MARKERS)] if one_family else FAMILY_MARKER.get(f, "X")
+    from ..io.paths import REPOSITORY
+
+    try:
+        defined = yaml.safe_load((REPOSITORY / "params.yaml").read_text(encoding="utf-8")).get("methods") or {}
+    except (OSError, yaml.YAMLError, AttributeError):
+        defined = {}
+    return {m: (spec or {}).get("type", m) for m, spec in defined.items()}
+
+
+def _assign(order: list[str], types: dict[str, str], colors: list[str], styles: dict, used: set) -> None:
+    """Give each method of ``order`` the next colour of the palette and its family's marker; a (colour, marker) pair
+    already taken moves to the next marker, so no two methods share a pair."""
+    for m in order:
+        if m in styles:
+            continue
+        f = family(types[m])
+        color = colors[len(styles) % len(colors)]
+        marker = FAMILY_MARKER.get(f, "X")
         k = MARKERS.index(marker) if marker in MARKERS else 0
-        while (color, marker) in used:  # a reused colour: the next marker
+        while (color, marker) in used:
             k += 1
             marker = MARKERS[k % len(MARKERS)]
         used.add((color, marker))
         styles[m] = {"color": color, "marker": marker, "family": f}
-    return styles
+
+
+def method_styles(methods: dict[str, str], together: list[set[str]] | None = None) -> dict[str, dict]:
+    """``{method name: head type}`` -> ``{method: {"color", "marker", "family"}}`` from one fixed table: the methods
+    params.yaml defines, in the order of their families, head types and names, each the next colour of a
+    colour-blind-safe palette and its family's marker (a pair already taken: the next marker), so a method has the
+    same colour and marker in every figure of every report and no two methods share a pair. A method the table
+    does not hold (a plugin, a config's own variant) takes the next unused pairs, in the same order. ``together``
+    is accepted for callers that name the figures' groups; the table makes every pair unique anyway."""
+    import matplotlib
+
+    colors = [matplotlib.colors.to_hex(c) for c in matplotlib.color_sequences[PALETTE]]
+    rank = {f: i for i, f in enumerate(FAMILIES)}
+    known = known_methods()
+    key = lambda types: lambda m: (rank.get(family(types[m]), len(rank)), types[m], m)  # noqa: E731
+    styles: dict[str, dict] = {}
+    used: set = set()
+    _assign(sorted(known, key=key(known)), known, colors, styles, used)
+    types = {**known, **{m: t for m, t in methods.items() if m not in known}}
+    _assign(sorted((m for m in methods if m not in known), key=key(types)), types, colors, styles, used)
+    return {m: styles[m] for m in methods}
 
 
 def family_legend(ax, styles: dict[str, dict], shown: list[str], **extra) -> None:
