@@ -115,18 +115,41 @@ NEEDS_HELP = {  # the arguments several steps share
 }
 
 
+GROUPS = {  # how --help lists the commands
+    "pipeline steps (what Snakemake and DVC run)": ("check-config", "resolve", "hashes", "fetch", "prepare", "train",
+                                                    "finetune", "select", "evaluate", "reference", "summarize",
+                                                    "figures", "report", "matrix"),
+    "publications (benchmarks/NAME)": ("publish", "restate", "stash", "restore", "freeze-budgets", "freeze-settings",
+                                       "advise"),
+    "tools (timings, your own head, this machine)": ("bench", "bench-step", "bench-cells", "bench-samplers",
+                                                     "profile", "check-head", "compare", "plots-offline"),
+}
+
+
+def _grouped_help() -> str:
+    width = max(map(len, COMMANDS)) + 2
+    out = []
+    for title, names in GROUPS.items():
+        out.append(f"{title}:")
+        out += [f"  {n:<{width}}{COMMANDS[n][1][:110 - width]}{'...' if len(COMMANDS[n][1]) > 110 - width else ''}"
+                for n in names]
+    return "\n".join(out) + "\n\n`python -m pipeline_src COMMAND --help` for one command's options."
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m pipeline_src", description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="command", required=True)
+    p = argparse.ArgumentParser(prog="python -m pipeline_src", description=__doc__.split("\n\n")[0],
+                                epilog=_grouped_help(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="one of the commands below")
     for name, (_, help_, needs) in COMMANDS.items():
-        sp = sub.add_parser(name, help=help_, description=(help_[:1].upper() + help_[1:] + ".") if help_ else None)
+        sp = sub.add_parser(name, description=(help_[:1].upper() + help_[1:] + ".") if help_ else None)
         if name not in NO_PARAMS:
             sp.add_argument("--config", default="params.yaml", help="params file (default: params.yaml)")
         for arg in needs:
             sp.add_argument(f"--{arg}", required=True, type={"vocab": _positive_int, "dim": _positive_int,
                                                               "seed": _int}.get(arg, str),
                             help="a dataset of the publication" if name in NO_PARAMS and arg == "dataset"
-                            else NEEDS_HELP[arg])
+                            else "a count-based reference of the params file's references: (e.g. kn)"
+                            if name == "reference" and arg == "name" else NEEDS_HELP[arg])
         if name == "train":
             sp.add_argument("--seed", type=_int, default=None, help="run seed of a final run (one of run.seeds)")
             sp.add_argument("--trial", type=_int, default=None, help="index of a tuning trial (0 .. tuning.trials - 1)")

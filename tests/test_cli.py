@@ -89,3 +89,21 @@ def test_threads_hold_numpy_s_blas_to_the_job_s_threads_as_torch_s(threads):
     set_threads(threads)
     blas = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
     assert blas and set(blas) == {threads} and torch.get_num_threads() == threads
+
+
+def test_help_lists_every_command_once_in_its_group(capsys):
+    """Issue 80: 29 subcommands in one list; now grouped (pipeline steps, publications, tools), each exactly once,
+    and reference --name says it names a reference, not a publication's folder."""
+    import pytest
+
+    from pipeline_src.cli import COMMANDS, GROUPS, main
+
+    listed = [c for names in GROUPS.values() for c in names]
+    assert sorted(listed) == sorted(COMMANDS) and len(listed) == len(set(listed))
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert all(f"{title}:" in out for title in GROUPS) and out.index("publish ") > out.index("publications (")
+    with pytest.raises(SystemExit):
+        main(["reference", "--help"])
+    assert "a count-based reference" in capsys.readouterr().out
