@@ -577,6 +577,10 @@ def test_restate_keeps_the_publication_s_summary_record_true(tmp_path, monkeypat
     info = json.loads((tmp_path / "default" / "summary.json").read_text())
     info["tables"] = {"headline.csv": "0" * 64}  # as a summary with digests records them
     (tmp_path / "default" / "summary.json").write_text(json.dumps(info))
+    from pipeline_src.reporting.seals import seal_provenance
+
+    prov = json.loads((tmp_path / "default" / "provenance.json").read_text())  # a publication sealed with it
+    (tmp_path / "default" / "provenance.json").write_text(json.dumps(seal_provenance(prov, tmp_path / "default")))
     p = load(ROOT / "params.yaml")
     p["statistics"]["confidence"] = 0.9
     pub.restate(p, ROOT / "params.yaml", "default", say=lambda s: None)
@@ -596,12 +600,15 @@ def test_nested_data_and_results_folders_and_a_stash_into_another_benchmark_are_
     from pipeline_src.io.errors import OutputError
     from pipeline_src.reporting.publish import check_stash
 
-    (tmp_path / "pub").mkdir()
-    (tmp_path / "pub" / "provenance.json").write_text(json.dumps({"params_file": "params.yaml"}))
-    with pytest.raises(OutputError, match="holds the records or publication of params.yaml, not toy.yaml"):
-        check_stash(tmp_path / "pub", "toy.yaml", replace=False)
-    check_stash(tmp_path / "pub", "toy.yaml", replace=True)
-    check_stash(tmp_path / "pub", "params.yaml", replace=False)
+    from pipeline_src.config import validate
+
+    (tmp_path / "pub").mkdir()  # a publication of the default params; the toy config differs by content
+    (tmp_path / "pub" / "provenance.json").write_text(json.dumps({"params_file": "params.yaml",
+                                                                  "params": default_params}))
+    with pytest.raises(OutputError, match="holds the records or publication of params.yaml, whose config differs"):
+        check_stash(tmp_path / "pub", validate(p), "toy.yaml", replace=False)
+    check_stash(tmp_path / "pub", validate(p), "toy.yaml", replace=True)
+    check_stash(tmp_path / "pub", validate(dict(default_params)), "other-name.yaml", replace=False)  # same content
 
 
 def _test_split_cut_and_prepared_again(tmp_path, cfg, capsys) -> str:
@@ -727,10 +734,12 @@ def _edited(tmp_path, monkeypatch, name: str, file: str, edit, digest: bool) -> 
     edit(rows)
     with path.open("w", newline="") as f:
         csv.writer(f, lineterminator="\n").writerows(rows)
-    if not digest:
+    if not digest:  # (sealed anew, as whoever edits a file can do: the row checks are what is left to see it)
+        from pipeline_src.reporting.seals import seal_provenance
+
         prov = json.loads((tmp_path / name / "provenance.json").read_text())
         prov["runs"].pop("tables", None)
-        (tmp_path / name / "provenance.json").write_text(json.dumps(prov))
+        (tmp_path / name / "provenance.json").write_text(json.dumps(seal_provenance(prov, tmp_path / name)))
 
 
 def _cell(rows, line: int, column: str, value: str):
@@ -877,8 +886,11 @@ def test_a_publication_whose_params_are_not_a_mapping_is_refused_in_one_line(tmp
     """The probe: `params: "x"` in provenance.json gave an AttributeError (restate) or a ValueError (the freezes)
     from deep inside."""
     _edited(tmp_path, monkeypatch, "wt2-budget", "summary.csv", lambda r: None, digest=True)
+    from pipeline_src.reporting.seals import seal_provenance
+
     prov_path = tmp_path / "wt2-budget" / "provenance.json"
-    prov_path.write_text(json.dumps(dict(json.loads(prov_path.read_text()), params="x")))
+    prov_path.write_text(json.dumps(seal_provenance(dict(json.loads(prov_path.read_text()), params="x"),
+                                                    tmp_path / "wt2-budget")))
     for argv in (["freeze-budgets", "--name", "wt2-budget"],
                  ["freeze-settings", "--name", "wt2-budget", "--dataset", "wikitext-2"]):
         assert "provenance.json: expected a mapping of params, found str" in _refused(capsys, *argv)
