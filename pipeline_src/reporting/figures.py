@@ -383,17 +383,20 @@ def write(params: dict, dataset: str) -> list[Path]:
     return out
 
 
-def budget_curves(runs: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame | None, dataset: str, style: dict):
+def budget_curves(runs: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame | None, dataset: str, style: dict,
+                  top_tokens: float | None = None):
     """Test perplexity against the budget (multiples of the sweep's, log axes) for one dataset's long runs
     (``budget_axis.point_runs``): per method the mean over seeds (exp of the mean nll) with a band from the
     lowest to the highest seed; the unigram line (valid), the count-based reference and the truth (test) where
-    known, as horizontal lines."""
+    known, as horizontal lines. ``top_tokens``: a token ladder's top rung (its multiples are rung / top), drawn
+    against tokens."""
     plt = _plt()
     own = runs[runs.dataset == dataset]
     fig, ax = plt.subplots(figsize=(9, 4.4))
     shown = []
     for m, g in own.groupby("method", sort=False):
         agg = g.groupby("multiple").nll.agg(["mean", "min", "max"])
+        agg.index = agg.index * (top_tokens or 1.0)
         st = style[m]
         ax.plot(agg.index, np.exp(agg["mean"]), color=st["color"], marker=st["marker"], ms=5, mec="k", mew=0.4,
                 label=m)
@@ -412,12 +415,16 @@ def budget_curves(runs: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame 
         shown.append(math.exp(float(test.true_nll.dropna().iloc[0])))
     ax.set_xscale("log")
     xs = sorted(own.multiple.unique())
-    ax.set_xticks(xs, [f"{x:g}x" for x in xs])
+    if top_tokens:
+        ax.set_xticks([x * top_tokens for x in xs], [f"{x * top_tokens / 1e6:g}M" for x in xs])
+        ax.set_xlabel("training tokens (each rung's annealed model: the same tokens for every method)")
+    else:
+        ax.set_xticks(xs, [f"{x:g}x" for x in xs])
+        ax.set_xlabel("training budget (multiples of the sweep's: the same seconds per method at 1x)")
     ax.minorticks_off()
     _readable_axis(ax.yaxis, ax.set_yscale, pd.Series(shown))
-    ax.set_xlabel("training budget (multiples of the sweep's: the same seconds per method at 1x)")
     ax.set_ylabel("test perplexity")
-    ax.set_title(f"{dataset}: the ranking as compute grows")
+    ax.set_title(f"{dataset}: the ranking as {'data' if top_tokens else 'compute'} grows")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     fig.tight_layout()
     return fig

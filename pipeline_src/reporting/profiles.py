@@ -28,6 +28,7 @@ from ..io.errors import ConfigError
 from ..io.paths import REPOSITORY
 
 PROFILES = {"cpu-thread": "benchmarks/bench-cells", "h100": "benchmarks/bench-cells-gpu"}
+GPU_NAMES = {"h100": "NVIDIA H100 80GB HBM3"}  # the bench's json names no GPU; docs/bench.md records the one lent
 
 
 def load_profile(name: str) -> tuple[pd.DataFrame, str]:
@@ -40,8 +41,11 @@ def load_profile(name: str) -> tuple[pd.DataFrame, str]:
     rows = read_csv(path, "dataset", "method", "tokens_per_s")
     meta_path = path.with_suffix(".json")
     meta = read_json(meta_path) if meta_path.is_file() else {}
-    machine = (f"{meta.get('gpu') or meta.get('device', 'cpu')}, {meta.get('cpu_model', '?')} host, "
-               f"{meta.get('threads', '?')} threads, torch {meta.get('torch', '?')}")
+    prov = path.parent / "provenance.json"
+    commit = read_json(prov).get("commit", "?")[:7] if prov.is_file() else None
+    machine = (f"{meta.get('gpu') or GPU_NAMES.get(name) or meta.get('device', 'cpu')}, {meta.get('cpu_model', '?')} "
+               f"host, {meta.get('threads', '?')} threads, torch {meta.get('torch', '?')}"
+               + (f", measured at commit {commit}" if commit else ""))
     return rows[["dataset", "method", "tokens_per_s"]], machine
 
 

@@ -23,6 +23,8 @@ from ..io.digests import SEAL, check_file, check_seal, sha256_of
 from ..io.errors import StaleError
 from .axis_tables import NAMES as AXIS_TABLES
 from .axis_tables import axis_tables
+from .ladder_tables import NAMES as LADDER_TABLES
+from .ladder_tables import ladder_tables
 from .calibration import calibrations
 from .machine import check_one_machine, machine_record, timed_record
 from .rows import BAND_PARTS, SUMMARY_COLUMNS, anytime_rows, anytime_table, band_columns, summary_rows
@@ -180,6 +182,10 @@ def summarize(params: dict, partial: bool = False, one_machine: bool = True) -> 
     refs = tables[paths.references_summary_path(params)]
     tables.update({Path(params["results_dir"]) / name: frame  # the budget axis, when long runs kept points
                    for name, frame in axis_tables(tables[paths.anytime_path(params)], df, refs, params).items()})
+    tables.update({Path(params["results_dir"]) / name: frame  # a token ladder: equal data and equal time
+                   for name, frame in ladder_tables(tables[paths.anytime_path(params)], df,
+                                                    tables.get(Path(params["results_dir"]) / "budget-advice.csv"),
+                                                    params, _split_tokens(params)).items()})
     timed = runs.timed
     if (params.get("tuning") or {}).get("enabled"):
         trials, tcurves = tuning_tables(params, partial, missing)
@@ -276,9 +282,18 @@ def _matrix_rows(params: dict, partial: bool, missing: list) -> list:
 def _remove_stale(params: dict, tables: dict) -> None:
     """An earlier summary's tuning and budget-axis tables that this one did not write: not to be shown."""
     for stale in (paths.tuning_summary_path(params), paths.tuning_curves_path(params),
-                  *(Path(params["results_dir"]) / name for name in AXIS_TABLES)):
+                  *(Path(params["results_dir"]) / name for name in AXIS_TABLES + LADDER_TABLES)):
         if stale not in tables:
             stale.unlink(missing_ok=True)
+
+
+def _split_tokens(params: dict) -> dict[str, int | None]:
+    """Each run dataset's training split in tokens, from its preparation's meta.json (None where not prepared)."""
+    out = {}
+    for ds in params["run"]["datasets"]:
+        meta = paths.prepared_dir(params, ds) / paths.META
+        out[ds] = read_json(meta)["splits"]["train"]["tokens"] if meta.is_file() else None
+    return out
 
 
 def _write_info(params: dict, tables: dict, missing: list, records: dict, machine: dict | None,

@@ -425,6 +425,8 @@ def equal_tokens_markdown(points: pd.DataFrame) -> str:
                      for ds, g in wide.groupby("dataset", sort=False))
 
 
+from .ladder_tables import equal_data_markdown, equal_time_markdown, leave_one_out_markdown  # noqa: E402
+
 BY_LEVEL = {"contrasts.csv": contrasts_markdown, "budget-ranking.csv": budget_ranking_markdown,
             "budget-advice.csv": budget_advice_markdown, "gpu-equal-time.csv": gpu_equal_time_markdown}
 PLAIN = {"references.csv": references_markdown, "bench.csv": bench_markdown, "step-bench.csv": step_bench_markdown,
@@ -432,4 +434,5 @@ PLAIN = {"references.csv": references_markdown, "bench.csv": bench_markdown, "st
          "tuning.csv": selected_markdown, "sampler-costs.csv": sampler_costs_markdown,
          "sampler-bias.csv": sampler_bias_markdown, "crossovers.csv": crossovers_markdown,
          "budget-fits.csv": _per_dataset(budget_fits_table), "anytime.csv": equal_tokens_markdown,
-         "gpu-hours.csv": _per_dataset(gpu_hours_people)}
+         "gpu-hours.csv": _per_dataset(gpu_hours_people), "ladder-advice.csv": equal_data_markdown,
+         "equal-time.csv": equal_time_markdown, "ladder-loo.csv": leave_one_out_markdown}

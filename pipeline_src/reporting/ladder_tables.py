@@ -1,0 +1,168 @@
+"""A token ladder's tables (``training.schedule: wsd`` with ``training.ladder``; ``training/ladder.py``): what
+``summarize`` writes beside the budget axis's when the runs trained a ladder, so that the report, the README and
+``advise`` read the same numbers.
+
+- ``ladder-advice.csv``: **equal data**. What to use at each rung, in tokens (``budget-advice.csv``'s rows, whose
+  ``multiple`` is the rung over the top, with the rung's ``tokens`` and the ``epochs`` of the training split it is);
+- ``equal-time.csv``: **equal time on a machine**. For each hardware profile (``profiles.PROFILES``) and each of
+  ``seconds_read``'s budgets, what to use when every method trains that many seconds on that machine, each seed
+  read from its ladder at its method's tokens (``profiles.advise``), with the tokens each method reads at and the
+  methods whose tokens lie outside the measured rungs;
+- ``ladder-loo.csv``: the interpolation's check: each inner rung of each seed read from its two neighbours against
+  its measurement (``profiles.leave_one_out``).
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..io.errors import ConfigError
+from .advice import COLUMNS
+from .profiles import PROFILES, advise, ladder_points, leave_one_out, load_profile
+
+NAMES = ("ladder-advice.csv", "equal-time.csv", "ladder-loo.csv")
+SECONDS = 60.0  # the equal-time budget every grid shows: a minute of training steps
+EQUAL_TIME_COLUMNS = ["profile", "machine", "dataset", "seconds", "when", "tokens_read", "outside", *COLUMNS[1:]]
+
+
+def ladders(params: dict) -> dict[str, list[float]]:
+    """Each run dataset that trains a token ladder, with its rungs in tokens (smallest first)."""
+    out = {}
+    for ds in params["run"]["datasets"]:
+        tr = params["datasets"][ds].get("training") or {}
+        if tr.get("ladder"):
+            out[ds] = sorted(float(r) for r in tr["ladder"])
+    return out
+
+
+def ladder_tables(anytime: pd.DataFrame, summary: pd.DataFrame, budget_advice: pd.DataFrame | None,
+                  params: dict, split_tokens: dict[str, int | None]) -> dict:
+    """The tables above by file name; empty when no dataset trained a ladder. ``split_tokens``: each ladder
+    dataset's training split in tokens (None where unknown), for the epochs a rung is."""
+    rungs = {ds: r for ds, r in ladders(params).items() if (anytime.dataset == ds).any()}
+    if not rungs or budget_advice is None or budget_advice.empty:
+        return {}
+    advice = budget_advice[budget_advice.dataset.isin(rungs)].copy()
+    top = advice.dataset.map(lambda d: rungs[d][-1])
+    advice.insert(2, "tokens", (advice.multiple.astype(float) * top).round())
+    advice.insert(3, "epochs", [t / split_tokens[d] if split_tokens.get(d) else math.nan
+                                for d, t in zip(advice.dataset, advice.tokens)])
+    points = ladder_points(anytime[anytime.dataset.isin(rungs)])
+    confidence = params["statistics"]["confidence"]
+    return {"ladder-advice.csv": advice, "ladder-loo.csv": leave_one_out(points),
+            "equal-time.csv": equal_time(anytime, summary, rungs, confidence)}
+
+
+def seconds_read(speed: pd.Series, top: float) -> list[tuple[float, str]]:
+    """The equal-time budgets a grid shows for one dataset on one profile (``speed``: tokens/s by method):
+    ``SECONDS``; the longest at which every method's tokens lie inside the ladder (the top over the fastest
+    method's tokens/s); and the seconds the top buys the slowest method (the faster ones are then outside)."""
+    fastest, slowest = speed.idxmax(), speed.idxmin()
+    return [(SECONDS, "a minute"),
+            (top / speed[fastest], f"the top rung for the fastest ({fastest}): every method inside"),
+            (top / speed[slowest], f"the top rung for the slowest ({slowest})")]
+
+
+def equal_time(anytime: pd.DataFrame, summary: pd.DataFrame, rungs: dict[str, list[float]],
+               confidence: float) -> pd.DataFrame:
+    """``equal-time.csv``: one row per (profile, dataset, seconds); a dataset the profile has no row for is
+    one row that says so."""
+    rows = []
+    for name in PROFILES:
+        profile, machine = load_profile(name)
+        for ds, r in rungs.items():
+            speed = profile[profile.dataset == ds].set_index("method").tokens_per_s.astype(float)
+            speed = speed[speed.index.isin(anytime[anytime.dataset == ds].method.unique())]
+            if speed.empty:
+                rows.append({"profile": name, "machine": machine, "dataset": ds,
+                             "when": f"{name} has no row for {ds}'s shapes"})
+                continue
+            for seconds, when in seconds_read(speed, r[-1]):
+                rows.append({"profile": name, "machine": machine, "dataset": ds, "seconds": seconds,
+                             "when": when, **_reading(anytime, summary, profile, seconds, ds, confidence)})
+    return pd.DataFrame(rows).reindex(columns=EQUAL_TIME_COLUMNS)
+
+
+def _reading(anytime, summary, profile, seconds: float, dataset: str, confidence: float) -> dict:
+    """One equal-time verdict: the advice row's fields, each method's tokens, and those outside the ladder."""
+    try:
+        table, read = advise(anytime, summary, profile, seconds, dataset, confidence)
+    except ConfigError:
+        return {}
+    tokens = read.groupby("method", sort=False).tokens.first().sort_values()
+    out = {"tokens_read": "; ".join(f"{m} {t / 1e6:.3g}M" for m, t in tokens.items()),
+           "outside": ", ".join(sorted(read[read.outside].method.unique()))}
+    if not table.empty:
+        out.update({k: v for k, v in table.iloc[0].items() if k in COLUMNS[1:]})
+    return out
+
+
+# --- the tables in Markdown (README and docs blocks, the report) -------------------------------------------------
+
+def _rung(tokens: float) -> str:
+    return f"{tokens / 1e6:g}M"
+
+
+def equal_data_markdown(advice: pd.DataFrame) -> str:
+    """``ladder-advice.csv`` as a grid: one row per dataset, one column per rung (tokens), each cell the method
+    to use and how sure (``advice.budget_cell``); a rung that repeats the training split says how many epochs."""
+    from .advice import budget_cell
+    from .markdown import frame_markdown
+
+    rows = []
+    for ds, g in advice.groupby("dataset", sort=False):
+        row = {"dataset, seeds": f"{ds}, {g.pairs.max():.0f} seeds" if g.pairs.notna().any() else ds}
+        for r in g.sort_values("tokens").itertuples():
+            epochs = f" ({r.epochs:.1f} epochs)" if pd.notna(r.epochs) and r.epochs > 1.0 else ""
+            row[_rung(r.tokens) + " tokens"] = budget_cell(r) + epochs
+        rows.append(row)
+    return frame_markdown(pd.DataFrame(rows))
+
+
+def equal_time_markdown(table: pd.DataFrame) -> str:
+    """``equal-time.csv`` as a grid: one row per (profile, seconds), one column per dataset, each cell the method
+    to use at those seconds on that machine, read from the ladder, and the methods outside the measured rungs."""
+    from .markdown import frame_markdown
+
+    rows = []
+    for (profile, when), g in table.groupby(["profile", "when"], sort=False):
+        secs = g.seconds.dropna()
+        row = {"machine (profile)": profile, "seconds of training": (f"{secs.iloc[0]:,.0f} s: {when}"
+                                                                    if len(secs) else when)}
+        for r in g.itertuples():
+            if pd.isna(r.seconds):
+                row[r.dataset] = "no profile row for its shapes"
+                continue
+            row[r.dataset] = _time_cell(r)
+        rows.append(row)
+    return frame_markdown(pd.DataFrame(rows))
+
+
+def _time_cell(r) -> str:
+    """One equal-time cell: ``budget_cell`` among the methods inside the measured rungs, and those outside."""
+    from .advice import budget_cell
+
+    outside = r.outside if isinstance(r.outside, str) and r.outside else ""
+    if not isinstance(r.use, str):
+        return "no method inside the measured range" if outside else budget_cell(r)
+    if outside and not isinstance(r.runner_up, str):
+        return f"{r.use} alone inside the measured range (outside it: {outside}): no verdict"
+    return budget_cell(r) + (f"; outside the measured range: {outside}" if outside else "")
+
+
+def leave_one_out_markdown(loo: pd.DataFrame) -> str:
+    """``ladder-loo.csv`` per dataset and method: how far an inner rung read from its two neighbours lies from
+    its measurement (|error| in test nll, nats; as perplexity, exp of it)."""
+    from .markdown import frame_markdown
+
+    if loo.empty:
+        return "*No inner rung to read from its neighbours.*\n"
+    err = loo.assign(abs_error=loo.error.abs())
+    t = err.groupby(["dataset", "method"], sort=False).agg(readings=("error", "size"),
+                                                          median=("abs_error", "median"), worst=("abs_error", "max"),
+                                                          bias=("error", "mean")).reset_index()
+    t["median abs. error (nats)"] = t["median"].map(lambda x: f"{x:.4f} ({math.expm1(x):.1%} in ppl)")
+    t["worst abs. error"] = t.worst.map(lambda x: f"{x:.4f} ({math.expm1(x):.1%})")
+    t["mean error (read - measured)"] = t.bias.map(lambda x: f"{x:+.4f}")
+    return frame_markdown(t.drop(columns=["median", "worst", "bias"]))

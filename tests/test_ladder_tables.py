@@ -1,0 +1,81 @@
+"""A token ladder's tables (reporting/ladder_tables.py): equal data in tokens with the epochs a rung is, equal time
+on each hardware profile at the budgets it names, and the interpolation's check, against hand computations on the
+made-up ladder of test_profiles.py (nll falling linearly in log tokens)."""
+import math
+
+import pandas as pd
+import pytest
+from test_profiles import RUNGS, _ladder
+
+from pipeline_src.reporting import ladder_tables
+from pipeline_src.reporting.budget_axis import point_runs, ranking
+from pipeline_src.reporting.advice import what_to_use_by_budget
+from pipeline_src.reporting.ladder_tables import (equal_data_markdown, equal_time, equal_time_markdown,
+                                                  leave_one_out_markdown, seconds_read)
+
+SPEED = {"a": 400.0, "b": 100.0, "softmax": 20.0}
+
+
+@pytest.fixture
+def profile_file(tmp_path, monkeypatch):
+    """One profile, a cell-bench.csv of the reader's own, standing in for the committed ones."""
+    path = tmp_path / "cell-bench.csv"
+    pd.DataFrame({"dataset": "d", "method": list(SPEED), "tokens_per_s": list(SPEED.values())}).to_csv(path,
+                                                                                                      index=False)
+    monkeypatch.setattr(ladder_tables, "PROFILES", {str(path): None})
+    return str(path)
+
+
+def _params():
+    return {"run": {"datasets": ["d"]}, "statistics": {"confidence": 0.95},
+            "datasets": {"d": {"training": {"ladder": [int(r) for r in RUNGS]}}}}
+
+
+def test_the_budgets_read_are_a_minute_and_the_top_rung_for_the_fastest_and_the_slowest():
+    got = seconds_read(pd.Series(SPEED), 8e6)
+    assert [s for s, _ in got] == [60.0, 8e6 / 400, 8e6 / 20]
+    assert "fastest (a): every method inside" in got[1][1] and "slowest (softmax)" in got[2][1]
+
+
+def test_equal_time_reads_each_method_at_its_own_tokens_and_names_those_outside(profile_file):
+    anytime, summary = _ladder()
+    table = equal_time(anytime, summary, {"d": RUNGS, "e": RUNGS}, 0.95)
+    at = table[table.dataset == "d"].set_index("seconds")
+    # 20,000 s: a at 8M (5.0 - 3 x 0.3 = 4.1, + 0.02 the seeds' mean), b at 2M (4.8), the softmax at 400k: outside
+    r = at.loc[8e6 / 400]
+    assert (r.use, r.runner_up, r.outside) == ("a", "b", "softmax")
+    assert r.ppl == pytest.approx(math.exp(4.1 + 0.02)) and r.margin_nll == pytest.approx(4.1 - 4.8)
+    assert r.tokens_read == "softmax 0.4M; b 2M; a 8M"
+    # 400,000 s: the top for the softmax (8M, 5.4); a and b beyond their ladders: one method inside, no runner-up
+    r = at.loc[8e6 / 20]
+    assert r.use == "softmax" and pd.isna(r.runner_up) and r.outside == "a, b"
+    # a dataset the profile has no row for says so, once
+    e = table[table.dataset == "e"]
+    assert len(e) == 1 and "has no row for e's shapes" in e.when.iloc[0]
+    text = equal_time_markdown(table)
+    assert "softmax alone inside the measured range (outside it: a, b): no verdict" in text
+    assert "no profile row for its shapes" in text
+
+
+def test_equal_data_is_the_rungs_in_tokens_with_the_epochs_a_rung_repeats(profile_file):
+    anytime, summary = _ladder()
+    runs = point_runs(anytime, summary)
+    advice = what_to_use_by_budget(runs, ranking(runs, "softmax"), None, 0.95)
+    out = ladder_tables.ladder_tables(anytime, summary, advice, _params(), {"d": 2_000_000})
+    lad = out["ladder-advice.csv"]
+    assert list(lad.tokens) == RUNGS and list(lad.epochs) == [0.5, 1.0, 2.0, 4.0]
+    # a leads at 1M and 2M, ties b at 4M (4.4: the name breaks the tie), and b, falling faster, leads at 8M (4.0)
+    assert list(lad.use) == ["a", "a", "a", "b"]
+    text = equal_data_markdown(lad)
+    assert text.splitlines()[0] == "| dataset, seeds | 1M tokens | 2M tokens | 4M tokens | 8M tokens |"
+    assert "(4.0 epochs)" in text and "(0.5 epochs)" not in text  # only a rung that repeats the split says so
+    assert len(out["ladder-loo.csv"]) == 3 * 3 * 2  # two inner rungs per seed
+    assert ladder_tables.ladder_tables(anytime, summary, advice, {**_params(), "datasets": {"d": {}}}, {}) == {}
+
+
+def test_the_interpolation_check_reports_median_worst_and_signed_mean_error():
+    loo = pd.DataFrame({"dataset": "d", "method": "a", "seed": [1, 2, 3], "tokens": 2e6,
+                        "measured": 4.0, "read": [4.01, 3.97, 4.02], "error": [0.01, -0.03, 0.02]})
+    row = leave_one_out_markdown(loo).splitlines()[2]
+    assert row == (f"| d | a | 3 | 0.0200 ({math.expm1(0.02):.1%} in ppl) | 0.0300 ({math.expm1(0.03):.1%}) "
+                   f"| +0.0000 |")
