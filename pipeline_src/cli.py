@@ -37,6 +37,7 @@ from .tools import (
     _bench_step,
     _check_head,
     _compare,
+    _device_check,
     _freeze_budgets,
     _freeze_settings,
     _plots_offline,
@@ -83,6 +84,9 @@ COMMANDS = {
                 "(one short bench-cells round), for advise --profile", ()),
     "advise": (_advise, "what to use for --seconds of training on a profile's machine (cpu-thread, h100, or your "
                "own profile's cell-bench.csv), read from a token-ladder publication", ("dataset",)),
+    "device-check": (_device_check, "train --methods for the same --seconds on this device (one seed, each with its "
+                     "published run's settings, a one-rung ladder), score them, and set each beside the ladder's "
+                     "reading at those tokens and at a profile's", ("dataset",)),
     "publish": (_publish, "copy a finished run's tables to benchmarks/NAME with provenance; regenerate README tables",
                 ("name",)),
     "restate": (_restate, "recompute a publication's headline and contrasts from its committed per-run rows "
@@ -122,7 +126,8 @@ GROUPS = {  # how --help lists the commands
     "publications (benchmarks/NAME)": ("publish", "restate", "stash", "restore", "freeze-budgets", "freeze-settings",
                                        "advise"),
     "tools (timings, your own head, this machine)": ("bench", "bench-step", "bench-cells", "bench-samplers",
-                                                     "profile", "check-head", "compare", "plots-offline"),
+                                                     "profile", "device-check", "check-head", "compare",
+                                                     "plots-offline"),
 }
 
 
@@ -153,7 +158,7 @@ def parser() -> argparse.ArgumentParser:
         if name == "train":
             sp.add_argument("--seed", type=_int, default=None, help="run seed of a final run (one of run.seeds)")
             sp.add_argument("--trial", type=_int, default=None, help="index of a tuning trial (0 .. tuning.trials - 1)")
-        if name in ("train", "finetune", "evaluate", "bench", "bench-samplers", "matrix", "profile"):  # bench-step sets its own (bench.step.threads)
+        if name in ("train", "finetune", "evaluate", "bench", "bench-samplers", "matrix", "profile", "device-check"):  # bench-step sets its own (bench.step.threads)
             sp.add_argument("--threads", type=_positive_int, default=None,
                             help="torch CPU threads (Snakemake passes the job's threads; default: torch's choice)")
         if name == "publish":
@@ -182,6 +187,16 @@ def parser() -> argparse.ArgumentParser:
             sp.add_argument("--profile", required=True, help="cpu-thread, h100, or a cell-bench.csv from `profile`")
             sp.add_argument("--seconds", required=True, type=_seconds, help="training seconds on that machine")
             sp.add_argument("--name", default="token-axis", help="the token-ladder publication (default token-axis)")
+        if name == "device-check":
+            sp.add_argument("--methods", required=True, help="comma-separated methods of the publication's ladders")
+            sp.add_argument("--seconds", required=True, type=_seconds, help="training seconds each, on this device")
+            sp.add_argument("--seed", type=_int, default=1, help="the published run whose settings train (default 1)")
+            sp.add_argument("--name", default="token-axis", help="the token-ladder publication (default token-axis)")
+            sp.add_argument("--profile", default="h100", help="the profile read beside (default h100)")
+            sp.add_argument("--calibrate-seconds", type=_seconds, default=10.0,
+                            help="training seconds of the short run that measures this device's tokens/s (default 10)")
+            sp.add_argument("--out", default=None, help="folder for device-check.csv/json (default "
+                                                        "results_dir/device-check)")
         if name == "report":
             sp.add_argument("--name", default=None,
                             help="render benchmarks/NAME's report from its committed tables (no data, no training) "

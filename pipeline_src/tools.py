@@ -155,6 +155,27 @@ def _advise(params: dict, args) -> None:
     print(advice_markdown(table), end="")
 
 
+def _device_check(params: dict, args) -> None:
+    """The token axis checked on this device (``cost/device_check.py``)."""
+    from .cost.device_check import check, markdown
+    from .reporting.publish import check_name
+    from .reporting.seals import check_publication
+
+    pub = check_name(args.name, "device-check")
+    if not (pub / paths.PROVENANCE).is_file():
+        raise ConfigError(f"device-check --name {args.name}: {pub} is not published yet")
+    check_publication(pub)
+    from .io.runtime import resolve_device, set_threads
+
+    set_threads(args.threads)
+    out = Path(args.out) if args.out else Path(params["results_dir"]) / "device-check"
+    methods = [m for m in args.methods.split(",") if m]
+    table = check(params, pub, args.dataset, methods, args.seconds, args.seed, args.profile, out,
+                  resolve_device(params["device"]), args.calibrate_seconds)
+    print(markdown(table), end="")
+    print(f"wrote {out / 'device-check.csv'}")
+
+
 def _bench_samplers(params: dict, args) -> None:
     from .cost.samplers import run_sampler_bench
 

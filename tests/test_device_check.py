@@ -1,0 +1,95 @@
+"""The token axis checked on a device (cost/device_check.py), run here with the CPU standing in for the GPU on the
+tiny language: each method trains for the same seconds with its published run's settings as a one-rung ladder at
+the tokens those seconds buy here, and is set beside the ladder's readings, computed by hand."""
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from conftest import write_params
+
+from pipeline_src.cli import main
+from pipeline_src.config import ConfigError, run_config, validate
+from pipeline_src.cost.device_check import check, markdown, published_config
+
+CPU = torch.device("cpu")
+RUNGS = [800, 1600, 3200]
+
+
+def _publication(p, tmp_path, methods):
+    """A made-up ladder publication: each method's final run config (a wsd ladder) and its rungs' test nll,
+    3.4 - 0.1 k at the k-th rung (seed 1; seed 2 0.02 above)."""
+    pub = tmp_path / "pub"
+    rows = []
+    for m in methods:
+        cfg = run_config(p, "tiny", m, 1)
+        if m == "sampled-softmax":
+            cfg["method"]["negatives"] = 5
+        cfg["training"].update(schedule="wsd", ladder=RUNGS, budget_tokens=RUNGS[-1], warmup_tokens=160,
+                               keep="last", lr=0.005 if m == "softmax" else 0.01)
+        run = pub / "records" / "runs" / "tiny" / m / "seed1"
+        run.mkdir(parents=True)
+        (run / "train.json").write_text(json.dumps({"config": cfg}))
+        for seed, shift in ((1, 0.0), (2, 0.02)):
+            rows += [{"dataset": "tiny", "method": m, "seed": seed, "multiple": r / RUNGS[-1], "tokens": r,
+                      "valid_ppl": math.exp(3.5), "test_nll": 3.4 - 0.1 * k + shift} for k, r in enumerate(RUNGS)]
+    pd.DataFrame(rows).to_csv(pub / "anytime.csv", index=False)
+    profile = tmp_path / "cell-bench.csv"
+    pd.DataFrame({"dataset": "tiny", "method": methods, "tokens_per_s": 20_000.0}).to_csv(profile, index=False)
+    return pub, str(profile)
+
+
+def _ladder_ppl(tokens: float) -> float:
+    if not RUNGS[0] <= tokens <= RUNGS[-1]:
+        return math.nan
+    nll = np.interp(math.log(tokens), np.log(RUNGS), [3.4, 3.3, 3.2])
+    return math.exp(nll + 0.01)  # the mean of the two seeds
+
+
+@pytest.fixture
+def fetched(tiny, tmp_path):
+    """The tiny language fetched and prepared through the CLI, as a device check finds it: its params."""
+    common = ["--config", str(write_params(tiny, tmp_path / "params.yaml")), "--dataset", "tiny"]
+    assert main(["fetch", *common]) == 0 and main(["prepare", *common]) == 0
+    return validate(tiny)
+
+
+def test_each_method_trains_the_tokens_its_seconds_buy_here_and_sits_beside_the_ladder(fetched, tmp_path):
+    p = fetched
+    methods = ["softmax", "sampled-softmax"]
+    pub, profile = _publication(p, tmp_path, methods)
+    table = check(p, pub, "tiny", methods, seconds=0.1, seed=1, profile=profile, out=tmp_path / "out",
+                  device=CPU, calibrate_s=1.5).set_index("method")
+    for m in methods:
+        r = table.loc[m]
+        assert r.tokens_here == int(0.1 * r.tokens_per_s_here) and r.tokens_here > 0
+        run = tmp_path / "out" / "runs" / m
+        rec = json.loads((run / "train.json").read_text())
+        assert r.tokens_here <= rec["budget"]["reached"]["tokens"] < r.tokens_here + 80  # to the step that reaches it
+        kept = torch.load(run / "model.pt", weights_only=False)["config"]
+        assert kept["training"]["ladder"] == [r.tokens_here] and kept["training"]["schedule"] == "wsd"
+        assert kept["training"]["lr"] == published_config(pub, "tiny", m, 1)["training"]["lr"]  # its own settings
+        assert kept["method"] == published_config(pub, "tiny", m, 1)["method"]
+        assert 1.0 < r.test_ppl_here < 31  # a normalised model of a 30-word language (+ <eos>)
+        assert r.profile_tokens == pytest.approx(2000.0)  # 0.1 s x 20,000 tokens/s
+        assert r.ladder_ppl_at_profile_tokens == pytest.approx(_ladder_ppl(2000.0))
+        expected = _ladder_ppl(r.tokens_here)
+        assert (math.isnan(expected) and math.isnan(r.ladder_ppl_at_tokens_here)) or \
+            r.ladder_ppl_at_tokens_here == pytest.approx(expected)
+    assert json.loads((tmp_path / "out" / "device-check.json").read_text())["device"] == "cpu"
+    text = markdown(table.reset_index())
+    assert f"| {_ladder_ppl(2000.0):,.1f} |" in text and "2.00M" not in text and "0.00M" in text
+
+
+def test_a_run_without_a_ladder_is_refused(tiny, tmp_path):
+    p = validate(tiny)
+    pub, _ = _publication(p, tmp_path, ["softmax"])
+    path = pub / "records" / "runs" / "tiny" / "softmax" / "seed1" / "train.json"
+    path.write_text(json.dumps({"config": run_config(p, "tiny", "softmax", 1)}))
+    with pytest.raises(ConfigError, match="trained no token ladder"):
+        published_config(pub, "tiny", "softmax", 1)
+    with pytest.raises(ConfigError, match="holds no final run of tiny/nce seed 1"):
+        published_config(pub, "tiny", "nce", 1)
