@@ -145,11 +145,15 @@ def test_budget_keys_are_checked_and_leave_every_earlier_hash_alone(tiny):
     p["training"]["budget_tokens"] = None  # a key at its default is not part of the run
     assert run_hash(run_config(p, "tiny", "softmax")) == before
     for bad, match in (({"budget_tokens": 10, "budget_seconds": 1.0}, "one budget"),
-                       ({"anytime_points": 5}, "anytime_points.*only acts with budget_seconds, budget_tokens or a ladder")):
+                       ({"anytime_points": 5}, r"anytime_points.*only acts with budget_seconds, budget_tokens \(or "
+                                               r"budget_tokens_by_method\) or a ladder")):
         q = copy.deepcopy(tiny)
         q["datasets"]["tiny"]["training"].update(bad)
         with pytest.raises(ConfigError, match=match):
             validate(q)
+    q = copy.deepcopy(tiny)  # a budget per method is a budget: its anytime curve is read
+    q["datasets"]["tiny"]["training"].update(anytime_points=5, budget_tokens_by_method={"softmax": 800})
+    assert run_config(validate(q), "tiny", "softmax")["training"]["budget_tokens"] == 800
 
 
 def test_a_cpu_clock_budget_counts_this_process_s_cpu_time_not_time_spent_waiting(tiny_data, tmp_path, monkeypatch):

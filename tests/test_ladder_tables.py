@@ -79,3 +79,23 @@ def test_the_interpolation_check_reports_median_worst_and_signed_mean_error():
     row = leave_one_out_markdown(loo).splitlines()[2]
     assert row == (f"| d | a | 3 | 0.0200 ({math.expm1(0.02):.1%} in ppl) | 0.0300 ({math.expm1(0.03):.1%}) "
                    f"| +0.0000 |")
+
+
+def test_cosine_runs_are_paired_with_the_ladder_rung_of_their_own_tokens_and_type():
+    from pipeline_src.reporting.ladder_tables import against_cosine, against_cosine_markdown
+
+    anytime, _ = _ladder()  # method a's rungs: 5.0, 4.7, 4.4, 4.1 (+ 0.01 x seed)
+    # the cosine runs of type a to 2M and 8M (a point kept past a rung by a step still pairs with it)
+    anytime.loc[(anytime.method == "a") & (anytime.tokens == 2e6), "tokens"] = 2e6 + 640
+    cosine = pd.DataFrame([{"dataset": "d", "method": f"a-cos-{r}", "type": "a", "seed": seed, "split": "test",
+                            "nll": nll + 0.01 * seed + extra}
+                           for r, nll in (("2m", 4.7), ("8m", 4.1)) for seed, extra in ((1, -0.02), (2, -0.01),
+                                                                                       (3, -0.03))])
+    t = against_cosine(anytime, cosine, {"a-cos-2m": 2_000_000, "a-cos-8m": 8_000_000})
+    assert list(t.tokens) == [2e6, 8e6] and list(t.method) == ["a", "a"] and list(t.seeds) == [3, 3]
+    assert t.delta_nll.tolist() == pytest.approx([-0.02, -0.02])  # cosine - ladder, paired over seeds
+    assert t.ladder_ppl.iloc[0] == pytest.approx(math.exp(4.7 + 0.02))
+    # the t interval of the three differences -0.02, -0.01, -0.03 (sd 0.01): -0.02 +- t(0.975, 2) x 0.01 / sqrt 3
+    half = 4.302652729911275 * 0.01 / math.sqrt(3)
+    assert t.delta_low.iloc[0] == pytest.approx(-0.02 - half) and t.delta_high.iloc[0] == pytest.approx(-0.02 + half)
+    assert "| d, a | 2M | 3 |" in against_cosine_markdown(t)

@@ -300,8 +300,9 @@ def _check_training(params: dict, name: str, source: str) -> None:
               "asgd_start_epoch": (not averaging, "schedule nt-asgd or finetuning"),
               "bptt_max_delta": (not tc.variable_bptt, "variable_bptt: true"),
               "finetune_lr": (not tc.finetune_epochs, "finetune_epochs > 0"),
-              "anytime_points": (tc.budget_seconds is None and tc.budget_tokens is None and not tc.ladder,
-                                 "budget_seconds, budget_tokens or a ladder")}
+              "anytime_points": (tc.budget_seconds is None and tc.budget_tokens is None and not tc.ladder
+                                 and not tc.budget_tokens_by_method,
+                                 "budget_seconds, budget_tokens (or budget_tokens_by_method) or a ladder")}
     step_level = tc.schedule in ("cosine", "wsd")
     unused.update({"warmup_tokens": (not step_level, "schedule cosine or wsd"),
                    "ladder": (tc.schedule != "wsd", "schedule wsd"),

@@ -166,3 +166,41 @@ def leave_one_out_markdown(loo: pd.DataFrame) -> str:
     t["worst abs. error"] = t.worst.map(lambda x: f"{x:.4f} ({math.expm1(x):.1%})")
     t["mean error (read - measured)"] = t.bias.map(lambda x: f"{x:+.4f}")
     return frame_markdown(t.drop(columns=["median", "worst", "bias"]))
+
+
+# --- the ladder against plain cosine runs to the same budgets (config/token-axis-cosine.yaml) -------------------
+
+def against_cosine(anytime: pd.DataFrame, cosine: pd.DataFrame, budgets: dict[str, int],
+                   confidence: float = 0.95) -> pd.DataFrame:
+    """Each cosine run (``cosine``: its summary.csv; ``budgets``: cosine method -> its token budget) against the
+    ladder's rung model at the same tokens (``anytime``: the ladder's anytime.csv), for the ladder method of the
+    cosine method's type, paired over seeds: Δ test nll = cosine - ladder (negative: the cosine run is better)."""
+    from .stats import paired
+
+    points = ladder_points(anytime)
+    test = cosine[cosine.split == "test"]
+    rows = []
+    for m, g in test.groupby("method", sort=False):
+        kind, rung = g.type.iloc[0], float(budgets[m])
+        lad = points[(points.method == kind) & (points.tokens >= rung) & (points.tokens < rung * 1.01)]
+        ladder_nll, cos_nll = lad.set_index("seed").test_nll, g.set_index("seed").nll.astype(float)
+        d = paired(cos_nll, ladder_nll, confidence, 0)
+        rows.append({"dataset": g.dataset.iloc[0], "method": kind, "tokens": rung, "cosine_run": m,
+                     "seeds": d.get("pairs", 0), "ladder_ppl": math.exp(ladder_nll.loc[cos_nll.index].mean()),
+                     "cosine_ppl": math.exp(cos_nll.mean()), "delta_nll": d.get("delta_nll"),
+                     "delta_low": d.get("delta_low"), "delta_high": d.get("delta_high"), "p_value": d.get("p_value")})
+    return pd.DataFrame(rows).sort_values("tokens", ignore_index=True)
+
+
+def against_cosine_markdown(table: pd.DataFrame, level: int = 95) -> str:
+    from .markdown import frame_markdown
+
+    t = pd.DataFrame({
+        "dataset, method": table.dataset + ", " + table.method,
+        "tokens": table.tokens.map(_rung), "seeds": table.seeds,
+        "ladder's rung model (WSD), test ppl": table.ladder_ppl.map(lambda x: f"{x:,.1f}"),
+        "cosine run to those tokens, test ppl": table.cosine_ppl.map(lambda x: f"{x:,.1f}"),
+        f"Δ test nll, cosine - ladder [{level}% CI], p": [
+            f"{r.delta_nll:+.4f} [{r.delta_low:+.4f}, {r.delta_high:+.4f}], p {r.p_value:.2g}"
+            for r in table.itertuples()]})
+    return frame_markdown(t)

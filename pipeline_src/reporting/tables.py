@@ -234,7 +234,7 @@ def render_table(path: str) -> str:
     publications whose files are what was published (``seals.check_publication``)."""
     from .seals import check_publication
 
-    if path.startswith(("glance:", "axes:")):
+    if path.startswith(("glance:", "axes:", "cosine:")):
         for name in path.split(":", 1)[1].split(","):
             if (REPOSITORY / "benchmarks" / name / paths.PROVENANCE).is_file():
                 check_publication(REPOSITORY / "benchmarks" / name)
@@ -244,6 +244,8 @@ def render_table(path: str) -> str:
         return glance_markdown(path.split(":", 1)[1].split(","))
     if path.startswith("axes:"):  # what to use over (|V|, budget), from several budget-axis publications
         return axes_markdown(path.split(":", 1)[1].split(","))
+    if path.startswith("cosine:"):  # a cosine check's runs against a ladder publication's rungs
+        return cosine_markdown(*path.split(":", 1)[1].split(","))
     memory = path.startswith("memory:")  # the topic language's rows against its two lines (its summary.csv)
     path = path.removeprefix("memory:")
     file = REPOSITORY / path
@@ -267,6 +269,23 @@ def render_table(path: str) -> str:
     if file.name in PLAIN:
         return PLAIN[file.name](pd.read_csv(file))
     raise ConfigError(f"no table format for {path}")
+
+
+def cosine_markdown(cosine: str, ladder: str) -> str:
+    """``cosine:NAME,LADDER``: publication NAME's cosine runs (their token budgets from its params'
+    ``training.budget_tokens_by_method``) against publication LADDER's rung models (``ladder_tables.against_cosine``)."""
+    from .ladder_tables import against_cosine, against_cosine_markdown
+
+    pubs = [REPOSITORY / "benchmarks" / n for n in (cosine, ladder)]
+    missing = [p.name for p in pubs if not (p / paths.PROVENANCE).is_file()]
+    if missing:
+        return f"*Not published yet: {', '.join(missing)}.*\n"
+    params = read_json(pubs[0] / paths.PROVENANCE)["params"]
+    budgets = {m: t for d in params["datasets"].values()
+               for m, t in ((d.get("training") or {}).get("budget_tokens_by_method") or {}).items()}
+    level = (params.get("statistics") or {}).get("confidence", 0.95)
+    table = against_cosine(pd.read_csv(pubs[1] / "anytime.csv"), pd.read_csv(pubs[0] / "summary.csv"), budgets, level)
+    return against_cosine_markdown(table, int(round(100 * level)))
 
 
 def advice_markdown(table: pd.DataFrame, level: int = 95, publication: str | None = None) -> str:
