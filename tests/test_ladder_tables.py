@@ -99,3 +99,24 @@ def test_cosine_runs_are_paired_with_the_ladder_rung_of_their_own_tokens_and_typ
     half = 4.302652729911275 * 0.01 / math.sqrt(3)
     assert t.delta_low.iloc[0] == pytest.approx(-0.02 - half) and t.delta_high.iloc[0] == pytest.approx(-0.02 + half)
     assert "| d, a | 2M | 3 |" in against_cosine_markdown(t)
+
+
+def test_the_rate_check_sets_the_pick_beside_its_two_neighbouring_rates_at_each_rung_it_trained():
+    from pipeline_src.reporting.ladder_tables import rate_check, rate_check_markdown
+
+    anytime, summary = _ladder()  # a, seed 1: valid nll 5.02 at 1M, 4.12 at 8M (test 0.01 below)
+    summary = summary.assign(lr=0.01)
+    rows = [{"dataset": "d", "method": f"a-{side}-rate", "seed": 1, "multiple": t / 8e6, "tokens": t,
+             "valid_ppl": math.exp(v), "test_nll": v - 0.01}
+            for side, vals in (("lower", (5.10, 4.00)), ("higher", (4.90, 4.30))) for t, v in zip((1e6, 8e6), vals)]
+    rates_summary = pd.DataFrame([{"dataset": "d", "method": f"a-{s}-rate", "seed": 1, "split": "valid",
+                                   "lr": lr} for s, lr in (("lower", 0.004), ("higher", 0.03))])
+    t = rate_check(anytime, summary, pd.DataFrame(rows), rates_summary)
+    assert list(t.tokens) == [1e6, 8e6] and list(t.method) == ["a", "a"]
+    assert t.pick_valid_ppl.tolist() == pytest.approx([math.exp(5.02), math.exp(4.12)])
+    assert t.lower_test_ppl.tolist() == pytest.approx([math.exp(5.09), math.exp(3.99)])
+    assert list(t.best_on_valid) == ["higher", "lower"]  # the best rate moves down the ladder: said, not hidden
+    assert (t.lower_lr == 0.004).all() and (t.pick_lr == 0.01).all() and (t.higher_lr == 0.03).all()
+    lines = rate_check_markdown(t).splitlines()
+    assert lines[2] == (f"| d, a | 1M | {math.exp(5.10):,.1f} (lr 0.004) | {math.exp(5.02):,.1f} (lr 0.01) | "
+                        f"**{math.exp(4.90):,.1f} (lr 0.03)** |")

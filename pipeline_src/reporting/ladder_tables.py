@@ -204,3 +204,62 @@ def against_cosine_markdown(table: pd.DataFrame, level: int = 95) -> str:
             f"{r.delta_nll:+.4f} [{r.delta_low:+.4f}, {r.delta_high:+.4f}], p {r.p_value:.2g}"
             for r in table.itertuples()]})
     return frame_markdown(t)
+
+
+# --- does one rate serve the whole ladder? (config/token-axis-rates.yaml) ----------------------------------------
+
+SIDES = ("lower", "higher")
+
+
+def rate_check(ladder_anytime: pd.DataFrame, ladder_summary: pd.DataFrame, rates_anytime: pd.DataFrame,
+               rates_summary: pd.DataFrame) -> pd.DataFrame:
+    """At each rung the rate check trained (its methods are ``<method>-lower-rate`` and ``<method>-higher-rate``,
+    one seed), the pick's seed of the ladder beside its two neighbouring rates: validation and test perplexity
+    at each, and which of the three is best on validation there."""
+    rates = ladder_points(rates_anytime)
+    pick = ladder_points(ladder_anytime)
+    lr = pd.concat([ladder_summary, rates_summary]).drop_duplicates(["method", "seed"]).set_index(
+        ["method", "seed"]).lr
+    rows = []
+    for (ds, m, seed), g in rates.groupby(["dataset", "method", "seed"], sort=False):
+        base, side = _variant(m)
+        if base is None:
+            continue
+        for r in g.itertuples():
+            at = pick[(pick.method == base) & (pick.seed == seed) & (abs(pick.tokens - r.tokens) < 0.01 * r.tokens)]
+            row = next((x for x in rows if (x["dataset"], x["method"], x["tokens"]) == (ds, base, r.tokens)), None)
+            if row is None:
+                row = {"dataset": ds, "method": base, "seed": seed, "tokens": r.tokens,
+                       "pick_lr": lr.get((base, seed), math.nan),
+                       "pick_valid_ppl": math.exp(at.valid_nll.iloc[0]) if len(at) else math.nan,
+                       "pick_test_ppl": math.exp(at.test_nll.iloc[0]) if len(at) else math.nan}
+                rows.append(row)
+            row.update({f"{side}_lr": lr.get((m, seed), math.nan), f"{side}_valid_ppl": math.exp(r.valid_nll),
+                        f"{side}_test_ppl": math.exp(r.test_nll)})
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    valid = out[[f"{s}_valid_ppl" for s in ("lower", "pick", "higher")]]
+    out["best_on_valid"] = valid.idxmin(axis=1).str.removesuffix("_valid_ppl")
+    return out.sort_values(["dataset", "method", "tokens"], ignore_index=True)
+
+
+def _variant(method: str) -> tuple[str | None, str | None]:
+    for side in SIDES:
+        if method.endswith(f"-{side}-rate"):
+            return method.removesuffix(f"-{side}-rate"), side
+    return None, None
+
+
+def rate_check_markdown(table: pd.DataFrame) -> str:
+    from .markdown import frame_markdown
+
+    def cell(r, side: str) -> str:
+        ppl, rate = getattr(r, f"{side}_valid_ppl", math.nan), getattr(r, f"{side}_lr", math.nan)
+        text = "—" if pd.isna(ppl) else f"{ppl:,.1f} (lr {rate:.3g})"
+        return f"**{text}**" if r.best_on_valid == side else text
+
+    t = pd.DataFrame([{"dataset, method": f"{r.dataset}, {r.method}", "rung": _rung(r.tokens),
+                       "lower rate": cell(r, "lower"), "the pick": cell(r, "pick"), "higher rate": cell(r, "higher")}
+                      for r in table.itertuples()])
+    return frame_markdown(t)

@@ -234,7 +234,7 @@ def render_table(path: str) -> str:
     publications whose files are what was published (``seals.check_publication``)."""
     from .seals import check_publication
 
-    if path.startswith(("glance:", "axes:", "cosine:")):
+    if path.startswith(("glance:", "axes:", "cosine:", "rates:")):
         for name in path.split(":", 1)[1].split(","):
             if (REPOSITORY / "benchmarks" / name / paths.PROVENANCE).is_file():
                 check_publication(REPOSITORY / "benchmarks" / name)
@@ -246,6 +246,8 @@ def render_table(path: str) -> str:
         return axes_markdown(path.split(":", 1)[1].split(","))
     if path.startswith("cosine:"):  # a cosine check's runs against a ladder publication's rungs
         return cosine_markdown(*path.split(":", 1)[1].split(","))
+    if path.startswith("rates:"):  # a rate check's neighbouring rates against a ladder publication's picks
+        return rates_markdown(*path.split(":", 1)[1].split(","))
     memory = path.startswith("memory:")  # the topic language's rows against its two lines (its summary.csv)
     path = path.removeprefix("memory:")
     file = REPOSITORY / path
@@ -286,6 +288,19 @@ def cosine_markdown(cosine: str, ladder: str) -> str:
     level = (params.get("statistics") or {}).get("confidence", 0.95)
     table = against_cosine(pd.read_csv(pubs[1] / "anytime.csv"), pd.read_csv(pubs[0] / "summary.csv"), budgets, level)
     return against_cosine_markdown(table, int(round(100 * level)))
+
+
+def rates_markdown(rates: str, ladder: str) -> str:
+    """``rates:NAME,LADDER``: publication NAME's neighbouring rates against publication LADDER's picks, on
+    validation at each rung NAME trained (``ladder_tables.rate_check``)."""
+    from .ladder_tables import rate_check, rate_check_markdown
+
+    pubs = [REPOSITORY / "benchmarks" / n for n in (rates, ladder)]
+    missing = [p.name for p in pubs if not (p / paths.PROVENANCE).is_file()]
+    if missing:
+        return f"*Not published yet: {', '.join(missing)}.*\n"
+    frames = [pd.read_csv(p / f) for p in pubs[::-1] for f in ("anytime.csv", "summary.csv")]
+    return rate_check_markdown(rate_check(*frames))
 
 
 def advice_markdown(table: pd.DataFrame, level: int = 95, publication: str | None = None) -> str:
