@@ -166,6 +166,8 @@ def parser() -> argparse.ArgumentParser:
                             help="the run's wall time, as measured by whoever ran it (recorded in provenance.json)")
             sp.add_argument("--replace", action="store_true",
                             help="publish over a publication made from another params file")
+            sp.add_argument("--trained-at", default=None, metavar="COMMIT",
+                            help="the commit whose code trained the runs, when not this one (a pinned worktree's)")
         if name == "check-head":
             sp.add_argument("head", help="a method of --config, a head type, or 'module:Class' / 'path/file.py:Class'")
             sp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",

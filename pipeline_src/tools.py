@@ -185,7 +185,8 @@ def _bench_samplers(params: dict, args) -> None:
 def _publish(params: dict, args) -> None:
     from .reporting.publish import publish
 
-    out = publish(params, Path(args.config), args.name, args.wall_time_s, replace=args.replace)
+    out = publish(params, Path(args.config), args.name, args.wall_time_s, replace=args.replace,
+                  trained_at=args.trained_at)
     print(f"published {params['results_dir']} to {out}; README/docs tables regenerated: commit both")
 
 

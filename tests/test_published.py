@@ -122,9 +122,12 @@ def test_a_bench_alone_is_published_with_its_command_and_refused_when_its_config
     run_bench(p, __import__("torch").device("cpu"))
     monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
     monkeypatch.setattr(pub, "update_docs", lambda: [])
-    out = pub.publish(p, tmp_path / "bench.yaml", "bench-x")
+    with pytest.raises(ConfigError, match="--trained-at 0123abc: not a commit of this repository"):
+        pub.publish(p, tmp_path / "bench.yaml", "bench-x", trained_at="0123abc")
+    out = pub.publish(p, tmp_path / "bench.yaml", "bench-x", trained_at="HEAD")
     prov = json.loads((out / "provenance.json").read_text())
     assert prov["files"] == ["bench.csv", "bench.json"] and prov["command"].startswith("python -m pipeline_src bench")
+    assert prov["trained_at_commit"] == pub._git("rev-parse", "HEAD") and len(prov["trained_at_commit"]) == 40
     table = tables.bench_markdown(pd.read_csv(out / "bench.csv"))
     rows = table.split("\n\n")[0].splitlines()[2:]  # the heads' table (the library peer's follows)
     assert [r.split(" | ")[1] for r in rows] == ["softmax", "neglm"] and rows[0].startswith("| 50 |")

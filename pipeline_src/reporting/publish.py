@@ -101,10 +101,12 @@ def check_name(name: str, command: str = "publish") -> Path:
 
 
 def publish(params: dict, params_file: Path, name: str, wall_time_s: float | None = None,
-            say=print, replace: bool = False) -> Path:
+            say=print, replace: bool = False, trained_at: str | None = None) -> Path:
     """Copy ``results_dir``'s tables to ``benchmarks/NAME``; ``say`` reports a replaced publication (and the
     earlier files it removes) and a tree with uncommitted changes. A publication made from another params file
-    is replaced only with ``replace`` (its tables sit under prose written for that benchmark)."""
+    is replaced only with ``replace`` (its tables sit under prose written for that benchmark). ``trained_at``:
+    the commit whose code trained the runs when it is not this one (a rerun in a worktree pinned at a commit,
+    summarised and published here), recorded beside ``commit``."""
     from .summarize import check_bench, check_summary_current
 
     out = check_name(name)
@@ -120,14 +122,23 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     if kind not in ("step", "cells"):
         check_bench(params, str(params_file))  # a bench.csv is copied whenever there is one
     dirty = _dirty_files()  # before this publication's own files change under benchmarks/
+    trained_at = _commit(trained_at) if trained_at else None
     check_doc_sources(out)
     with allow_tracked(out, *doc_files()):
         return _write_publication(params, params_file, name, out, results, kind, summary, command, dirty,
-                                  wall_time_s, say)
+                                  wall_time_s, say, trained_at)
+
+
+def _commit(ref: str) -> str:
+    """``ref`` as the full hash of a commit of this repository (a clear error when it names none)."""
+    full = _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    if not full:
+        raise ConfigError(f"--trained-at {ref}: not a commit of this repository")
+    return full
 
 
 def _write_publication(params, params_file, name, out, results, kind, summary, command, dirty, wall_time_s,
-                       say) -> Path:
+                       say, trained_at: str | None = None) -> Path:
     from ..io.runtime import cpu_model  # (imports torch)
 
     copied = _copy_tables(params, results, out, kind, say)
@@ -139,6 +150,7 @@ def _write_publication(params, params_file, name, out, results, kind, summary, c
     machine = _measured_on(params, kind) or cpu_model()
     write_json(out / paths.PROVENANCE, seal_provenance({
         "name": name, "commit": _git("rev-parse", "HEAD"), "dirty_files": dirty,
+        **({"trained_at_commit": trained_at} if trained_at else {}),
         "params_file": str(params_file), "params": params, "published": datetime.now(timezone.utc).isoformat(
             timespec="seconds"), "files": copied, "seeds": [] if kind == "refs" else run_seeds(params),
         "cpu_model": machine,
