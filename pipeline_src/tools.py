@@ -125,7 +125,7 @@ def _profile(params: dict, args) -> None:
 
 def _advise(params: dict, args) -> None:
     """What to use for ``--seconds`` of training on a profile's machine, read from a token-ladder publication."""
-    from .io.artifacts import read_json
+    from .io.artifacts import read_csv, read_json
     from .reporting.profiles import advise, load_profile
     from .reporting.publish import check_name
     from .reporting.seals import check_publication
@@ -137,8 +137,6 @@ def _advise(params: dict, args) -> None:
                           f"`python -m pipeline_src publish --name {args.name}`)")
     check_publication(pub)
     profile, machine = load_profile(args.profile)
-    from .io.artifacts import read_csv
-
     confidence = (read_json(pub / paths.PROVENANCE)["params"].get("statistics") or {}).get("confidence", 0.95)
     table, read = advise(read_csv(pub / "anytime.csv"), read_csv(pub / "summary.csv"), profile, args.seconds,
                          args.dataset, confidence)
@@ -158,6 +156,7 @@ def _advise(params: dict, args) -> None:
 def _device_check(params: dict, args) -> None:
     """The token axis checked on this device (``cost/device_check.py``)."""
     from .cost.device_check import check, markdown
+    from .io.runtime import resolve_device, set_threads
     from .reporting.publish import check_name
     from .reporting.seals import check_publication
 
@@ -165,8 +164,6 @@ def _device_check(params: dict, args) -> None:
     if not (pub / paths.PROVENANCE).is_file():
         raise ConfigError(f"device-check --name {args.name}: {pub} is not published yet")
     check_publication(pub)
-    from .io.runtime import resolve_device, set_threads
-
     set_threads(args.threads)
     out = Path(args.out) if args.out else Path(params["results_dir"]) / "device-check"
     methods = [m for m in args.methods.split(",") if m]

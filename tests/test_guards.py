@@ -76,6 +76,9 @@ def test_a_results_dir_in_another_checkout_s_committed_folder_is_refused(capsys,
     assert "inside the repository's .git/" in _refused(capsys, "check-config", "--config", str(dotgit))
     ok = write_params({**p, "results_dir": str(other / "results")}, tmp_path / "ok.yaml")
     assert main(["check-config", "--config", str(ok)]) == 0
+    (tmp_path / "a-file").write_text("x\n")  # a weak case of the second probe: a file passed check-config
+    as_file = write_params({**p, "results_dir": str(tmp_path / "a-file")}, tmp_path / "file.yaml")
+    assert "is a file, not a folder" in _refused(capsys, "check-config", "--config", str(as_file))
 
 
 def _bench_results(p):

@@ -123,6 +123,14 @@ def test_a_step_schedule_without_what_it_needs_is_refused_at_check_config(tiny, 
         validate(p)
 
 
+def test_an_empty_ladder_in_a_child_file_unsets_its_base_s(tiny):
+    """The second probe's weak case: a file extending a ladder config could not switch to cosine, its `ladder: []`
+    read as set."""
+    p = copy.deepcopy(tiny)
+    p["datasets"]["tiny"]["training"].update(schedule="cosine", budget_tokens=1000, ladder=[])
+    assert validate(p)["datasets"]["tiny"]["training"]["ladder"] == []
+
+
 def test_a_ladder_run_config_trains_to_its_top_rung(tiny):
     p = copy.deepcopy(tiny)
     p["datasets"]["tiny"]["training"].update(schedule="wsd", ladder=[2000, 500, 1000], keep="last")

@@ -193,6 +193,9 @@ def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path, default_params)
     r = subprocess.run([str(BIN / "snakemake"), "-n", "--cores", "1", "--configfile", "params.yaml"], cwd=proj,
                        capture_output=True, text=True, env=clean_env(proj))
     assert r.returncode != 0 and "--config params=FILE" in r.stderr + r.stdout
+    r = subprocess.run([str(BIN / "snakemake"), "-n", "--cores", "1", "--config", "params="], cwd=proj,
+                       capture_output=True, text=True, env=clean_env(proj))
+    assert r.returncode != 0 and "--config params= names no params file" in r.stderr + r.stdout
 
 
 @pytest.mark.slow

@@ -317,7 +317,7 @@ def _check_training(params: dict, name: str, source: str) -> None:
             if method not in params["methods"]:  # methods a file extending params.yaml may have replaced
                 raise _undefined(source, f"training.{key}.{method} (dataset {name})", method, "methods", params)
     for key, (ignored, needs) in unused.items():
-        if ignored and written.get(key) is not None:
+        if ignored and written.get(key) not in (None, []):  # `ladder: []` in a child file unsets its base's
             raise ConfigError(f"{source}: key 'training.{key}' (dataset {name}): set to {written[key]!r}, but it "
                               f"only acts with {needs} (training.schedule is {tc.schedule!r}); remove it")
 

@@ -239,6 +239,9 @@ def check_outside_repository(params: dict, source: str) -> None:
 
     for key in ("data_dir", "results_dir"):
         where = Path(params[key]).resolve()
+        if where.exists() and not where.is_dir():
+            raise ConfigError(f"{source}: key '{key}': {params[key]!r} is a file, not a folder: the steps write "
+                              f"their outputs under it; name a folder (it is created when missing)")
         root = repository_of(where)  # this checkout, or another (a second clone, a worktree)
         if root is None:
             continue

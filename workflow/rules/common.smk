@@ -22,6 +22,8 @@ if set(config) - {"params"}:
         f"got config keys {sorted(config)}"
     )
 PARAMS_FILE = config.get("params", "params.yaml")
+if not isinstance(PARAMS_FILE, str) or not PARAMS_FILE.strip():
+    raise WorkflowError("--config params= names no params file: give one (e.g. --config params=params.yaml)")
 try:
     P = load(PARAMS_FILE)
     paths.check_outside_repository(P, PARAMS_FILE)
