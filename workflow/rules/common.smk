@@ -131,6 +131,39 @@ def get_train_gpus(wildcards):
     return 0 if train_config(P, wildcards.dataset).budget_clock == "cpu" else get_gpus(wildcards)
 
 
+def _run_size(wildcards):
+    """(the run's config as written, its training split's tokens, its vocabulary): what its job's size follows."""
+    from pipeline_src.cost.resources import corpus_size
+
+    trial = getattr(wildcards, "trial", None)
+    spec = resolve_run(P, wildcards.dataset, wildcards.method, as_written=True,
+                       **({"trial": int(trial)} if trial is not None else {"seed": int(wildcards.seed)}))
+    return (spec.config, *corpus_size(P, wildcards.dataset))
+
+
+def get_train_runtime(wildcards, attempt):
+    """A training job's time limit in minutes, from its tokens and step (pipeline_src/cost/resources.py); a
+    retried job (the SLURM profile's `retries`) asks for `attempt` times as much."""
+    from pipeline_src.cost.resources import runtime_minutes
+
+    return runtime_minutes(*_run_size(wildcards), gpu=get_train_gpus(wildcards) > 0) * attempt
+
+
+def get_mem_mb(wildcards, attempt):
+    """A training or evaluation job's memory in MB, from its parameters and logits (cost/resources.py)."""
+    from pipeline_src.cost.resources import memory_mb
+
+    cfg, _, vocab = _run_size(wildcards)
+    return memory_mb(cfg, vocab) * attempt
+
+
+def get_evaluate_runtime(wildcards, attempt):
+    """An evaluation job's time limit in minutes (cost/resources.py), times `attempt` on a retry."""
+    from pipeline_src.cost.resources import evaluation_minutes
+
+    return evaluation_minutes(*_run_size(wildcards), gpu=get_gpus(wildcards) > 0) * attempt
+
+
 def get_train_priority(wildcards):
     """Longest jobs first: Snakemake knows no runtimes, and a mixture's run started last leaves a core idle
     (each head declares its training cost where it registers: pipeline_src/heads/)."""

@@ -10,6 +10,8 @@ rule trial:
     priority: get_train_priority
     resources:
         gpu=get_train_gpus,
+        runtime=get_train_runtime,
+        mem_mb=get_mem_mb,
     log:
         f"{LOGS}/tuning/{{dataset}}/{{method}}/trial{{trial}}.log",
     conda:
@@ -49,6 +51,8 @@ rule train:
     priority: get_train_priority
     resources:
         gpu=get_train_gpus,
+        runtime=get_train_runtime,
+        mem_mb=get_mem_mb,
     log:
         f"{LOGS}/train/{{dataset}}/{{method}}/seed{{seed}}.log",
     conda:
@@ -74,6 +78,8 @@ rule finetune:
     priority: get_train_priority
     resources:
         gpu=get_gpus,
+        runtime=get_train_runtime,
+        mem_mb=get_mem_mb,
     log:
         f"{LOGS}/finetune/{{dataset}}/{{method}}/seed{{seed}}.log",
     conda:
@@ -99,6 +105,8 @@ rule evaluate:
         run_hash=get_run_hash,
     resources:
         gpu=get_gpus,
+        runtime=get_evaluate_runtime,
+        mem_mb=get_mem_mb,
     log:
         f"{LOGS}/evaluate/{{dataset}}/{{method}}/seed{{seed}}.log",
     conda:
