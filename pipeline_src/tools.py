@@ -188,9 +188,10 @@ def _publish(params: dict, args) -> None:
 
 
 def _plots_offline(params: dict, args) -> None:
-    from .reporting.offline_plots import write_template
+    from .reporting.offline_plots import name_template, write_template
 
-    print(f"wrote {write_template()} (dvc plots show now draws without a network)")
+    template = write_template()
+    print(f"wrote {template} and named it in {name_template(template)} (dvc plots show now draws without a network)")
 
 
 def _freeze_settings(params: dict, args) -> None:

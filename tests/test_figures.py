@@ -251,18 +251,26 @@ def test_the_tuning_figure_draws_promoted_trials_as_stars_joined_to_their_rung_0
 
 
 def test_the_dvc_plots_page_carries_vega_itself(tmp_path):
-    """`dvc plots show` fills the template .dvc/config names: no CDN script tag is added (no {scripts} placeholder),
-    and the page defines vegaEmbed itself, so it draws offline."""
+    """`dvc plots show` fills the template .dvc/config.local names: no CDN script tag is added (no {scripts}
+    placeholder), and the page defines vegaEmbed itself, so it draws offline. The committed .dvc/config names no
+    template: a fresh clone has none until `make setup` writes it (naming it there made every `dvc plots show`
+    fail)."""
     import configparser
 
     from dvc_render.html import HTML
 
-    from pipeline_src.reporting.offline_plots import TEMPLATE, write_template
+    from pipeline_src.reporting.offline_plots import TEMPLATE, name_template, write_template
 
+    committed = configparser.ConfigParser()
+    committed.read(TEMPLATE.parents[1] / "config")
+    assert not committed.has_section("plots")
+    template = tmp_path / ".dvc" / "plots" / "offline.html"
+    (tmp_path / ".dvc" / "config.local").parent.mkdir(parents=True)
+    (tmp_path / ".dvc" / "config.local").write_text("[core]\n    autostage = true\n")
+    page = write_template(template).read_text(encoding="utf-8")
     cfg = configparser.ConfigParser()
-    cfg.read(TEMPLATE.parents[1] / "config")
-    assert (TEMPLATE.parents[1] / cfg["plots"]["html_template"]) == TEMPLATE
-    page = write_template(tmp_path / "offline.html").read_text(encoding="utf-8")
+    cfg.read(name_template(template))
+    assert cfg["plots"]["html_template"] == "plots/offline.html" and cfg["core"]["autostage"] == "true"
     html = HTML(page).with_scripts('<script src="https://cdn.jsdelivr.net/npm/vega@5.20.2"></script>')
     html.with_element('<div id="p"></div>')
     out = html.embed()

@@ -1,14 +1,17 @@
 """`dvc plots show` without a network: DVC's page loads Vega, Vega-Lite and Vega-Embed from a CDN, so offline it is
-blank. ``write_template`` writes the HTML template that `.dvc/config` names (``plots.html_template``) with the
-three libraries inlined, bundled by vl-convert (the Vega project's own converter), in place of DVC's script tags."""
+blank. ``write_template`` writes an HTML template with the three libraries inlined, bundled by vl-convert (the Vega
+project's own converter), in place of DVC's script tags, and names it in this clone's `.dvc/config.local`
+(``plots.html_template``, git-ignored): a fresh clone, before `make setup`, keeps DVC's own page rather than
+naming a template it does not have yet (DVC then fails on every `dvc plots show`)."""
 from __future__ import annotations
 
+import configparser
 from pathlib import Path
 
 from ..io.atomic import atomic_path
 from ..io.paths import REPOSITORY
 
-TEMPLATE = REPOSITORY / ".dvc" / "plots" / "offline.html"  # .dvc/config: [plots] html_template = plots/offline.html
+TEMPLATE = REPOSITORY / ".dvc" / "plots" / "offline.html"  # .dvc/config.local: [plots] html_template
 VEGA_LITE = "5.20"  # DVC's templates write Vega-Lite v5 specs
 
 PAGE = """<!DOCTYPE html>
@@ -43,3 +46,18 @@ def write_template(path: Path = TEMPLATE) -> Path:
     with atomic_path(path, suffix=".html") as tmp:
         tmp.write_text(page, encoding="utf-8")
     return path
+
+
+def name_template(template: Path = TEMPLATE) -> Path:
+    """Name ``template`` in its clone's .dvc/config.local (``[plots] html_template``, relative to .dvc/), keeping
+    whatever else that file sets; returns the file written."""
+    dvc_dir = template.parents[1]
+    local = dvc_dir / "config.local"
+    cfg = configparser.ConfigParser()
+    cfg.read(local)
+    if not cfg.has_section("plots"):
+        cfg.add_section("plots")
+    cfg.set("plots", "html_template", template.relative_to(dvc_dir).as_posix())
+    with atomic_path(local) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        cfg.write(f)
+    return local
