@@ -209,3 +209,26 @@ def test_a_deleted_run_folder_is_remade_not_kept_in_the_summary(tmp_path, defaul
     assert _planned(proj) == set()
     shutil.rmtree(proj / "results" / "runs" / "tiny" / "softmax" / "seed0")
     assert {"train", "evaluate", "summarize"} <= _planned(proj)
+
+
+@pytest.mark.slow
+def test_snakemake_remakes_what_dvc_made_under_another_config(tmp_path, default_params):
+    """Bad case 4 of the guards issue: `snakemake --config params=mix.yaml`, then the same params with another epoch
+    count in params.yaml and `dvc repro`, then `snakemake --config params=mix.yaml` said "Nothing to be done" and
+    left the other config's headline in place: the rewritten hash file had the checksum Snakemake recorded for
+    the first run. Each rewrite now carries its own stamp, so Snakemake retrains and resummarises."""
+    p = tiny_params(default_params, tmp_path)
+    proj = _project(tmp_path, p)
+    _sh(["git", "init", "-q"], proj)
+    _sh([str(BIN / "dvc"), "init", "-q"], proj)
+    shutil.copy(proj / "params.yaml", proj / "mix.yaml")
+    _sh([str(BIN / "snakemake"), "--cores", "2", "--config", "params=mix.yaml"], proj)
+    first = pd.read_csv(proj / "results" / "headline.csv").nll.tolist()
+    other = dict(p, data_dir="data", results_dir="results")
+    other["datasets"]["tiny"]["training"]["epochs"] = p["datasets"]["tiny"]["training"].get("epochs", 3) + 2
+    write_params(other, proj / "params.yaml")
+    _sh([str(BIN / "dvc"), "repro"], proj)
+    assert pd.read_csv(proj / "results" / "headline.csv").nll.tolist() != first  # the other config's numbers
+    assert {"train", "evaluate", "summarize"} <= _planned(proj, "--config", "params=mix.yaml")
+    _sh([str(BIN / "snakemake"), "--cores", "2", "--config", "params=mix.yaml"], proj)
+    assert pd.read_csv(proj / "results" / "headline.csv").nll.tolist() == first  # the same runs, bit for bit

@@ -4,6 +4,7 @@ Snakemake, recording what it made in DVC's lock file."""
 from __future__ import annotations
 
 import os
+from datetime import datetime, timezone
 from pathlib import Path
 
 from ..config import config_hash
@@ -59,8 +60,8 @@ SUMMARY_SENTINEL = "summary"
 
 
 def record_hashes(params: dict) -> list[Path]:
-    """Write the hash files whose content changed (their time is what Snakemake compares, their content what
-    DVC does), and mark a partial summary made by hand (``summarize --partial``) for a rebuild; return the
+    """Write the hash files whose hash changed (their time is what Snakemake compares, their content what
+    DVC does; the hash is the first line, a second names the write), and mark a partial summary made by hand (``summarize --partial``) for a rebuild; return the
     files written. Snakemake calls this when it reads the DAG; DVC's ``hashes`` stage when params.yaml changed."""
     from ..io.atomic import write_text
 
@@ -76,11 +77,14 @@ def record_hashes(params: dict) -> list[Path]:
                           f"{info.stat().st_mtime_ns}{f' ({len(gone)} runs gone)' if gone else ''}\n")
     elif not sentinel.exists():
         want[sentinel] = "complete\n"
-    written = []
+    written, stamp = [], f"written {datetime.now(timezone.utc).isoformat()} by process {os.getpid()}\n"
     for path, text in want.items():
-        if not path.is_file() or path.read_text() != text:
+        if not path.is_file() or path.read_text().split("\n", 1)[0] != text.rstrip("\n"):
             new = not path.is_file()
-            write_text(path, text)
+            # the second line makes every rewrite a new content: Snakemake skips an input that is newer than
+            # its job's outputs but has the checksum its metadata recorded, so a setting changed back (after
+            # `dvc repro` made the outputs under another) would otherwise rerun nothing
+            write_text(path, text + stamp)
             if new and path in born:
                 os.utime(path, (0, 0))
             written.append(path)
