@@ -259,7 +259,7 @@ def rate_check_markdown(table: pd.DataFrame) -> str:
         text = "—" if pd.isna(ppl) else f"{ppl:,.1f} (lr {rate:.3g})"
         return f"**{text}**" if r.best_on_valid == side else text
 
-    t = pd.DataFrame([{"dataset, method": f"{r.dataset}, {r.method}", "rung": _rung(r.tokens),
+    t = pd.DataFrame([{"dataset, method": f"{r.dataset}, {r.method}", "rung": f"{r.tokens / 1e6:.2g}M",
                        "lower rate": cell(r, "lower"), "the pick": cell(r, "pick"), "higher rate": cell(r, "higher")}
                       for r in table.itertuples()])
     return frame_markdown(t)
