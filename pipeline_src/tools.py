@@ -154,8 +154,8 @@ def _advise(params: dict, args) -> None:
 
 
 def _device_check(params: dict, args) -> None:
-    """The token axis checked on this device (``cost/device_check.py``)."""
-    from .cost.device_check import check, markdown
+    """The token axis checked on this device (``reporting/device_check.py``)."""
+    from .reporting.device_check import check, markdown
     from .io.runtime import resolve_device, set_threads
     from .reporting.publish import check_name
     from .reporting.seals import check_publication

@@ -365,7 +365,7 @@ def test_snakemake_with_a_results_dir_that_is_a_file_is_one_line(default_params,
     r = subprocess.run([str(BIN / "snakemake"), "-n", "--cores", "1", "--config", "params=file.yaml"], cwd=proj,
                        capture_output=True, text=True, env=clean_env(proj))
     assert r.returncode != 0 and "NotADirectoryError" not in r.stderr + r.stdout
-    assert f"cannot write the hash files under results_dir '{tmp_path / 'a-file'}'" in r.stderr + r.stdout
+    assert f"key 'results_dir': '{tmp_path / 'a-file'}' is a file, not a folder" in r.stderr + r.stdout
 
 
 def test_no_step_writes_into_the_repository_s_committed_folders(capsys, tmp_path):

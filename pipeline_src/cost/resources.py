@@ -6,8 +6,8 @@ it holds; each with a margin and a floor, so a six-second sweep run does not ask
 - **Tokens**: a token budget (``budget_tokens``; a ladder's top rung plus its cooldown branches, f x each lower
   rung), else ``epochs`` x the training split; a time budget is its seconds (the clock it is measured by, whatever
   the node). Each is a bound the run stops at.
-- **Throughput**: a training step's FLOPs per token (the LSTM's 24 h (in + h) per layer, ``budget_axis.
-  lstm_flops_per_token``, and a full softmax's 6 V d, which bounds every head's from above) at a rate well under
+- **Throughput**: a training step's FLOPs per token (the LSTM's 24 h (in + h) per layer, ``lstm_flops_per_token``,
+  and a full softmax's 6 V d, which bounds every head's from above) at a rate well under
   what the hardware delivers on these shapes (``CPU_FLOPS``: one thread, about a fifth of the AVX-512 core's GEMM
   rate that ``bench-cells`` measures; ``GPU_FLOPS``: a few percent of an H100's dense rate), plus each step's
   fixed cost (``STEP_SECONDS``: small steps on a GPU are launch-bound) and validation (``VALIDATION_SHARE``).
@@ -61,10 +61,18 @@ def run_tokens(training: dict, split_tokens: int) -> float:
     return float(training["epochs"]) * split_tokens + float(training.get("finetune_epochs") or 0) * split_tokens
 
 
+def lstm_flops_per_token(emb_dim: int, hidden_dim: int, layers: int = 1) -> float:
+    """A training step's FLOPs per token in an LSTM encoder: each layer's four gates are one (4h x (in + h)) matrix
+    product, 2 FLOPs a multiply-add, forward once and backward twice (input and weight gradients): 24 h (in + h)."""
+    flops, width = 0.0, emb_dim
+    for _ in range(layers):
+        flops += 24.0 * hidden_dim * (width + hidden_dim)
+        width = hidden_dim
+    return flops
+
+
 def flops_per_token(model: dict, vocab: int) -> float:
     """A training step's FLOPs per token: the LSTM encoder's and a full softmax's (6 V d: every head's bound)."""
-    from ..reporting.budget_axis import lstm_flops_per_token
-
     d = model.get("proj_dim") or (model["emb_dim"] if model.get("tie_weights") else model.get("last_dim")
                                   or model["hidden_dim"])
     return lstm_flops_per_token(model["emb_dim"], model["hidden_dim"], model["layers"]) + 6.0 * vocab * d

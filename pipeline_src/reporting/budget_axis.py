@@ -23,6 +23,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..cost.resources import lstm_flops_per_token  # noqa: F401 (the GPU tables' encoder FLOPs; its home)
 from .stats import headline, mean_ci
 
 # NVIDIA H100 SXM5, dense (no sparsity) peak rates, from NVIDIA's H100 Tensor Core GPU datasheet (2023):
@@ -209,16 +210,6 @@ def gpu_hours(unit_tokens: float, multiples, tokens_per_s: float | None, flops_p
              "measured_h": m * unit_tokens / tokens_per_s / 3600 if tokens_per_s else math.nan,
              "floor_h": m * unit_tokens * flops_per_token / rate / 3600 if flops_per_token else math.nan}
             for m in multiples]
-
-
-def lstm_flops_per_token(emb_dim: int, hidden_dim: int, layers: int = 1) -> float:
-    """A training step's FLOPs per token in an LSTM encoder: each layer's four gates are one (4h x (in + h)) matrix
-    product, 2 FLOPs a multiply-add, forward once and backward twice (input and weight gradients): 24 h (in + h)."""
-    flops, width = 0.0, emb_dim
-    for _ in range(layers):
-        flops += 24.0 * hidden_dim * (width + hidden_dim)
-        width = hidden_dim
-    return flops
 
 
 def gpu_table(cells: pd.DataFrame, dataset: str, unit_tokens: dict, head_flops: dict, model: dict,

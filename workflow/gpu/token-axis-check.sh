@@ -2,7 +2,7 @@
 # The token axis checked on a lent GPU (issue 78, item 7; docs/results/token-axis.md): four methods of zipf-10k
 # trained for the same seconds on this device (seed 1, each with its published run's settings, a one-rung
 # warmup-stable-decay ladder at the tokens those seconds buy here), scored on test, and set beside the published
-# ladders' readings at those tokens and at the `h100` profile's (cost/device_check.py). Device time: about
+# ladders' readings at those tokens and at the `h100` profile's (reporting/device_check.py). Device time: about
 # 4 x (10 s calibration + SECONDS + scoring) plus the data's generation when it is not carried
 # (data/raw/zipf-10k and data/prepared/zipf-10k, made by `python -m pipeline_src fetch/prepare`).
 # On the device machine, from the repository root:  PYTHONPATH=. bash workflow/gpu/token-axis-check.sh

@@ -28,7 +28,7 @@ from ..io import paths
 from ..io.artifacts import read_csv, read_json
 from ..io.atomic import atomic_path, write_json
 from ..io.errors import ConfigError
-from ..reporting.profiles import ladder_points, load_profile, readings
+from .profiles import ladder_points, load_profile, readings
 
 COLUMNS = ["dataset", "method", "seed", "seconds", "tokens_per_s_here", "tokens_here", "test_ppl_here",
            "ladder_ppl_at_tokens_here", "profile_tokens", "ladder_ppl_at_profile_tokens", "ladder_seeds"]
@@ -45,6 +45,7 @@ def published_config(pub: Path, dataset: str, method: str, seed: int) -> dict:
     return cfg
 
 
+MIN_STEPS = 10  # a rung of fewer steps has no cooldown worth the name (its fifth is under two steps)
 CALIBRATION_POINTS = 5  # the calibration's rate is read between its first and last point: the first steps' start-up
 # cost (a GPU's kernel selection and allocator, a CPU's first touches) left out, as a profile's warmed-up bench does
 
@@ -83,6 +84,11 @@ def check(params: dict, pub: Path, dataset: str, methods: list[str], seconds: fl
         cal = train(calibration_config(cfg, calibrate_s), prepared, out / "calibrate" / m, device)
         rate = steady_rate(cal)
         tokens = int(seconds * rate)
+        step = cfg["training"]["batch_size"] * cfg["training"]["bptt"]
+        if tokens < MIN_STEPS * step:
+            raise ConfigError(f"--seconds {seconds:g}: {m} trains {rate:,.0f} tokens/s here, so {seconds:g} s buy "
+                              f"{tokens:,} tokens, under {MIN_STEPS} steps of {step}: no cooldown to read; raise "
+                              f"--seconds")
         train(rung_config(cfg, tokens), prepared, out / "runs" / m, device)
         ckpt = torch.load(out / "runs" / m / paths.MODEL, map_location=device, weights_only=False)
         model = build_model(ckpt["config"], prepared).to(device)
@@ -133,7 +139,7 @@ def _device_name(device: torch.device) -> str:
 
 def markdown(table: pd.DataFrame) -> str:
     """The check for people: per method, what it trained here and scored, beside the ladder's two readings."""
-    from ..reporting.markdown import frame_markdown
+    from .markdown import frame_markdown
 
     def ppl(x: float) -> str:
         return "outside the measured range" if pd.isna(x) else f"{x:,.1f}"
