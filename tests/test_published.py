@@ -239,3 +239,15 @@ def test_restate_recomputes_the_budget_axis_under_the_new_statistics(tmp_path, m
         r = pd.read_csv(tmp_path / "default" / "budget-ranking.csv").query("method == 'nce'")
         widths[level] = (r.nll_high - r.nll_low).to_numpy()
     assert (widths[0.9] < widths[0.95]).all()
+
+
+def test_the_first_screen_names_the_commit_that_trained_a_pinned_rerun(default_params):
+    """A rerun trained in a worktree pinned at one commit and published at another names both (publish
+    --trained-at): the token axis trained at 4364da1."""
+    from pipeline_src.config import validate
+    from pipeline_src.reporting.report import first_screen
+
+    prov = json.loads((ROOT / "benchmarks" / "token-axis" / "provenance.json").read_text())
+    text = first_screen(validate(copy.deepcopy(prov["params"])), "config/token-axis.yaml", prov, "token-axis")
+    assert f"(trained at `{prov['trained_at_commit'][:12]}`)" in text and prov["trained_at_commit"].startswith("4364da1")
+    assert "| zipf-10k | 10,000 words | lstm, width 64, 1 layer(s) | ladder 0.5M, 1M, 2M, 4M, 8M, 16M tokens |" in text

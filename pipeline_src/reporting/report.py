@@ -87,6 +87,8 @@ def first_screen(params: dict, params_file: str | None, prov: dict | None, name:
     lines += ["| dataset | data | model (encoder, width, layers) | budget |", "|---|---|---|---|", *rows, ""]
     machine = (prov or {}).get("cpu_model") or "this machine"
     when = f", published {prov['published'][:10]} at `{str(prov.get('commit'))[:12]}`" if prov and prov.get("published") else ""
+    if prov and prov.get("trained_at_commit"):  # a rerun trained in a worktree pinned at another commit
+        when += f" (trained at `{prov['trained_at_commit'][:12]}`)"
     lines += [f"Seeds {', '.join(map(str, run_seeds(params)))}; trained on {machine}{when}. Bold and *separated* "
               f"mean one thing everywhere: a Holm-adjusted p below {1 - params['statistics']['confidence']:.2g} "
               f"(docs/statistics.md, glossary).", "", "CONTENTS_HERE"]
