@@ -155,83 +155,93 @@ def parser() -> argparse.ArgumentParser:
                             help="a dataset of the publication" if name in NO_PARAMS and arg == "dataset"
                             else "a count-based reference of the params file's references: (e.g. kn)"
                             if name == "reference" and arg == "name" else NEEDS_HELP[arg])
-        if name == "train":
-            sp.add_argument("--seed", type=_int, default=None, help="run seed of a final run (one of run.seeds)")
-            sp.add_argument("--trial", type=_int, default=None, help="index of a tuning trial (0 .. tuning.trials - 1)")
-        if name in ("train", "finetune", "evaluate", "bench", "bench-samplers", "matrix", "profile", "device-check"):  # bench-step sets its own (bench.step.threads)
-            sp.add_argument("--threads", type=_positive_int, default=None,
-                            help="torch CPU threads (Snakemake passes the job's threads; default: torch's choice)")
-        if name == "publish":
-            sp.add_argument("--wall-time-s", type=_seconds, default=None,
-                            help="the run's wall time, as measured by whoever ran it (recorded in provenance.json)")
-            sp.add_argument("--replace", action="store_true",
-                            help="publish over a publication made from another params file")
-            sp.add_argument("--trained-at", default=None, metavar="COMMIT",
-                            help="the commit whose code trained the runs, when not this one (a pinned worktree's)")
-        if name == "check-head":
-            sp.add_argument("head", help="a method of --config, a head type, or 'module:Class' / 'path/file.py:Class'")
-            sp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                            help="set one of the head's options (repeatable)")
-        if name == "compare":
-            sp.add_argument("--head", required=True,
-                            help="the new head: 'module:Class', 'path/file.py:Class' or a registered head type")
-            sp.add_argument("--against", default="default",
-                            help="the publication whose rows and protocol it joins (benchmarks/NAME; default: default)")
-            sp.add_argument("--as", dest="as_name", default=None,
-                            help="its method name in the tables (default: the class name, lower case)")
-            sp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                            help="set one of the head's options (repeatable)")
-            sp.add_argument("--datasets", nargs="+", default=None,
-                            help="only these of the publication's datasets (default: all of them)")
-            sp.add_argument("--threads", type=_positive_int, default=None,
-                            help="Snakemake's cores (default: all)")
-        if name == "advise":
-            sp.add_argument("--profile", required=True, help="cpu-thread, h100, or a cell-bench.csv from `profile`")
-            sp.add_argument("--seconds", required=True, type=_seconds, help="training seconds on that machine")
-            sp.add_argument("--name", default="token-axis", help="the token-ladder publication (default token-axis)")
-        if name == "device-check":
-            sp.add_argument("--methods", required=True, help="comma-separated methods of the publication's ladders")
-            sp.add_argument("--seconds", required=True, type=_seconds, help="training seconds each, on this device")
-            sp.add_argument("--seed", type=_int, default=1, help="the published run whose settings train (default 1)")
-            sp.add_argument("--name", default="token-axis", help="the token-ladder publication (default token-axis)")
-            sp.add_argument("--profile", default="h100", help="the profile read beside (default h100)")
-            sp.add_argument("--calibrate-seconds", type=_seconds, default=10.0,
-                            help="training seconds of the short run that measures this device's tokens/s (default 10)")
-            sp.add_argument("--out", default=None, help="folder for device-check.csv/json (default "
-                                                        "results_dir/device-check)")
-        if name == "report":
-            sp.add_argument("--name", default=None,
-                            help="render benchmarks/NAME's report from its committed tables (no data, no training) "
-                                 "into results_dir/reports/NAME.html")
-        if name == "restate":
-            sp.add_argument("--as-published", action="store_true",
-                            help="under the params recorded in its provenance.json (the statistics' code changed, "
-                                 "not its settings), instead of --config")
-        if name == "stash":
-            sp.add_argument("--replace", action="store_true",
-                            help="stash into a publication or stash made from another params file")
-        if name == "resolve":
-            sp.add_argument("--out", default=None, help="write here (e.g. params.yaml for dvc repro); default: stdout")
-            sp.add_argument("--overwrite-config", action="store_true",
-                            help="allow --out to be --config itself (replaces it with its resolved form)")
-        if name == "summarize":
-            sp.add_argument("--partial", action="store_true",
-                            help="summarise the finished runs only; the missing ones are listed in summary.json")
-        if name == "bench":
-            sp.add_argument("--quick", action="store_true", help="small sizes, for tests")
-        if name == "bench-samplers":
-            sp.add_argument("--positions", type=_positive_int, default=64 * 35, help="contexts a step draws for")
-            sp.add_argument("--kernel", default="sampled-softmax-kernel", help="the kernel proposal's method name")
-            sp.add_argument("--unigram", default="sampled-softmax", help="the unigram proposal's method name")
-            sp.add_argument("--model", default=None, help="a trained run's model.pt (softmax head) for the bias curve")
-            sp.add_argument("--dataset", default=None, help="the model's dataset (its validation contexts)")
-            sp.add_argument("--bias-positions", type=_positive_int, default=256,
-                            help="validation positions the bias curve averages over (default 256)")
-            sp.add_argument("--sizes", type=_positive_int, nargs="+", default=[1, 4, 16, 64],
-                            help="sample sizes of the bias curve (default 1 4 16 64)")
-            sp.add_argument("--reps", type=_positive_int, default=40,
-                            help="independent draws per sample size (default 40)")
+        _step_options(sp, name)
+        _tool_options(sp, name)
     return p
+
+
+def _step_options(sp, name: str) -> None:
+    """The options of the training, publication and tool commands (beyond --config and the ones they need)."""
+    if name == "train":
+        sp.add_argument("--seed", type=_int, default=None, help="run seed of a final run (one of run.seeds)")
+        sp.add_argument("--trial", type=_int, default=None, help="index of a tuning trial (0 .. tuning.trials - 1)")
+    if name in ("train", "finetune", "evaluate", "bench", "bench-samplers", "matrix", "profile", "device-check"):  # bench-step sets its own (bench.step.threads)
+        sp.add_argument("--threads", type=_positive_int, default=None,
+                        help="torch CPU threads (Snakemake passes the job's threads; default: torch's choice)")
+    if name == "publish":
+        sp.add_argument("--wall-time-s", type=_seconds, default=None,
+                        help="the run's wall time, as measured by whoever ran it (recorded in provenance.json)")
+        sp.add_argument("--replace", action="store_true",
+                        help="publish over a publication made from another params file")
+        sp.add_argument("--trained-at", default=None, metavar="COMMIT",
+                        help="the commit whose code trained the runs, when not this one (a pinned worktree's)")
+    if name == "check-head":
+        sp.add_argument("head", help="a method of --config, a head type, or 'module:Class' / 'path/file.py:Class'")
+        sp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="set one of the head's options (repeatable)")
+    if name == "compare":
+        sp.add_argument("--head", required=True,
+                        help="the new head: 'module:Class', 'path/file.py:Class' or a registered head type")
+        sp.add_argument("--against", default="default",
+                        help="the publication whose rows and protocol it joins (benchmarks/NAME; default: default)")
+        sp.add_argument("--as", dest="as_name", default=None,
+                        help="its method name in the tables (default: the class name, lower case)")
+        sp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                        help="set one of the head's options (repeatable)")
+        sp.add_argument("--datasets", nargs="+", default=None,
+                        help="only these of the publication's datasets (default: all of them)")
+        sp.add_argument("--threads", type=_positive_int, default=None,
+                        help="Snakemake's cores (default: all)")
+    if name == "advise":
+        sp.add_argument("--profile", required=True, help="cpu-thread, h100, or a cell-bench.csv from `profile`")
+        sp.add_argument("--seconds", required=True, type=_seconds, help="training seconds on that machine")
+        sp.add_argument("--name", default="token-axis", help="the token-ladder publication (default token-axis)")
+    if name == "device-check":
+        sp.add_argument("--methods", required=True, help="comma-separated methods of the publication's ladders")
+        sp.add_argument("--seconds", required=True, type=_seconds, help="training seconds each, on this device")
+        sp.add_argument("--seed", type=_int, default=1, help="the published run whose settings train (default 1)")
+        sp.add_argument("--name", default="token-axis", help="the token-ladder publication (default token-axis)")
+        sp.add_argument("--profile", default="h100", help="the profile read beside (default h100)")
+        sp.add_argument("--calibrate-seconds", type=_seconds, default=10.0,
+                        help="training seconds of the short run that measures this device's tokens/s (default 10)")
+        sp.add_argument("--out", default=None, help="folder for device-check.csv/json (default "
+                                                    "results_dir/device-check)")
+
+
+def _tool_options(sp, name: str) -> None:
+    """The options of the report, records, params and bench commands."""
+    if name == "report":
+        sp.add_argument("--name", default=None,
+                        help="render benchmarks/NAME's report from its committed tables (no data, no training) "
+                             "into results_dir/reports/NAME.html")
+    if name == "restate":
+        sp.add_argument("--as-published", action="store_true",
+                        help="under the params recorded in its provenance.json (the statistics' code changed, "
+                             "not its settings), instead of --config")
+    if name == "stash":
+        sp.add_argument("--replace", action="store_true",
+                        help="stash into a publication or stash made from another params file")
+    if name == "resolve":
+        sp.add_argument("--out", default=None, help="write here (e.g. params.yaml for dvc repro); default: stdout")
+        sp.add_argument("--overwrite-config", action="store_true",
+                        help="allow --out to be --config itself (replaces it with its resolved form)")
+    if name == "summarize":
+        sp.add_argument("--partial", action="store_true",
+                        help="summarise the finished runs only; the missing ones are listed in summary.json")
+    if name == "bench":
+        sp.add_argument("--quick", action="store_true", help="small sizes, for tests")
+    if name == "bench-samplers":
+        sp.add_argument("--positions", type=_positive_int, default=64 * 35, help="contexts a step draws for")
+        sp.add_argument("--kernel", default="sampled-softmax-kernel", help="the kernel proposal's method name")
+        sp.add_argument("--unigram", default="sampled-softmax", help="the unigram proposal's method name")
+        sp.add_argument("--model", default=None, help="a trained run's model.pt (softmax head) for the bias curve")
+        sp.add_argument("--dataset", default=None, help="the model's dataset (its validation contexts)")
+        sp.add_argument("--bias-positions", type=_positive_int, default=256,
+                        help="validation positions the bias curve averages over (default 256)")
+        sp.add_argument("--sizes", type=_positive_int, nargs="+", default=[1, 4, 16, 64],
+                        help="sample sizes of the bias curve (default 1 4 16 64)")
+        sp.add_argument("--reps", type=_positive_int, default=40,
+                        help="independent draws per sample size (default 40)")
 
 
 def _out_of_memory(e: BaseException) -> bool:

@@ -20,11 +20,12 @@ from .bench_tables import (
     step_bench_markdown,
     step_breakdown_markdown,
 )
+from .axis_markdown import (  # noqa: F401 (the budget and token axes' tables, rendered here by name)
+    axes_grid_markdown, axes_markdown, budget_ranking_markdown, cosine_markdown, crossovers_markdown,
+    gpu_equal_time_markdown, rates_markdown)
 from .markdown import fmt_ci, fmt_millions, fmt_num, frame_markdown, markdown_table
 from .report_tables import (
     budget_fits_table,
-    budget_ranking_table,
-    gpu_equal_time_table,
     gpu_hours_people,
     memory_table,
     memory_worth,
@@ -273,36 +274,6 @@ def render_table(path: str) -> str:
     raise ConfigError(f"no table format for {path}")
 
 
-def cosine_markdown(cosine: str, ladder: str) -> str:
-    """``cosine:NAME,LADDER``: publication NAME's cosine runs (their token budgets from its params'
-    ``training.budget_tokens_by_method``) against publication LADDER's rung models (``ladder_tables.against_cosine``)."""
-    from .ladder_tables import against_cosine, against_cosine_markdown
-
-    pubs = [REPOSITORY / "benchmarks" / n for n in (cosine, ladder)]
-    missing = [p.name for p in pubs if not (p / paths.PROVENANCE).is_file()]
-    if missing:
-        return f"*Not published yet: {', '.join(missing)}.*\n"
-    params = read_json(pubs[0] / paths.PROVENANCE)["params"]
-    budgets = {m: t for d in params["datasets"].values()
-               for m, t in ((d.get("training") or {}).get("budget_tokens_by_method") or {}).items()}
-    level = (params.get("statistics") or {}).get("confidence", 0.95)
-    table = against_cosine(pd.read_csv(pubs[1] / "anytime.csv"), pd.read_csv(pubs[0] / "summary.csv"), budgets, level)
-    return against_cosine_markdown(table, int(round(100 * level)))
-
-
-def rates_markdown(rates: str, ladder: str) -> str:
-    """``rates:NAME,LADDER``: publication NAME's neighbouring rates against publication LADDER's picks, on
-    validation at each rung NAME trained (``ladder_tables.rate_check``)."""
-    from .ladder_tables import rate_check, rate_check_markdown
-
-    pubs = [REPOSITORY / "benchmarks" / n for n in (rates, ladder)]
-    missing = [p.name for p in pubs if not (p / paths.PROVENANCE).is_file()]
-    if missing:
-        return f"*Not published yet: {', '.join(missing)}.*\n"
-    frames = [pd.read_csv(p / f) for p in pubs[::-1] for f in ("anytime.csv", "summary.csv")]
-    return rate_check_markdown(rate_check(*frames))
-
-
 def advice_markdown(table: pd.DataFrame, level: int = 95, publication: str | None = None) -> str:
     """The what-to-use table in Markdown: one row per dataset (``publication`` adds a first column)."""
     def fmt(x: float, digits: int = 1) -> str:
@@ -353,32 +324,6 @@ def glance_markdown(publications: list[str]) -> str:
 
 
 
-def axes_markdown(publications: list[str]) -> str:
-    """What to use over (|V|, budget), from the named budget-axis publications' ``budget-advice.csv`` (their
-    order is the rows'): one row per dataset, one column per budget of ``advice.AXIS_MULTIPLES``."""
-    frames = []
-    for name in publications:
-        file = REPOSITORY / "benchmarks" / name / "budget-advice.csv"
-        if not file.is_file():
-            raise ConfigError(f"axes:{','.join(publications)}: {file} does not exist (publish {name} first, "
-                              f"or leave it out)")
-        frames.append(pd.read_csv(file))
-    return axes_grid_markdown(frames)
-
-
-def axes_grid_markdown(frames: list[pd.DataFrame]) -> str:
-    """``advice.two_axes`` of several ``budget-advice.csv`` tables, their datasets in the order given."""
-    from .advice import two_axes
-
-    advice = pd.concat(frames, ignore_index=True)
-    grid = two_axes(advice)
-    seeds = advice.groupby("dataset", sort=False).pairs.max()  # the seeds the margins pair
-    grid.insert(0, "dataset (words)", [(f"{d} ({v:,})" if pd.notna(v) else d) + ("" if pd.isna(seeds[d]) else
-                                                                                  f", {seeds[d]:.0f} seeds")
-                                       for d, v in zip(grid.dataset, grid.vocab)])
-    return frame_markdown(grid.drop(columns=["dataset", "vocab"]))
-
-
 def memory_markdown(summary: pd.DataFrame, level: int = 95) -> str:
     """The topic language's rows against its two lines, per dataset (``report_tables.memory_table``), each headed
     by what reading the topic is worth there (memoryless minus truth, nats/token, on the rows' test tokens)."""
@@ -392,51 +337,11 @@ def memory_markdown(summary: pd.DataFrame, level: int = 95) -> str:
     return "\n".join(parts)
 
 
-def _axis_reference(ranked: pd.DataFrame) -> str:
-    """The reference a budget-axis table's verdicts are against (its ``reference`` column; the softmax if unnamed)."""
-    named = ranked.reference.dropna() if "reference" in ranked else pd.Series(dtype=object)
-    return named.iloc[0] if len(named) else "softmax"
-
-
-def budget_ranking_markdown(ranked: pd.DataFrame, level: int = 95) -> str:
-    """budget-ranking.csv: per dataset, test perplexity [interval] and the verdict at each multiple of the budget."""
-    reference = _axis_reference(ranked)
-
-    def against(g: pd.DataFrame) -> str:
-        stand_in = "verdict_reference" in g and (g.verdict_reference.dropna() != reference).any()
-        return f"{reference} (or its stand-in where {reference} did not learn)" if stand_in else reference
-
-    parts = [f"**{ds}** (test perplexity [{level}% interval] and, at each budget, the verdict against "
-             f"{against(g)}):\n\n" + frame_markdown(budget_ranking_table(g, reference, level))
-             for ds, g in ranked.groupby("dataset", sort=False)]
-    return "\n".join(parts)
-
-
-def gpu_equal_time_markdown(ranked: pd.DataFrame, level: int = 95) -> str:
-    """gpu-equal-time.csv: per dataset, the ranking at equal seconds on the GPU, with each method's own multiple."""
-    if ranked.empty:
-        return ("*No GPU budget at which every method lies within its measured multiples: no reading at equal "
-                "seconds.*\n")
-    reference = _axis_reference(ranked)
-    return "\n".join(f"**{ds}** (test perplexity [{level}% interval], verdict against {reference}, and the multiple "
-                     f"of its own 1x each method reaches in those GPU seconds):\n\n"
-                     + frame_markdown(gpu_equal_time_table(g, reference, level))
-                     for ds, g in ranked.groupby("dataset", sort=False))
-
-
 def budget_advice_markdown(table: pd.DataFrame, level: int = 95) -> str:
     """budget-advice.csv: what to use over (|V|, budget), one row per dataset and multiple."""
     rows = table.assign(dataset=[f"{d} ({v:,.0f}) at {m:g}x" if pd.notna(v) else f"{d} at {m:g}x"
                                  for d, v, m in zip(table.dataset, table.vocab, table.multiple)], vocab=None)
     return advice_markdown(rows, level)
-
-
-def crossovers_markdown(pairs: pd.DataFrame) -> str:
-    """crossovers.csv: the measured crossover of each pair, then where the fits cross beyond (extrapolated)."""
-    lines = [f"- {r.dataset}: {r.text}" + ("" if pd.isna(r.fits_cross_at) else
-                                           f"; the fits cross at {r.fits_cross_at:.3g}x (extrapolated)")
-             for r in pairs.itertuples()]
-    return "\n".join(lines) + "\n" if lines else "*No two methods learned at the largest budget.*\n"
 
 
 def _per_dataset(frame_of) -> callable:
