@@ -13,15 +13,21 @@ from .markdown import frame_markdown
 from .report_tables import budget_ranking_table, gpu_equal_time_table
 
 
+def _publications(*names: str) -> tuple[list, str]:
+    """The named publications' folders, and the line a block shows while one of them is not published ("")."""
+    pubs = [REPOSITORY / "benchmarks" / n for n in names]
+    missing = [p.name for p in pubs if not (p / paths.PROVENANCE).is_file()]
+    return pubs, f"*Not published yet: {', '.join(missing)}.*\n" if missing else ""
+
+
 def cosine_markdown(cosine: str, ladder: str) -> str:
     """``cosine:NAME,LADDER``: publication NAME's cosine runs (their token budgets from its params'
     ``training.budget_tokens_by_method``) against publication LADDER's rung models (``ladder_tables.against_cosine``)."""
     from .ladder_tables import against_cosine, against_cosine_markdown
 
-    pubs = [REPOSITORY / "benchmarks" / n for n in (cosine, ladder)]
-    missing = [p.name for p in pubs if not (p / paths.PROVENANCE).is_file()]
+    pubs, missing = _publications(cosine, ladder)
     if missing:
-        return f"*Not published yet: {', '.join(missing)}.*\n"
+        return missing
     params = read_json(pubs[0] / paths.PROVENANCE)["params"]
     budgets = {m: t for d in params["datasets"].values()
                for m, t in ((d.get("training") or {}).get("budget_tokens_by_method") or {}).items()}
@@ -35,10 +41,9 @@ def rates_markdown(rates: str, ladder: str) -> str:
     validation at each rung NAME trained (``ladder_tables.rate_check``)."""
     from .ladder_tables import rate_check, rate_check_markdown
 
-    pubs = [REPOSITORY / "benchmarks" / n for n in (rates, ladder)]
-    missing = [p.name for p in pubs if not (p / paths.PROVENANCE).is_file()]
+    pubs, missing = _publications(rates, ladder)
     if missing:
-        return f"*Not published yet: {', '.join(missing)}.*\n"
+        return missing
     frames = [pd.read_csv(p / f) for p in pubs[::-1] for f in ("anytime.csv", "summary.csv")]
     return rate_check_markdown(rate_check(*frames))
 

@@ -220,23 +220,23 @@ def rate_check(ladder_anytime: pd.DataFrame, ladder_summary: pd.DataFrame, rates
     pick = ladder_points(ladder_anytime)
     lr = pd.concat([ladder_summary, rates_summary]).drop_duplicates(["method", "seed"]).set_index(
         ["method", "seed"]).lr
-    rows = []
+    rows: dict[tuple, dict] = {}  # (dataset, method, tokens) -> its row
     for (ds, m, seed), g in rates.groupby(["dataset", "method", "seed"], sort=False):
         base, side = _variant(m)
         if base is None:
             continue
         for r in g.itertuples():
-            at = pick[(pick.method == base) & (pick.seed == seed) & (abs(pick.tokens - r.tokens) < 0.01 * r.tokens)]
-            row = next((x for x in rows if (x["dataset"], x["method"], x["tokens"]) == (ds, base, r.tokens)), None)
+            row = rows.get((ds, base, r.tokens))
             if row is None:
-                row = {"dataset": ds, "method": base, "seed": seed, "tokens": r.tokens,
-                       "pick_lr": lr.get((base, seed), math.nan),
-                       "pick_valid_ppl": math.exp(at.valid_nll.iloc[0]) if len(at) else math.nan,
-                       "pick_test_ppl": math.exp(at.test_nll.iloc[0]) if len(at) else math.nan}
-                rows.append(row)
+                at = pick[(pick.method == base) & (pick.seed == seed) & (abs(pick.tokens - r.tokens) < 0.01 * r.tokens)]
+                row = rows[(ds, base, r.tokens)] = {
+                    "dataset": ds, "method": base, "seed": seed, "tokens": r.tokens,
+                    "pick_lr": lr.get((base, seed), math.nan),
+                    "pick_valid_ppl": math.exp(at.valid_nll.iloc[0]) if len(at) else math.nan,
+                    "pick_test_ppl": math.exp(at.test_nll.iloc[0]) if len(at) else math.nan}
             row.update({f"{side}_lr": lr.get((m, seed), math.nan), f"{side}_valid_ppl": math.exp(r.valid_nll),
                         f"{side}_test_ppl": math.exp(r.test_nll)})
-    out = pd.DataFrame(rows)
+    out = pd.DataFrame(list(rows.values()))
     if out.empty:
         return out
     valid = out[[f"{s}_valid_ppl" for s in ("lower", "pick", "higher")]]
