@@ -138,6 +138,63 @@ def test_a_ladder_run_config_trains_to_its_top_rung(tiny):
     assert cfg["training"]["ladder"] == [500, 1000, 2000] and cfg["training"]["budget_tokens"] == 2000
 
 
+def test_a_capped_method_trains_the_ladder_to_its_own_top_with_the_dataset_s_multiples(tiny_data, tmp_path):
+    """``ladder_top_by_method``: the method too slow for the whole ladder (the softmax at 100k) stops at a rung of
+    it; its rung models are those of the uncapped ladder, bit for bit, and carry the same multiples of the
+    dataset's top, so that every method's rung R is read as the same point; the other methods' configs (and so
+    their runs' hashes) are untouched."""
+    p, _, prep = tiny_data
+    p = copy.deepcopy(p)
+    p["datasets"]["tiny"]["training"].update(schedule="wsd", ladder=[800, 2000, 4000], keep="last",
+                                             warmup_tokens=160, epochs=50)
+    plain = validate(copy.deepcopy(p))
+    p["datasets"]["tiny"]["training"]["ladder_top_by_method"] = {"softmax": 2000}
+    capped = validate(p)
+    assert run_config(capped, "tiny", "sampled-softmax") == run_config(plain, "tiny", "sampled-softmax")
+    cfg = run_config(capped, "tiny", "softmax")
+    assert cfg["training"]["ladder"] == [800, 2000, 4000]
+    assert cfg["training"]["ladder_top"] == 2000 and cfg["training"]["budget_tokens"] == 2000
+    s = train(cfg, prep, tmp_path / "capped", CPU)
+    assert [pt["rung"] for pt in s["budget"]["snapshots"]] == [800, 2000]
+    assert s["ladder"]["rungs"] == [800, 2000] and s["ladder"]["of_ladder_top"] == 4000
+    assert s["budget"]["reached"]["tokens"] < 2080 and s["ladder"]["branches"]["tokens"] == \
+        s["budget"]["snapshots"][0]["branch_tokens"]  # rung 800's cooldown; rung 2000's ends the run
+    assert sorted(f.name for f in (tmp_path / "capped" / "points").glob("*.pt")) == ["0.2x.pt", "0.5x.pt"]
+    whole = train(run_config(plain, "tiny", "softmax"), prep, tmp_path / "whole", CPU)
+    for r in (800, 2000):
+        assert _same(_rung(tmp_path / "capped", r, 4000)["model"], _rung(tmp_path / "whole", r, 4000)["model"])
+    assert whole["budget"]["snapshots"][1]["valid_nll"] == s["budget"]["snapshots"][1]["valid_nll"]
+
+
+def test_a_capped_method_is_tuned_at_an_eighth_of_its_own_top():
+    from conftest import ROOT
+
+    from pipeline_src.config import load
+    from pipeline_src.config.runspec import resolve_run
+
+    p = load(ROOT / "config" / "token-axis.yaml")
+    p["datasets"]["zipf-10k"]["training"]["ladder_top_by_method"] = {"softmax": 4000000}
+    p = validate(p)
+    trial = resolve_run(p, "zipf-10k", "softmax", trial=0).config["training"]
+    assert trial["ladder"] == [500000] and trial["budget_tokens"] == 500000 and trial.get("ladder_top") is None
+    assert resolve_run(p, "zipf-10k", "nce", trial=0).config["training"]["ladder"] == [2000000]
+    final = run_config(p, "zipf-10k", "softmax", seed=1)["training"]  # a final run's, before its selected rate
+    assert final["ladder_top"] == 4000000 and final["budget_tokens"] == 4000000
+
+
+@pytest.mark.parametrize("tops, says", [
+    ({"softmax": 1500}, r"key 'training.ladder_top_by_method.softmax' \(dataset tiny\): 1500 is not a rung of the "
+                        r"ladder \[1000, 2000\]"),
+    ({"nope": 1000}, r"training.ladder_top_by_method.nope"),
+])
+def test_a_ladder_cap_off_the_ladder_or_for_no_method_is_refused(tiny, tops, says):
+    p = copy.deepcopy(tiny)
+    p["datasets"]["tiny"]["training"].update(schedule="wsd", ladder=[1000, 2000], keep="last",
+                                             ladder_top_by_method=tops)
+    with pytest.raises(ConfigError, match=says):
+        validate(p)
+
+
 def test_a_ladder_s_trials_train_its_tuning_rung_over_the_whole_rate_range():
     """Tuning that serves the ladder: every trial is a one-rung ladder at tuning.rung_tokens (its finals train the
     whole ladder), and latin-grid tries the rate range's two ends (latin-hypercube's top trial was 0.0485 of a range

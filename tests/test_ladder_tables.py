@@ -73,6 +73,22 @@ def test_equal_data_is_the_rungs_in_tokens_with_the_epochs_a_rung_repeats(profil
     assert ladder_tables.ladder_tables(anytime, summary, advice, {**_params(), "datasets": {"d": {}}}, {}) == {}
 
 
+def test_a_method_capped_below_a_rung_is_left_out_of_it_and_named(profile_file):
+    """``ladder_top_by_method``: the softmax trained to 2M only; at 4M and 8M the verdict is a's and b's, and the
+    grid says the softmax stops at 2M instead of leaving it silently out."""
+    anytime, summary = _ladder()
+    anytime = anytime[~((anytime.method == "softmax") & (anytime.tokens > 2e6))]
+    runs = point_runs(anytime, summary)
+    advice = what_to_use_by_budget(runs, ranking(runs, "softmax"), None, 0.95)
+    params = _params()
+    params["datasets"]["d"]["training"]["ladder_top_by_method"] = {"softmax": 2_000_000}
+    lad = ladder_tables.ladder_tables(anytime, summary, advice, params, {"d": 2_000_000})["ladder-advice.csv"]
+    assert list(lad.methods) == [3, 3, 2, 2] and list(lad.use) == ["a", "a", "a", "b"]
+    assert list(lad.not_trained) == ["", "", "softmax stops at 2M", "softmax stops at 2M"]
+    cells = equal_data_markdown(lad).splitlines()[2].rstrip(" |").split(" | ")
+    assert cells[2].endswith("Holm p 0 vs b") and cells[4].endswith("(4.0 epochs); softmax stops at 2M")
+
+
 def test_the_interpolation_check_reports_median_worst_and_signed_mean_error():
     loo = pd.DataFrame({"dataset": "d", "method": "a", "seed": [1, 2, 3], "tokens": 2e6,
                         "measured": 4.0, "read": [4.01, 3.97, 4.02], "error": [0.01, -0.03, 0.02]})

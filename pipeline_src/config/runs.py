@@ -100,9 +100,11 @@ def run_config(params: dict, dataset: str, method: str, seed: int | None = None,
             raise ConfigError(f"key 'tuning.halving' (dataset {dataset}): successive halving shares out a run "
                               f"budget, but this dataset's runs have none: set training.budget_seconds or "
                               f"training.budget_tokens")
+    tops = training.pop("ladder_top_by_method", None) or {}
     if training.get("ladder"):  # schedule wsd: the run trains to its largest rung (training/ladder.py)
-        training.update(ladder=sorted(int(r) for r in training["ladder"]), budget_tokens=max(training["ladder"]),
-                        budget_seconds=None)
+        rungs = sorted(int(r) for r in training["ladder"])
+        top = int(tops[method]) if method in tops and int(tops[method]) < rungs[-1] else None
+        training.update(ladder=rungs, ladder_top=top, budget_tokens=top or rungs[-1], budget_seconds=None)
     points = sorted(training.pop("budget_points", None) or [])
     if points:  # multiples of the token budget: the run trains to the largest and keeps its weights at each
         unit = training.get("budget_tokens")

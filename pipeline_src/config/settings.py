@@ -83,6 +83,11 @@ class TrainConfig:
     # schedule wsd: the token budgets (rungs) at which the run leaves an annealed model (training/ladder.py): one
     # trunk at a constant rate, and for each rung R a cooldown branch forked at (1 - cooldown_fraction) R tokens
     ladder: list = dataclasses.field(default_factory=list)
+    # a method that cannot afford the whole ladder trains it only to this rung of it (a dataset's
+    # ``ladder_top_by_method``; run_config sets a run's ``ladder_top``): its rungs above are not trained, and its
+    # points keep their multiples of the dataset's top, so every method's rung R is the same multiple
+    ladder_top_by_method: dict = dataclasses.field(default_factory=dict)
+    ladder_top: int | None = None
     cooldown_fraction: float = 0.2  # the share of each rung spent cooling down (Hägele et al. 2024: 0.2)
     cooldown_shape: str = "1-sqrt"  # the decay to zero: "1-sqrt" (Hägele et al.'s best) or "linear"
 

@@ -189,6 +189,23 @@ def ranking(rows: list[dict]) -> list[int]:
     return [r["trial"] for r in sorted(ok, key=lambda r: (r["valid_nll"], r["trial"]))]
 
 
+def tuning_rung(params: dict, dataset: str, method: str) -> int:
+    """The rung a ladder dataset's trials train (``tuning.rung_tokens``); a method capped below the ladder's top
+    (``training.ladder_top_by_method``) is tuned at the largest rung within an eighth of its own top, so that its
+    trials cost what the others' do relative to their finals."""
+    tc = train_config(params, dataset)
+    rung = int(settings(params)["rung_tokens"])
+    top = tc.ladder_top_by_method.get(method)
+    if top is None or int(top) >= max(tc.ladder):
+        return rung
+    within = [int(r) for r in tc.ladder if r <= int(top) / 8]
+    if not within:
+        raise ConfigError(f"key 'training.ladder_top_by_method.{method}' (dataset {dataset}): its top {top} leaves no "
+                          f"rung within an eighth of it to tune at (training.ladder: {sorted(tc.ladder)}); raise "
+                          f"the top or add a lower rung")
+    return min(rung, max(within))
+
+
 def trial_point(params: dict, dataset: str, method: str, trial: int,
                 ranked: list[int] | None = None) -> tuple[int, dict]:
     """A trial's run seed and what it sets over the params file: its point and the trial budget (epochs; under
@@ -204,7 +221,7 @@ def trial_point(params: dict, dataset: str, method: str, trial: int,
                           f"(0 .. {trial_count(params, dataset) - 1})")
     budget = {"training": {"epochs": t["epochs"]}}
     if t.get("rung_tokens") and train_config(params, dataset).ladder:  # a ladder: the trials train its tuning rung
-        budget["training"]["ladder"] = [int(t["rung_tokens"])]
+        budget["training"]["ladder"] = [tuning_rung(params, dataset, method)]
     if trial < n:
         pt = points(params, dataset, method)[trial]
         tune = {"trial": trial, "point": pt, **({"rung": 0, "budget_fraction": h["fraction"]} if h else {})}

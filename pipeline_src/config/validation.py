@@ -306,13 +306,17 @@ def _check_training(params: dict, name: str, source: str) -> None:
     step_level = tc.schedule in ("cosine", "wsd")
     unused.update({"warmup_tokens": (not step_level, "schedule cosine or wsd"),
                    "ladder": (tc.schedule != "wsd", "schedule wsd"),
+                   "ladder_top_by_method": (tc.schedule != "wsd", "schedule wsd"),
                    "cooldown_fraction": (tc.schedule != "wsd", "schedule wsd"),
                    "cooldown_shape": (tc.schedule != "wsd", "schedule wsd")})
     _check_step_schedule(tc, written, name, source)
     if tc.budget_seconds is not None and tc.budget_tokens is not None:
         raise ConfigError(f"{source}: key 'training.budget_tokens' (dataset {name}): set beside budget_seconds; a run "
                           f"has one budget (a time budget's replay is budget_tokens alone)")
-    for key in ("budget_tokens_by_method", "lr_by_method"):
+    if written.get("ladder_top") is not None:
+        raise ConfigError(f"{source}: key 'training.ladder_top' (dataset {name}): a run's own cap, set from "
+                          f"training.ladder_top_by_method; write that instead")
+    for key in ("budget_tokens_by_method", "lr_by_method", "ladder_top_by_method"):
         for method in getattr(tc, key) if name in run_datasets(params) else ():  # a dataset not run is not held to
             if method not in params["methods"]:  # methods a file extending params.yaml may have replaced
                 raise _undefined(source, f"training.{key}.{method} (dataset {name})", method, "methods", params)
@@ -341,6 +345,10 @@ def _check_step_schedule(tc: TrainConfig, written: dict, name: str, source: str)
         if written.get(key):
             raise ConfigError(f"{source}: key 'training.{key}' {where}: set beside training.ladder, which is the "
                               f"run's budgets (its largest rung ends the run); remove it")
+    for method, top in tc.ladder_top_by_method.items():
+        if top not in tc.ladder:
+            raise ConfigError(f"{source}: key 'training.ladder_top_by_method.{method}' {where}: {top} is not a rung of "
+                              f"the ladder {sorted(tc.ladder)}; a capped method stops at one of its rungs")
     if written.get("budget_tokens") is not None and written["budget_tokens"] != max(tc.ladder):
         raise ConfigError(f"{source}: key 'training.budget_tokens' {where}: {written['budget_tokens']} is not the "
                           f"ladder's top rung {max(tc.ladder)}; remove it (the ladder sets it)")

@@ -54,7 +54,7 @@ def corpus_size(params: dict, dataset: str) -> tuple[int, int]:
 def run_tokens(training: dict, split_tokens: int) -> float:
     """The most tokens a run trains (its budget, a ladder's branches included, or its epochs)."""
     if training.get("ladder"):
-        rungs = sorted(training["ladder"])
+        rungs = sorted(r for r in training["ladder"] if not training.get("ladder_top") or r <= training["ladder_top"])
         return rungs[-1] + training.get("cooldown_fraction", 0.2) * sum(rungs[:-1])
     if training.get("budget_tokens"):
         return float(training["budget_tokens"])

@@ -3,7 +3,8 @@
 ``advise`` read the same numbers.
 
 - ``ladder-advice.csv``: **equal data**. What to use at each rung, in tokens (``budget-advice.csv``'s rows, whose
-  ``multiple`` is the rung over the top, with the rung's ``tokens`` and the ``epochs`` of the training split it is);
+  ``multiple`` is the rung over the top, with the rung's ``tokens``, the ``epochs`` of the training split it is, and
+  the methods ``not_trained`` to it: those ``training.ladder_top_by_method`` stops below it);
 - ``equal-time.csv``: **equal time on a machine**. For each hardware profile (``profiles.PROFILES``) and each of
   ``seconds_read``'s budgets, what to use when every method trains that many seconds on that machine, each seed
   read from its ladder at its method's tokens (``profiles.advise``), with the tokens each method reads at and the
@@ -48,10 +49,19 @@ def ladder_tables(anytime: pd.DataFrame, summary: pd.DataFrame, budget_advice: p
     advice.insert(2, "tokens", (advice.multiple.astype(float) * top).round())
     advice.insert(3, "epochs", [t / split_tokens[d] if split_tokens.get(d) else math.nan
                                 for d, t in zip(advice.dataset, advice.tokens)])
+    advice["not_trained"] = [_not_trained(params, d, t) for d, t in zip(advice.dataset, advice.tokens)]
     points = ladder_points(anytime[anytime.dataset.isin(rungs)])
     confidence = params["statistics"]["confidence"]
     return {"ladder-advice.csv": advice, "ladder-loo.csv": leave_one_out(points),
             "equal-time.csv": equal_time(anytime, summary, rungs, confidence)}
+
+
+def _not_trained(params: dict, dataset: str, tokens: float) -> str:
+    """The run methods capped below a rung (``training.ladder_top_by_method``), each with its own top: not in
+    that rung's comparison."""
+    tops = (params["datasets"][dataset].get("training") or {}).get("ladder_top_by_method") or {}
+    return "; ".join(f"{m} stops at {_rung(top)}" for m, top in sorted(tops.items(), key=lambda kv: kv[1])
+                     if m in params["run"].get("methods", tops) and top < tokens)
 
 
 def seconds_read(speed: pd.Series, top: float) -> list[tuple[float, str]]:
@@ -115,7 +125,8 @@ def equal_data_markdown(advice: pd.DataFrame) -> str:
         row = {"dataset, seeds": f"{ds}, {g.pairs.max():.0f} seeds" if g.pairs.notna().any() else ds}
         for r in g.sort_values("tokens").itertuples():
             epochs = f" ({r.epochs:.1f} epochs)" if pd.notna(r.epochs) and r.epochs > 1.0 else ""
-            row[_rung(r.tokens) + " tokens"] = budget_cell(r) + epochs
+            capped = f"; {r.not_trained}" if isinstance(getattr(r, "not_trained", None), str) and r.not_trained else ""
+            row[_rung(r.tokens) + " tokens"] = budget_cell(r) + epochs + capped
         rows.append(row)
     return frame_markdown(pd.DataFrame(rows))
 

@@ -31,15 +31,18 @@ FORK = paths.FORK
 
 @dataclass(frozen=True)
 class Ladder:
-    rungs: tuple[int, ...]  # token budgets, increasing
+    rungs: tuple[int, ...]  # token budgets this run trains, increasing
     fraction: float  # cooldown_fraction
     shape: str
+    scale: int = 0  # the dataset ladder's top rung, what multiples are of (a capped run's top is lower; 0: its own)
 
     @classmethod
     def of(cls, tc) -> "Ladder | None":
         if tc.schedule != "wsd" or not tc.ladder:
             return None
-        return cls(tuple(sorted(int(r) for r in tc.ladder)), float(tc.cooldown_fraction), tc.cooldown_shape)
+        rungs = sorted(int(r) for r in tc.ladder)
+        own = tuple(r for r in rungs if tc.ladder_top is None or r <= tc.ladder_top)
+        return cls(own, float(tc.cooldown_fraction), tc.cooldown_shape, rungs[-1])
 
     @property
     def top(self) -> int:
@@ -50,8 +53,9 @@ class Ladder:
         return rung - round(self.fraction * rung)
 
     def multiple(self, rung: int) -> float:
-        """A rung as a multiple of the top one (its point's name, ``points/<multiple>x.pt``)."""
-        return rung / self.top
+        """A rung as a multiple of the dataset ladder's top one (its point's name, ``points/<multiple>x.pt``), the
+        same for every method of the dataset, capped or not."""
+        return rung / (self.scale or self.top)
 
     def due(self, st) -> int | None:
         """The next rung whose fork the trunk has reached and that has no model yet, or None."""
@@ -62,8 +66,9 @@ class Ladder:
         return None
 
     def describe(self) -> dict:
+        capped = {"of_ladder_top": self.scale} if self.scale and self.scale != self.top else {}
         return {"rungs": list(self.rungs), "cooldown_fraction": self.fraction, "cooldown_shape": self.shape,
-                "forks": [self.fork_at(r) for r in self.rungs]}
+                "forks": [self.fork_at(r) for r in self.rungs], **capped}
 
 
 def branch(st) -> tuple[int, int] | None:
