@@ -245,3 +245,37 @@ def test_hierarchical_softmax_s_launches_do_not_grow_with_the_classes_present(v)
     n_spread = op_count(head, h, spread)
     assert n_spread - n_few <= 60 * (n_bins - 1)  # a bounded cost per size bin
     assert max(n_few, n_spread) <= 3 * op_count(softmax, h, spread)
+
+
+@pytest.mark.parametrize("cutoffs, head_bias, only_shortlist", [([20, 60], True, False), ([10, 30, 90], False, False),
+                                                                ([20, 60], True, True)])
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-6), (torch.float64, 1e-12)])
+def test_adaptive_softmax_s_own_tails_equal_torch_s_module(cutoffs, head_bias, only_shortlist, dtype, tol, monkeypatch):
+    """The fused tails (head and each tail through the chunked linear cross-entropy) against
+    ``torch.nn.AdaptiveLogSoftmaxWithLoss`` on the same parameters: the loss and every gradient, with blocks smaller
+    than a tail's rows (160 elements: 2 to 16 rows), three clusters, no head bias, and a batch that reaches no tail."""
+    from pipeline_src.heads import adaptive
+
+    monkeypatch.setattr(adaptive, "TRAIN_BLOCK_ELEMENTS", 160)
+    head = build_head({"type": "adaptive-softmax", "cutoffs": cutoffs, "div_value": 2.0, "head_bias": head_bias},
+                      HeadContext(vocab_size=100, in_dim=8)).to(dtype)
+    h, t = _data(100, 8, 60)
+    h = h.to(dtype).requires_grad_()
+    if only_shortlist:
+        t = t % cutoffs[0]
+    params = [h, *head.parameters()]
+    ours, theirs = head.loss(h, t), head.module_loss(h, t)
+    assert ours.item() == pytest.approx(theirs.item(), rel=tol, abs=tol)
+    grads = [torch.autograd.grad(loss, params, allow_unused=True) for loss in (ours, theirs)]
+    for p, a, b in zip(params, *grads):  # a tail no row reaches: no gradient from either
+        a, b = (torch.zeros_like(p) if g is None else g for g in (a, b))
+        assert (a - b).abs().max().item() <= tol * max(1.0, b.abs().max().item())
+
+
+def test_adaptive_softmax_s_own_tails_gradients_by_finite_differences():
+    head = build_head({"type": "adaptive-softmax", "cutoffs": [5, 15], "div_value": 2.0},
+                      HeadContext(vocab_size=30, in_dim=4)).double()
+    h, t = _data(30, 4, 12, seed=3)
+    assert t.ge(5).any() and t.ge(15).any()  # both tails reached
+    # finite differences in h (the parameters' gradients are held to the module's above)
+    assert torch.autograd.gradcheck(lambda x: head.loss(x, t), (h.requires_grad_(),), eps=1e-6, atol=1e-8)

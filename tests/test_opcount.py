@@ -15,7 +15,7 @@ from pipeline_src.cost.opcount import op_count
 from pipeline_src.heads import HeadContext, build_head
 
 METHODS = yaml.safe_load((ROOT / "params.yaml").read_text())["methods"]
-GROWS_WITH_PRESENT = {"hierarchical-softmax": 60 * 8, "adaptive-softmax": 70}  # per size bin / tail cluster present
+GROWS_WITH_PRESENT = {"hierarchical-softmax": 60 * 8, "adaptive-softmax": 50 * 2}  # per size bin / tail present x at most
 GROWS_WITH_V = {"sampled-softmax-kernel": 150 * math.log2(2)}  # a draw walks the tree: log2 V levels
 ABOVE_3X = {  # operators per step, as a multiple of the softmax's, and why
     "mixtape": 10,  # sigmoid-tree gates per context and component (Yang et al. 2019), per chunk

@@ -1,8 +1,13 @@
 """Adaptive softmax (Grave et al. 2017), the practical baseline for large vocabularies.
 
-A thin head around ``torch.nn.AdaptiveLogSoftmaxWithLoss`` on the frequency-sorted vocabulary: a head
+The parameters of ``torch.nn.AdaptiveLogSoftmaxWithLoss`` on the frequency-sorted vocabulary: a head
 softmax over the most frequent words plus one entry per tail cluster, tail clusters with projections
-shrunk by ``div_value``. Exact and normalised by construction; no weight tying.
+shrunk by ``div_value``. Exact and normalised by construction; no weight tying. Training runs the project's
+own fused tails (``loss``): the head's and each tail's cross-entropy through the chunked linear cross-entropy
+the full softmax uses (``kernels.linear_cross_entropy``: logits written once into a reused block, softmax in
+place, the gradients formed in the same pass), where torch's module writes each tail's logits, their
+log-softmax, a gather and, backward, a scatter into zeros and the log-softmax's backward. The values and
+gradients are torch's module's (``tests/test_large_vocab_heads.py``); evaluation uses the module itself.
 """
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from torch import Tensor, nn
 
 from ..io.errors import ConfigError
 from .base import HeadContext, OutputLayer, register
-from .kernels import chunked_rows, default_cutoffs, linear_log_mass
+from .kernels import Scratch, chunked_rows, default_cutoffs, linear_cross_entropy, linear_log_mass
 
 
 def tail_div_value(d: int, clusters: int, div_value: float, min_tail_dim: int) -> float:
@@ -28,6 +33,18 @@ def tail_div_value(d: int, clusters: int, div_value: float, min_tail_dim: int) -
     while div > 1.0 and int(d // div ** clusters) < min_tail_dim:  # floating point at the boundary
         div = math.nextafter(div, 1.0)
     return max(div, 1.0)
+
+
+TRAIN_BLOCK_ELEMENTS = 1 << 24  # a training block's logits: 64 MB in float32
+
+
+def _block_rows(words: int) -> int:
+    """Rows of the head's or a tail's logits formed at once in training: as many as keep the block within
+    ``TRAIN_BLOCK_ELEMENTS`` (torch's module forms a tail's logits for all its rows at once, three times over:
+    logits, log-softmax and its gradient). At the sweep's shapes the head and every tail but the largest at 100k
+    and 1M words are one block, so its operator count does not grow with the rows a tail holds (GPU launches);
+    ``chunk_size`` is evaluation's."""
+    return max(1, TRAIN_BLOCK_ELEMENTS // max(1, words))
 
 
 @register("adaptive-softmax", family="structured and self-normalised heads")
@@ -57,6 +74,8 @@ class AdaptiveSoftmax(OutputLayer):
         self.unigram_counts = None if ctx.unigram_counts is None else ctx.unigram_counts.double()
         self.asm = nn.AdaptiveLogSoftmaxWithLoss(ctx.in_dim, ctx.vocab_size, cutoffs, div_value=self.div_value,
                                                  head_bias=opts.head_bias)
+        self.register_buffer("edges", torch.tensor(cutoffs), persistent=False)  # where each tail cluster starts
+        self.scratch = [Scratch() for _ in range(len(cutoffs) + 1)]  # the head's logits block, then each tail's
 
     def forward_macs(self, exact: bool) -> float:
         """Head softmax over the shortlist and one entry per cluster; tail cluster i costs d d_i + d_i V_i.
@@ -77,8 +96,29 @@ class AdaptiveSoftmax(OutputLayer):
         return macs
 
     def loss(self, hidden: Tensor, target: Tensor) -> Tensor:
-        # in float32 under bf16 autocast: torch's module writes autocast's float32 log_softmax into a
-        # tensor of its input's dtype, which fails on CUDA (index_copy_ dtype mismatch)
+        """mean_i [-log p(c_i | h_i) - log p(t_i | c_i, h_i)]: the head's cross-entropy over every row against
+        its target's word (shortlist) or cluster, plus each tail's over the rows whose target it holds, in
+        that tail's projected space: torch's module's loss, each part fused and chunked. One tail at a time
+        (a bounded loop: the clusters, two by default); the rows a tail holds are found on the device."""
+        asm, n = self.asm, hidden.shape[0]  # hidden (N, d), target (N,)
+        cluster = torch.bucketize(target, self.edges, right=True)  # (N,): 0 the shortlist, i + 1 tail i
+        head_target = torch.where(cluster == 0, target, asm.shortlist_size - 1 + cluster)
+        total = linear_cross_entropy(hidden, asm.head.weight, asm.head.bias, head_target,
+                                     _block_rows(asm.head.out_features), self.scratch[0]) * n
+        for i, (proj, words) in enumerate(asm.tail):
+            rows = (cluster == i + 1).nonzero().squeeze(1)  # (n_i,)
+            if rows.numel() == 0:
+                continue
+            z = F.linear(hidden.index_select(0, rows), proj.weight)  # (n_i, d_i)
+            within = target.index_select(0, rows) - self.edges[i]  # (n_i,) ids inside the cluster
+            total = total + linear_cross_entropy(z, words.weight, None, within, _block_rows(words.out_features),
+                                                 self.scratch[i + 1]) * rows.numel()
+        return total / n
+
+    def module_loss(self, hidden: Tensor, target: Tensor) -> Tensor:
+        """The same loss through ``torch.nn.AdaptiveLogSoftmaxWithLoss`` itself: the reference ``loss`` is held
+        to, and the *before* of the bench. In float32 under bf16 autocast: torch's module writes autocast's
+        float32 log_softmax into a tensor of its input's dtype, which fails on CUDA (index_copy_ dtype mismatch)."""
         if torch.is_autocast_enabled(hidden.device.type) or hidden.dtype in (torch.bfloat16, torch.float16):
             with torch.autocast(hidden.device.type, enabled=False):
                 return self.asm(hidden.float(), target).loss

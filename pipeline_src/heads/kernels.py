@@ -39,7 +39,8 @@ class Scratch:
 
 def scratch_bytes(module: nn.Module) -> int:
     """Bytes held by the ``Scratch`` blocks of a module and its children."""
-    return sum(v.nbytes for m in module.modules() for v in vars(m).values() if isinstance(v, Scratch))
+    held = (x for m in module.modules() for v in vars(m).values() for x in (v if isinstance(v, (list, tuple)) else [v]))
+    return sum(x.nbytes for x in held if isinstance(x, Scratch))
 
 
 CHUNK_ELEMENTS = 1 << 17  # elements of a chunk's largest temporary when a head sizes its chunks itself
