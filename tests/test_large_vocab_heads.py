@@ -179,6 +179,27 @@ def test_self_normalised_gradients_by_finite_differences():
         assert torch.autograd.gradcheck(f, (h, *head.parameters())), variant
 
 
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-6), (torch.float64, 1e-12)])
+def test_self_normalised_infrequent_s_fused_loss_equals_its_autograd_path(dtype, tol):
+    """The fused objective (one (V, d) gradient, the targets' scores by index_add) against the same objective through
+    autograd on the same draw of rows: loss and every gradient, with repeated targets and chunks of 4 of 15 rows."""
+    head = build_head({"type": "self-normalised-softmax", "variant": "infrequent", "alpha": 1.0, "gamma": 0.3,
+                       "chunk_size": 4}, _ctx(50, 6)).to(dtype)
+    h, t = _data(50, 6, 50)
+    h = h.to(dtype).requires_grad_()
+    t[:10] = 3
+    params = [h, *head.parameters()]
+    out = []
+    for fn in (head.loss, head._infrequent_autograd):
+        torch.manual_seed(1)
+        loss = fn(h, t)
+        out.append((loss, torch.autograd.grad(loss, params)))
+    (ours, g_ours), (ref, g_ref) = out
+    assert ours.item() == pytest.approx(ref.item(), rel=tol, abs=tol)
+    for a, b in zip(g_ours, g_ref):
+        assert (a - b).abs().max().item() <= tol * max(1.0, b.abs().max().item())
+
+
 def _within_loop(head, h, t):
     """The within-class term written out class by class (the form the head had before its size bins): for each
     class present, log_softmax over its words' logits, read at the target."""

@@ -216,6 +216,27 @@ def test_gathered_levels_and_buckets_draw_the_same_q(monkeypatch):
         assert stats.chisquare(freq.numpy(), (q[n] * freq.sum()).numpy()).pvalue > 1e-3
 
 
+@pytest.mark.parametrize("dense", [True, False])
+def test_a_draw_s_score_is_read_from_its_bucket_and_is_its_word_s(monkeypatch, dense):
+    """``sample(scores=True)``: each draw's h . w comes from the bucket (or dense scores) it was drawn in, so its q
+    needs no second gather of the snapshot; it equals the drawn word's own score, and the ids are the same draws."""
+    import pipeline_src.heads.kernel_tree as kt
+
+    if not dense:
+        monkeypatch.setattr(kt, "DENSE_PER_DRAW", 0)
+        monkeypatch.setattr(kt, "DENSE_LEAVES", 0)
+    g = torch.Generator().manual_seed(5)
+    w = torch.randn(37, 4, generator=g, dtype=torch.float64)
+    tree = KernelTree(alpha=2.0, bucket_size=4)
+    tree.build(w)
+    h = torch.randn(9, 4, generator=g, dtype=torch.float64)
+    assert tree.dense_leaves(7) == dense
+    ids, s = tree.sample(h, 7, torch.Generator().manual_seed(3), scores=True)
+    assert torch.equal(ids, tree.sample(h, 7, torch.Generator().manual_seed(3)))
+    torch.testing.assert_close(s, torch.einsum("nd,nkd->nk", h, w[ids]), rtol=0, atol=1e-12)
+    torch.testing.assert_close(tree.log_q_of_scores(s, h), tree.log_q(h, ids), rtol=0, atol=1e-12)
+
+
 def test_the_kernel_proposal_stays_in_fp32_under_bf16_autocast():
     hd = make("quadratic-kernel", bucket_size=4, negatives=3, kernel_bias=False).float()
     h, t = data()

@@ -20,8 +20,8 @@ The step's own floor (a roofline, as :func:`pipeline_src.cost.bench.own_floors` 
 time budget buys at this step's speed (validation and anytime points are outside the budget's clock).
 
 Beside each cell whose step the own-floor work changed, the same cell as training ran it before (``before_*``,
-:func:`_as_before`: torch's SparseAdam, the hierarchical softmax's autograd path, torch's adaptive module), timed
-in the same run, the two alternating round by round.
+:func:`_as_before`: torch's SparseAdam, the hierarchical softmax's autograd path, torch's adaptive module, the
+infrequent self-normalised loss through autograd), timed in the same run, the two alternating round by round.
 """
 from __future__ import annotations
 
@@ -137,9 +137,9 @@ def _cell(ds: str, m: str, cfg: dict, prepared, floors: dict, bandwidth: float, 
 def _as_before(step) -> bool:
     """Turn a runner's step into what training ran before the own-floor work: torch's ``SparseAdam`` for the
     row-sparse parameters (not :class:`RowSparseAdam`, bitwise the same update), a hierarchical softmax's
-    within-class softmaxes through autograd (not its fused function, the same values and gradients), and
-    adaptive softmax through ``torch.nn.AdaptiveLogSoftmaxWithLoss`` (not its own fused tails). False when the
-    cell has none of them."""
+    within-class softmaxes through autograd (not its fused function, the same values and gradients), adaptive
+    softmax through ``torch.nn.AdaptiveLogSoftmaxWithLoss`` (not its own fused tails), and the infrequent
+    self-normalised loss through autograd (not fused). False when the cell has none of them."""
     changed = False
     opts = step.optimizer.optimizers
     for i, o in enumerate(opts):
@@ -153,6 +153,9 @@ def _as_before(step) -> bool:
         changed = True
     if hasattr(head, "module_loss"):  # adaptive softmax: torch's module instead of its own fused tails
         head.loss = head.module_loss
+        changed = True
+    if getattr(getattr(head, "opts", None), "variant", None) == "infrequent":  # its loss through autograd
+        head.loss = head._infrequent_autograd
         changed = True
     return changed
 

@@ -95,11 +95,16 @@ class KernelTree:
         root = self.levels[0][0].to(h.dtype)
         return torch.log(self.alpha * packed_outer(h) @ root + self.vocab_size)
 
-    def log_q(self, h: Tensor, ids: Tensor) -> Tensor:
+    def log_q(self, h: Tensor, ids: Tensor, log_z: Tensor | None = None) -> Tensor:
         """log q(w | h) of given ids: (N, k) ids for the rows of h (N, d) -> (N, k)."""
         w = self.words.view(-1, self.words.shape[-1])[ids].to(h.dtype)  # (N, k, d)
-        s = torch.einsum("nd,nkd->nk", h, w)
-        return torch.log(self.alpha * s * s + 1) - self.log_z(h)[:, None]
+        return self.log_q_of_scores(torch.einsum("nd,nkd->nk", h, w), h, log_z)
+
+    def log_q_of_scores(self, s: Tensor, h: Tensor, log_z: Tensor | None = None) -> Tensor:
+        """log q(w | h) from the kernel scores s = h . w (N, k) already formed (a draw's, by :meth:`sample`);
+        ``log_z``: :meth:`log_z` of h where the caller has it."""
+        s = s.to(h.dtype)
+        return torch.log(self.alpha * s * s + 1) - (self.log_z(h) if log_z is None else log_z)[:, None]
 
     def probs(self, h: Tensor) -> Tensor:
         """(N, V) q(. | h) computed densely: the reference the sampler is checked against."""
@@ -108,24 +113,29 @@ class KernelTree:
         return m / m.sum(1, keepdim=True)
 
     @torch.no_grad()
-    def sample(self, h: Tensor, k: int, generator: torch.Generator | None = None) -> Tensor:
-        """(N, k) ids, k independent draws from q(. | h_n) for each row n of h (with replacement)."""
+    def sample(self, h: Tensor, k: int, generator: torch.Generator | None = None,
+               scores: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """(N, k) ids, k independent draws from q(. | h_n) for each row n of h (with replacement); with
+        ``scores``, also each draw's kernel score h . w (N, k), read from the bucket the draw was made in, so that
+        its q (:meth:`log_q_of_scores`) needs no second gather of the snapshot."""
         h = h.detach().to(self.words.dtype)
         out = torch.empty(h.shape[0], k, dtype=torch.int64, device=h.device)
+        score = torch.empty(h.shape[0], k, dtype=h.dtype, device=h.device)
         rows = max(1, self.chunk // k)
         if self.dense_leaves(k):  # a chunk's (rows, words) scores stay within LEAF_SCORES (16 MB)
             rows = max(1, min(rows, LEAF_SCORES // self.words[:, :, 0].numel()))
         for lo in range(0, h.shape[0], rows):
-            out[lo:lo + rows] = self._descend(h[lo:lo + rows], k, generator)
-        return out
+            out[lo:lo + rows], score[lo:lo + rows] = self._descend(h[lo:lo + rows], k, generator)
+        return (out, score) if scores else out
 
     def dense_leaves(self, k: int) -> bool:
         """Score every word for each row (one product, compute-bound) rather than gather each draw's bucket
         (memory-bound), where the words are few against the draws' buckets (:data:`DENSE_LEAVES`)."""
         return self.words[:, :, 0].numel() <= DENSE_LEAVES * k * self.bucket_size
 
-    def _descend(self, h: Tensor, k: int, generator) -> Tensor:
-        """k draws for each row of h (n, d): root to bucket by the children's masses, then a word in the bucket.
+    def _descend(self, h: Tensor, k: int, generator) -> tuple[Tensor, Tensor]:
+        """k draws for each row of h (n, d) and their scores: root to bucket by the children's masses, then a word
+        in the bucket.
         A level of at most ``DENSE_PER_DRAW k`` nodes is scored for every row at once (one product,
         (n, P) x (P, nodes)); below, each draw gathers its node's two children (memory-bound)."""
         n = h.shape[0]
@@ -152,4 +162,4 @@ class KernelTree:
         mass = self.alpha * s * s + 1
         valid = torch.arange(self.bucket_size, device=h.device) < self.counts[-1][node][..., None]
         pick = torch.multinomial(mass.masked_fill(~valid, 0.0).view(n * k, -1), 1, generator=generator)
-        return node * self.bucket_size + pick.view(n, k)
+        return node * self.bucket_size + pick.view(n, k), s.view(n * k, -1).gather(1, pick).view(n, k)

@@ -230,6 +230,63 @@ def linear_cross_entropy(h: Tensor, weight: Tensor, bias: Tensor | None, target:
 
 
 
+class ScoreAndSampledLogZ(torch.autograd.Function):
+    """(1/N) [ -sum_i s_{t_i} + coef sum_{i in S} (log Z_i)^2 ], s = h W^T + b, log Z_i = logsumexp(s_i): the
+    infrequent self-normalised objective (``heads/selfnorm.py``), fused. The targets' scores touch N rows of W
+    (their gradient an ``index_add_``); the penalty's rows S (distinct) are chunked like the cross-entropy: logits
+    once into ``scratch``, softmax in place, and the two products that form the gradients, the row weights
+    2 coef log Z_i / N folded into the (c, d) sides instead of a pass over (c, V). One (V, d) gradient, written by
+    the first chunk's product; autograd's path formed one for the scores (scatter into zeros), one per chunk for
+    the penalty, and their sums."""
+
+    @staticmethod
+    def forward(ctx, h: Tensor, weight: Tensor, bias: Tensor, target: Tensor, rows: Tensor, coef: float,
+                chunk_size: int, scratch: Scratch | None):
+        n = h.shape[0]  # h (N, d), weight (V, d), bias (V,), target (N,), rows (S,) distinct row ids
+        want_h, want_w, want_b = ctx.needs_input_grad[:3]
+        score = (h * weight.index_select(0, target)).sum(1) + bias.index_select(0, target)  # (N,)
+        total = -score.sum(dtype=torch.float64)
+        grad_h = torch.zeros_like(h) if want_h else None
+        grad_w = torch.zeros_like(weight) if want_w else None
+        grad_b = torch.zeros_like(bias) if want_b else None
+        for s in range(0, rows.shape[0], chunk_size):
+            r = rows[s:s + chunk_size]
+            hc = h.index_select(0, r)  # (c, d)
+            block = scratch.get(hc.shape[0], weight.shape[0], h) if scratch is not None else None
+            logits = torch.addmm(bias, hc, weight.t(), out=block)  # (c, V)
+            top = logits.amax(dim=1)
+            p = softmax_(logits)  # (c, V)
+            log_z = top - p.amax(dim=1).log()  # (c,)
+            total += coef * (log_z.double() ** 2).sum()
+            g = (2.0 * coef / n) * log_z  # (c,) d(loss)/d log Z_i; d log Z_i / d s_i = p_i
+            if grad_h is not None:
+                grad_h.index_add_(0, r, torch.mm(p, weight) * g[:, None])
+            if grad_w is not None:
+                grad_w.addmm_(p.t(), hc * g[:, None])
+            if grad_b is not None:
+                grad_b.addmv_(p.t(), g)
+        if grad_h is not None:
+            grad_h.sub_(weight.index_select(0, target), alpha=1.0 / n)
+        if grad_w is not None:
+            grad_w.index_add_(0, target, h, alpha=-1.0 / n)
+        if grad_b is not None:
+            grad_b.index_add_(0, target, torch.full_like(score, -1.0 / n))
+        ctx.save_for_backward(grad_h, grad_w, grad_b)
+        return (total / n).to(h.dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out: Tensor):
+        grads = [None if g is None else g * grad_out for g in ctx.saved_tensors]
+        return grads[0], grads[1], grads[2], None, None, None, None, None
+
+
+def score_and_sampled_log_z(h: Tensor, weight: Tensor, bias: Tensor, target: Tensor, rows: Tensor, coef: float,
+                            chunk_size: int = 1024, scratch: Scratch | None = None) -> Tensor:
+    """``ScoreAndSampledLogZ`` in float32 under autocast (``apply_in_fp32``)."""
+    return apply_in_fp32(ScoreAndSampledLogZ, h, weight, bias, target, rows, coef, chunk_size, scratch)
+
+
 def mos_forward_macs(d: int, v: int, k: int) -> int:
     """Multiply-adds per token of MoS with K components: prior d K, latent projections K d^2, K logit rows d V."""
     return d * k + k * d * d + k * d * v

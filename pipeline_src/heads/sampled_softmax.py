@@ -151,10 +151,12 @@ class SampledSoftmax(SampledObjective):
             self._since_build += 1
             k = self.opts.negatives
             hidden = self.kernel_rows(hidden.detach(), hidden.new_ones(hidden.shape[0], 1))
-            ids = self.tree.sample(hidden, k)  # (N, k)
+            ids, s = self.tree.sample(hidden, k, scores=True)  # (N, k) ids and their kernel scores h . w
             h = hidden.double()
-            both = self.tree.log_q(h, torch.cat([target[:, None], ids], dim=1)).exp() * k  # (N, 1 + k)
-        return Negatives(ids, both[:, 1:], k, target_count=both[:, 0])
+            log_z = self.tree.log_z(h)  # (N,)
+            drawn = self.tree.log_q_of_scores(s, h, log_z).exp() * k  # (N, k): no second gather of the snapshot
+            own = self.tree.log_q(h, target[:, None], log_z).exp()[:, 0] * k  # (N,): the target's row alone
+        return Negatives(ids, drawn, k, target_count=own)
 
     def kernel_rows(self, x: Tensor, extra: Tensor) -> Tensor:
         """The kernel's vectors: x itself, or x extended by a column (w by its bias b, h by 1) with

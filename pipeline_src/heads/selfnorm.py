@@ -34,6 +34,7 @@ from .kernels import (
     linear_cross_entropy,
     linear_log_mass,
     linear_score_and_log_z,
+    score_and_sampled_log_z,
 )
 
 
@@ -60,7 +61,7 @@ class SelfNormalisedSoftmax(OutputLayer):
         with torch.no_grad():  # start normalised: Z(h) ~ 1, so the penalty starts near 0, not at alpha log^2 |V|
             self.bias.fill_(-math.log(ctx.vocab_size))
         self.trains_exact_likelihood = opts.variant == "devlin"  # infrequent: scores, not a likelihood
-        self.train_passes = 3 if opts.variant == "devlin" else 4  # fused (3 products), or checkpointed chunks
+        self.train_passes = 3  # fused, either variant: three products per chunk
         self.scratch = Scratch()
 
     def forward_macs(self, exact: bool) -> float:
@@ -76,6 +77,14 @@ class SelfNormalisedSoftmax(OutputLayer):
         if self.opts.variant == "devlin":  # the softmax's fused loss; its gradient (1 + 2 alpha log Z) p - onehot
             return linear_cross_entropy(hidden, self.weight, self.bias, target, self.opts.chunk_size, self.scratch, a)
         n = hidden.shape[0]
+        rows = torch.randperm(n, device=hidden.device)[:max(1, round(self.opts.gamma * n))]
+        return score_and_sampled_log_z(hidden, self.weight, self.bias, target, rows, a / self.opts.gamma,
+                                       self.opts.chunk_size, self.scratch)
+
+    def _infrequent_autograd(self, hidden: Tensor, target: Tensor) -> Tensor:
+        """The infrequent loss through autograd (checkpointed chunks): the reference the fused one is held to,
+        and bench-cells' *before*. Draws its rows as ``loss`` does."""
+        a, n = self.opts.alpha, hidden.shape[0]
         score = (hidden * self.weight[target]).sum(1) + self.bias[target]  # (N,) the targets' scores alone
         rows = torch.randperm(n, device=hidden.device)[:max(1, round(self.opts.gamma * n))]
         h = hidden[rows]
