@@ -159,3 +159,33 @@ def test_bench_cells_times_each_cell_against_the_sum_of_its_own_floor(tiny, tmp_
     assert pd.isna(soft.before_step_ms) and nce.before_step_ms > 0
     assert nce.speedup_vs_before == pytest.approx(nce.before_step_ms / nce.step_ms)
     assert nce.before_tokens_in_budget == pytest.approx(8 * 10 / nce.before_step_ms * 1e3 * 60)
+
+
+def test_the_prepared_gpu_heads_bench_runs_on_a_cpu_and_hands_back_its_table(tiny, tmp_path):
+    """workflow/gpu/heads-bench.sh (issue 79, item 5), waiting for a lent GPU: the same script on a tiny cell with
+    device cpu prepares the language, times each head as it is and as it was (adaptive softmax's *before* is torch's
+    module) and leaves the table and its record under $OUT/heads-bench/."""
+    import os
+    import subprocess
+    import sys
+
+    import pandas as pd
+    from conftest import ROOT
+
+    p = copy.deepcopy(tiny)
+    p["device"] = "cpu"
+    p["methods"]["adaptive-softmax"] = {"type": "adaptive-softmax", "cutoffs": [10, 20]}
+    p["datasets"]["tiny"]["training"].update(optimizer="adam", lr=0.01, budget_seconds=60)
+    p["bench"]["cells"] = {"datasets": ["tiny"], "methods": ["softmax", "adaptive-softmax"], "rounds": 1,
+                           "min_seconds": 0.05}
+    cfg = write_params(p, tmp_path / "p.yaml")
+    env = {**os.environ, "CONFIG": str(cfg), "DATASETS": "tiny", "OUT": str(tmp_path / "out"),
+           "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(["bash", str(ROOT / "workflow" / "gpu" / "heads-bench.sh")], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    back = tmp_path / "out" / "heads-bench"
+    assert {f.name for f in back.iterdir()} >= {"cell-bench.csv", "cell-bench.json", "bench-cells.txt"}
+    df = pd.read_csv(back / "cell-bench.csv").set_index("method")
+    assert pd.isna(df.loc["softmax", "before_step_ms"]) and df.loc["adaptive-softmax", "before_step_ms"] > 0
+    assert "adaptive-softmax" in (back / "bench-cells.txt").read_text()
