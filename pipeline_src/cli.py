@@ -190,8 +190,8 @@ def _step_options(sp, name: str) -> None:
                         help="set one of the head's options (repeatable)")
         sp.add_argument("--datasets", nargs="+", default=None,
                         help="only these of the publication's datasets (default: all of them)")
-        sp.add_argument("--threads", type=_positive_int, default=None,
-                        help="Snakemake's cores (default: all)")
+        sp.add_argument("--cores", type=_positive_int, default=None,
+                        help="jobs at once, as `snakemake --cores` (default: all); each job trains on one thread")
     if name == "advise":
         sp.add_argument("--profile", required=True, help="cpu-thread, h100, or a cell-bench.csv from `profile`")
         sp.add_argument("--seconds", required=True, type=_seconds, help="training seconds on that machine")

@@ -79,10 +79,7 @@ def _compare(params: dict, args) -> None:
     """A new head against a publication's rows (records/compare.py), its card at results/compare/<as>/card.html."""
     import os
 
-    import yaml
-
-    from .io.atomic import atomic_path
-    from .records.compare import compare_params, run_compare
+    from .records.compare import compare_params, run_compare, write_params
 
     os.chdir(paths.REPOSITORY)  # where Snakemake runs it, a plugin's file path is read and results/ lies
     name = args.as_name or args.head.rsplit(":", 1)[-1].lower()
@@ -91,10 +88,8 @@ def _compare(params: dict, args) -> None:
     out = Path(cparams["results_dir"])
     out.mkdir(parents=True, exist_ok=True)
     params_file = out / "params.yaml"
-    with atomic_path(params_file) as tmp:
-        tmp.write_text(f"# made by python -m pipeline_src compare --head {args.head} --against {args.against}: "
-                       f"benchmarks/{args.against}'s params with {name} added\n" + yaml.safe_dump(cparams, sort_keys=False))
-    card = run_compare(cparams, params_file, args.against, args.threads)
+    write_params(cparams, params_file, args.head, args.against, name)
+    card = run_compare(cparams, params_file, args.against, args.head, args.cores, say=lambda m: print(m, flush=True))
     print(f"wrote {card.resolve()} ({name} against benchmarks/{args.against}; tables in {out.resolve()})")
 
 

@@ -80,6 +80,34 @@ def run_cell_bench(params: dict, device: torch.device) -> pd.DataFrame:
     return df
 
 
+def alternating_ms(params: dict, dataset: str, methods: list[str], device: torch.device, rounds: int = 5,
+                   min_seconds: float = 1.0) -> dict[str, list[float]]:
+    """Each method's ms per training step at ``dataset``'s shapes, its rounds alternating with the others' (a busy
+    moment or a slower machine hits every method alike, so their ratios hold on any machine): ``compare``'s
+    measure of a new head's speed relative to a published one's."""
+    from ..config.runs import run_seeds
+    from ..config.runspec import resolve_run
+    from ..data.checks import check_prepared
+
+    prepared = check_prepared(params, dataset)
+    if device.type == "cpu":
+        torch.set_num_threads(1)  # as each training job runs
+    runners = []
+    for m in methods:
+        cfg = resolve_run(params, dataset, m, seed=run_seeds(params)[0], as_written=True).config
+        tc = TrainConfig(**cfg["training"])
+        seed_everything(0)
+        runners.append(_head_runner(cfg, prepared, batchify(load_split(prepared, "train"), tc.batch_size, device),
+                                    device))
+    for step, batches in runners:
+        step(next(batches))  # warm up: allocator, kernels, caches
+    times: dict[str, list[float]] = {m: [] for m in methods}
+    for _ in range(rounds):
+        for m, (step, batches) in zip(methods, runners):
+            times[m].append(_round_ms(step, batches, min_seconds, device))
+    return times
+
+
 SHOWN = ["dataset", "method", "step_ms", "own_floor_ms", "step_vs_own", "tokens_per_s", "tokens_in_budget",
          "before_step_ms", "before_tokens_in_budget", "speedup_vs_before", "lstm_ms", "head_floor_ms",
          "update_floor_ms"]

@@ -10,9 +10,12 @@ the matmul floor and its own, and a partial summary (no matrix experiment) recom
 head in the Holm family. The card (``reporting/card.py``) is one page from those tables.
 
 What is the same as the published rows: the params (data, encoder, training settings, seeds, statistics), hence
-the frozen token budgets of the methods that have one. What is not: a head with no frozen budget on a dataset
-under a time budget trains under ``budget_seconds`` of this machine's clock (the card says so, with its tokens/s
-beside the calibration's).
+the frozen token budgets of the methods that have one, and a token ladder's rungs. A dataset whose published rows
+trained tokens frozen from a time budget (``budget_tokens_by_method``) gives the new head tokens of its own that do
+not depend on this machine (:func:`scale_frozen_tokens`): the reference's frozen tokens times the new head's speed
+relative to the reference's, both timed here in alternating rounds, so that the machine's speed and its load
+cancel. Only a dataset that ran on the clock alone (no frozen tokens) trains the new head on this machine's clock
+(the card says which).
 """
 from __future__ import annotations
 
@@ -63,38 +66,101 @@ def compare_params(head: str, options: dict, against: str, name: str, datasets: 
     return validate(params, f"compare --head {head} --against {against}")
 
 
+SPEED_ROUNDS = 5  # alternating rounds of at least SPEED_SECONDS each method, for the relative speed
+SPEED_SECONDS = 1.0
+
+
+def scale_frozen_tokens(params: dict, name: str, device, say=print) -> dict[str, dict]:
+    """For each dataset where ``name`` runs and the published rows trained tokens frozen from a time budget, freeze
+    ``name``'s tokens too: the reference's frozen tokens x (the reference's ms per step / ``name``'s), the median
+    over alternating rounds timed here (``cost.cells.alternating_ms``). Sets ``budget_tokens_by_method[name]`` in
+    ``params`` and returns, by dataset, how (the card states it; ``scaled-tokens.json``)."""
+    import statistics
+
+    from ..config import train_config
+    from ..cost.cells import alternating_ms
+
+    out = {}
+    for ds in sorted({d for d, m in run_pairs(params) if m == name}):
+        tc = train_config(params, ds)
+        frozen = dict(tc.budget_tokens_by_method)
+        if not frozen or name in frozen or tc.ladder:
+            continue
+        ref = params["statistics"]["reference"]
+        ref = ref if ref in frozen else sorted(frozen)[0]
+        say(f"compare: timing {name} against {ref} on {ds} ({SPEED_ROUNDS} alternating rounds of "
+            f"{SPEED_SECONDS:g} s each), to give {name} the tokens the published budget would have bought it")
+        ms = alternating_ms(params, ds, [ref, name], device, SPEED_ROUNDS, SPEED_SECONDS)
+        ratio = statistics.median(a / b for a, b in zip(ms[ref], ms[name]))
+        tokens = max(1, round(frozen[ref] * ratio))
+        params["datasets"][ds]["training"]["budget_tokens_by_method"] = {**frozen, name: tokens}
+        out[ds] = {"reference": ref, "reference_tokens": int(frozen[ref]), "speed_ratio": ratio, "tokens": tokens,
+                   "rounds": SPEED_ROUNDS, "ms_per_step": {m: statistics.median(v) for m, v in ms.items()}}
+        say(f"compare: {name} steps {ratio:.3f}x as fast as {ref} here: {tokens:,} tokens "
+            f"({ref}'s frozen {frozen[ref]:,} x {ratio:.3f})")
+    return out
+
+
+def write_params(params: dict, path: Path, head: str, against: str, name: str) -> None:
+    """The comparison's params file, as Snakemake reads it (written whole or not at all)."""
+    import yaml
+
+    from ..io.atomic import atomic_path
+
+    with atomic_path(path) as tmp:
+        tmp.write_text(f"# made by python -m pipeline_src compare --head {head} --against {against}: "
+                       f"benchmarks/{against}'s params with {name} added\n" + yaml.safe_dump(params, sort_keys=False))
+
+
 def _methods(params: dict) -> set[str]:
     return {m for _, m in run_pairs(params)}
 
 
-def run_compare(params: dict, params_file: Path, against: str, threads: int | None = None, say=print) -> Path:
-    """Prepare the data, restore the publication's records, train and evaluate what is missing (the new head's
-    runs), bench it, summarise (partial: no matrix experiment) and render the card; returns the card's path."""
+def run_compare(params: dict, params_file: Path, against: str, head: str, cores: int | None = None,
+                say=print) -> Path:
+    """Prepare the data, give the new head its frozen tokens (:func:`scale_frozen_tokens`), restore the
+    publication's records, train and evaluate what is missing (the new head's runs), bench it, summarise
+    (partial: no matrix experiment) and render the card; returns the card's path. Says what it does as it goes."""
+    from ..io.atomic import write_json
+    from ..io.runtime import resolve_device
     from ..reporting.card import render_card
     from ..reporting.publish import check_name
     from ..reporting.summarize import summarize
     from .stash import restore
 
     root = paths.REPOSITORY
-    snake = [sys.executable, "-m", "snakemake", "--cores", str(threads or "all")]
-    prepared = [str(paths.prepared_dir(params, d)) for d in run_datasets(params)]
-    _snakemake([*snake, *prepared, "--config", f"params={params_file}"], root, "prepare the data")
-    n, stale = restore(params, check_name(against, "compare"), say=say)
+    snake = [sys.executable, "-m", "snakemake", "--cores", str(cores or "all")]
     new = [m for m in _methods(params) if m not in read_json(
         check_name(against) / paths.PROVENANCE, "params")["params"]["methods"]]
+    prepared = [str(paths.prepared_dir(params, d)) for d in run_datasets(params)]
+    _snakemake([*snake, *prepared, "--config", f"params={params_file}"], root, "prepare the data", say)
+    scaled = scale_frozen_tokens(params, new[0], resolve_device(params.get("device", "auto")), say)
+    write_params(validate(params, "compare"), params_file, head, against, new[0])
+    write_json(Path(params["results_dir"]) / "scaled-tokens.json", scaled)
+    n, stale = restore(params, check_name(against, "compare"), say=say)
     if stale:
         raise ConfigError(f"compare --against {against}: {len(stale)} published records are not what the current "
                           f"code makes of their config (first: {stale[0]}); rerun and republish {against} first")
-    say(f"restored {n} published records; training {new[0]}'s runs")
+    say(f"compare: restored {n} published records; training and evaluating {new[0]}'s runs")
     targets = [str(paths.metrics_path(params, d, m, s)) for d, m in run_pairs(params) for s in run_seeds(params)]
     targets += [str(paths.bench_path(params))]
-    _snakemake([*snake, *targets, "--config", f"params={params_file}"], root, f"train and evaluate {new[0]}")
+    _snakemake([*snake, *targets, "--config", f"params={params_file}"], root, f"train and evaluate {new[0]}", say)
+    say("compare: summarising and rendering the card")
     summarize(params, partial=True, one_machine=False)  # the new head may run elsewhere: the card says so
-    return render_card(params, params_file, against, new[0])
+    return render_card(params, params_file, against, new[0], scaled)
 
 
-def _snakemake(cmd: list[str], cwd: Path, what: str) -> None:
-    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
-    if r.returncode != 0:
-        tail = "\n".join((r.stdout + r.stderr).strip().splitlines()[-15:])
-        raise ConfigError(f"compare: snakemake failed to {what} (exit {r.returncode}); its last lines:\n{tail}")
+def _snakemake(cmd: list[str], cwd: Path, what: str, say=print) -> None:
+    """Snakemake, its progress lines ("3 of 9 steps (33%) done") passed on as they come, the rest kept for an
+    error's last lines."""
+    import re
+
+    lines = []
+    with subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        for line in proc.stdout:
+            lines.append(line.rstrip())
+            if re.search(r"\d+ of \d+ steps \(\d+%\) done", line):
+                say(f"compare: {what}: {line.strip()}")
+    if proc.returncode != 0:
+        tail = "\n".join(lines[-15:])
+        raise ConfigError(f"compare: snakemake failed to {what} (exit {proc.returncode}); its last lines:\n{tail}")
