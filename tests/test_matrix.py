@@ -45,3 +45,20 @@ def test_run_writes_one_row_per_method(tiny, tmp_path):
     assert [r["method"] for r in rows] == ["softmax", "mos"]
     saved = json.loads((tmp_path / "m.json").read_text())
     assert saved["rows"] == rows and saved["config"] == p["matrix"] and saved["seed"] == 5 and saved["data_seed"] == p["seed"]
+
+
+def test_a_config_without_the_matrix_experiment_fits_nothing_and_its_summary_has_no_rows(tiny, tmp_path):
+    """``matrix.methods: []``: the experiment is not part of the config (the token-axis reruns), so its fits are
+    empty and summarize's matrix.csv has no rows: the report shows no matrix section (issue 80, item 2)."""
+    import copy
+
+    from pipeline_src.io import paths
+    from pipeline_src.reporting.summarize import _matrix_rows
+
+    p = copy.deepcopy(tiny)
+    p["matrix"]["methods"] = []
+    p = validate(p)
+    m = p["matrix"]
+    for v, d, seed in ((v, d, s) for v in m["vocab_sizes"] for d in m["dims"] for s in p["run"]["seeds"]):
+        assert run(p, v, d, seed, paths.matrix_fit_path(p, v, d, seed)) == []
+    assert _matrix_rows(p, partial=False, missing=[]) == []
