@@ -60,6 +60,20 @@ def test_a_head_from_outside_gets_its_card_against_the_published_default(tmp_pat
     assert set(bench.method) == {"softmax", "scaled"}
 
 
+def test_compare_refuses_an_edited_copy_of_a_publication_before_it_trains(tmp_path, monkeypatch):
+    from pipeline_src.records.compare import compare_params
+    from pipeline_src.reporting import publish, seals
+
+    copy_ = tmp_path / "benchmarks"
+    shutil.copytree(ROOT / "benchmarks" / "default", copy_ / "mine-copy")
+    headline = copy_ / "mine-copy" / "headline.csv"
+    headline.write_text(headline.read_text().replace("269.2", "169.2", 1) + "\n")
+    monkeypatch.setattr(publish, "BENCHMARKS", copy_)
+    monkeypatch.setattr(seals, "_CHECKED", set())
+    with pytest.raises(Exception, match=r"benchmarks/mine-copy/\S+ (carries no seal|.*differs)"):  # one line, first
+        compare_params(PLUGIN, {}, "mine-copy", "mine", None)
+
+
 def test_a_new_head_s_tokens_are_the_reference_s_frozen_tokens_times_its_relative_speed(monkeypatch):
     """``scale_frozen_tokens``: the median over alternating rounds of the reference's ms over the new head's, times
     the reference's frozen tokens, whatever the machine's speed (the rounds below are the same machine at two
@@ -89,6 +103,14 @@ def test_compare_refuses_a_taken_name_an_unknown_dataset_and_a_head_that_is_not_
         compare_params(PLUGIN, {}, "default", "mine", ["ptb"])
     with pytest.raises(ConfigError, match=r"no_such_module"):
         compare_params("no_such_module:Head", {}, "default", "mine", None)
+    # the weak cases of the second probe: refused in one line before anything runs, naming what it can compare with
+    with pytest.raises(ConfigError, match=r"compare --against nosuch: benchmarks/nosuch is no publication; .*one of "
+                                          r"budget-axis, .*default"):
+        compare_params(PLUGIN, {}, "nosuch", "mine", None)
+    with pytest.raises(ConfigError, match=r"benchmarks/bench-cells is a publication without records"):
+        compare_params(PLUGIN, {}, "bench-cells", "mine", None)
+    with pytest.raises(Exception, match=r"compare --against '\.\.': give a plain name"):
+        compare_params(PLUGIN, {}, "..", "mine", None)
     p = compare_params(PLUGIN, {"init_scale": 2.0}, "default", "mine", ["zipf-5k"])
     assert p["run"]["datasets"] == ["zipf-5k"] and p["run"]["methods"][-1] == "mine"
     assert p["run"]["extra"] == {"datasets": [], "methods": []} and p["keep_models"] is False

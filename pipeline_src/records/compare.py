@@ -28,6 +28,7 @@ from ..config import ConfigError, run_datasets, run_pairs, run_seeds, validate
 from ..io import paths
 from ..io.artifacts import read_json
 
+
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
@@ -41,7 +42,7 @@ def compare_params(head: str, options: dict, against: str, name: str, datasets: 
 
     if not re.match(NAME_PATTERN, name):
         raise ConfigError(f"compare --as {name!r}: a method name is letters, digits, '_', '.' and '-'")
-    pub = check_name(against, "compare")
+    pub = _publication_of_runs(against)
     prov_path = pub / paths.PROVENANCE
     params = validate(copy.deepcopy(read_json(prov_path, "params")["params"]), str(prov_path))
     if name in params["methods"]:
@@ -112,6 +113,22 @@ def write_params(params: dict, path: Path, head: str, against: str, name: str) -
                        f"benchmarks/{against}'s params with {name} added\n" + yaml.safe_dump(params, sort_keys=False))
 
 
+def _publication_of_runs(against: str) -> Path:
+    """``benchmarks/AGAINST``, refused in one line before anything runs unless it is a sealed publication of
+    trained runs with their records (what ``restore`` brings back); the refusal names those that are."""
+    from ..reporting.publish import check_name
+    from ..reporting.seals import check_publication
+
+    pub = check_name(against, "compare", "--against")
+    usable = sorted(p.parent.parent.name for p in pub.parent.glob(f"*/records/{paths.RECORDS_MANIFEST}"))
+    if not (pub / "records" / paths.RECORDS_MANIFEST).is_file():
+        what = "no publication" if not pub.is_dir() else "a publication without records (a bench, or tables alone)"
+        raise ConfigError(f"compare --against {against}: benchmarks/{against} is {what}; compare restores a "
+                          f"publication's trained runs from its records: one of {', '.join(usable)}")
+    check_publication(pub)  # an edited or unsealed copy: refused here, not after the training
+    return pub
+
+
 def _methods(params: dict) -> set[str]:
     return {m for _, m in run_pairs(params)}
 
@@ -137,7 +154,7 @@ def run_compare(params: dict, params_file: Path, against: str, head: str, cores:
     scaled = scale_frozen_tokens(params, new[0], resolve_device(params.get("device", "auto")), say)
     write_params(validate(params, "compare"), params_file, head, against, new[0])
     write_json(Path(params["results_dir"]) / "scaled-tokens.json", scaled)
-    n, stale = restore(params, check_name(against, "compare"), say=say)
+    n, stale = restore(params, check_name(against, "compare", "--against"), say=say)
     if stale:
         raise ConfigError(f"compare --against {against}: {len(stale)} published records are not what the current "
                           f"code makes of their config (first: {stale[0]}); rerun and republish {against} first")

@@ -92,10 +92,11 @@ def check_stash(out: Path, params: dict, params_file: str, replace: bool) -> Non
             return
 
 
-def check_name(name: str, command: str = "publish") -> Path:
-    """``benchmarks/NAME`` for a plain name (letters, digits, ``-``, ``_``, ``.``; not ``.`` or ``..``)."""
+def check_name(name: str, command: str = "publish", option: str = "--name") -> Path:
+    """``benchmarks/NAME`` for a plain name (letters, digits, ``-``, ``_``, ``.``; not ``.`` or ``..``); ``option``
+    is the command's own word for it in the refusal."""
     if not NAME.fullmatch(name) or name in (".", ".."):
-        raise OutputError(f"{command} --name {name!r}: give a plain name (letters, digits, '-', '_', '.'; no '/', "
+        raise OutputError(f"{command} {option} {name!r}: give a plain name (letters, digits, '-', '_', '.'; no '/', "
                           f"not empty, not '.' or '..'); it becomes benchmarks/NAME")
     return BENCHMARKS / name
 
