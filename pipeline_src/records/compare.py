@@ -120,9 +120,11 @@ def _publication_of_runs(against: str) -> Path:
     from ..reporting.seals import check_publication
 
     pub = check_name(against, "compare", "--against")
-    usable = sorted(p.parent.parent.name for p in pub.parent.glob(f"*/records/{paths.RECORDS_MANIFEST}"))
-    if not (pub / "records" / paths.RECORDS_MANIFEST).is_file():
-        what = "no publication" if not pub.is_dir() else "a publication without records (a bench, or tables alone)"
+    usable = sorted(p.parent.parent.name for p in pub.parent.glob(f"*/records/{paths.RECORDS_MANIFEST}")
+                    if (p.parent.parent / paths.PROVENANCE).is_file())  # published, not records stashed alone
+    if not (pub / "records" / paths.RECORDS_MANIFEST).is_file() or not (pub / paths.PROVENANCE).is_file():
+        what = ("no publication" if not pub.is_dir() else "records not yet published (a stash)"
+                if (pub / "records").is_dir() else "a publication without records (a bench, or tables alone)")
         raise ConfigError(f"compare --against {against}: benchmarks/{against} is {what}; compare restores a "
                           f"publication's trained runs from its records: one of {', '.join(usable)}")
     check_publication(pub)  # an edited or unsealed copy: refused here, not after the training
