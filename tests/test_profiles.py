@@ -62,7 +62,7 @@ def test_the_committed_profiles_name_their_machine():
     assert {"zipf-10k", "zipf-100k", "zipf-1m"} <= set(rows.dataset)
     assert machine.startswith("NVIDIA H100") and "measured at commit 55b94b1" in machine
     rows, machine = load_profile("cpu-thread")
-    assert (rows.tokens_per_s > 0).all() and "1 threads" in machine and "measured at commit 1ecd058" in machine
+    assert (rows.tokens_per_s > 0).all() and "1 threads" in machine and "measured at commit 0db2efd" in machine
     with pytest.raises(ConfigError, match="--profile nope: no such profile"):
         load_profile("nope")
     assert readings(ladder_points(_ladder()[0]), {}).empty

@@ -241,6 +241,38 @@ def test_restate_recomputes_the_budget_axis_under_the_new_statistics(tmp_path, m
     assert (widths[0.9] < widths[0.95]).all()
 
 
+def test_restate_reads_a_ladder_s_equal_time_on_the_profiles_as_they_are_now(tmp_path, monkeypatch):
+    """A token-ladder publication restated after a profile was measured again: its equal-time grid reads each
+    method's tokens from the profile now (here every method twice as fast on the CPU: a minute buys what two did),
+    and its equal-data grid keeps the epochs each rung is."""
+    import shutil
+
+    import pipeline_src.reporting.ladder_tables as lt
+    import pipeline_src.reporting.profiles as profiles
+    import pipeline_src.reporting.publish as pub
+
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path)
+    monkeypatch.setattr(pub, "update_docs", lambda: [])
+    shutil.copytree(ROOT / "benchmarks" / "token-axis", tmp_path / "token-axis", ignore=shutil.ignore_patterns("records"))
+    cpu = pd.read_csv(ROOT / "benchmarks" / "bench-cells" / "cell-bench.csv")
+    faster = tmp_path / "fast" / "cell-bench.csv"
+    faster.parent.mkdir()
+    cpu.assign(tokens_per_s=2 * cpu.tokens_per_s).to_csv(faster, index=False)
+    for module in (lt, profiles):  # the name ladder_tables iterates, the folder load_profile reads
+        monkeypatch.setattr(module, "PROFILES", {"cpu-thread": str(faster.parent)})
+    before = pd.read_csv(tmp_path / "token-axis" / "equal-time.csv").query("profile == 'cpu-thread'")
+    pub.restate(load(ROOT / "config" / "token-axis.yaml"), ROOT / "config" / "token-axis.yaml", "token-axis",
+                say=lambda s: None)
+    after = pd.read_csv(tmp_path / "token-axis" / "equal-time.csv")
+    assert set(after.profile) == {"cpu-thread"} and len(after) == 3
+    minute = after[after.seconds == 60.0].iloc[0].tokens_read
+    speed = cpu[cpu.dataset == "zipf-10k"].set_index("method").tokens_per_s
+    assert f"nce {2 * 60 * speed['nce'] / 1e6:.3g}M" in minute  # twice the tokens a minute bought on the profile
+    assert list(after.seconds) == pytest.approx([60.0, *(before.seconds.iloc[1:] / 2)], rel=1e-9)
+    lad = pd.read_csv(tmp_path / "token-axis" / "ladder-advice.csv")
+    assert lad.epochs.to_numpy() == pytest.approx(lad.tokens.to_numpy() / 17_000_001, rel=1e-3)
+
+
 def test_the_first_screen_names_the_commit_that_trained_a_pinned_rerun(default_params):
     """A rerun trained in a worktree pinned at one commit and published at another names both (publish
     --trained-at): the token axis trained at 4364da1."""

@@ -295,11 +295,28 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
             check_digest(out, table)
         tables.update(axis_tables(read_csv(out / "anytime.csv"), summary,
                                   read_csv(refs) if refs.is_file() and refs.stat().st_size > 1 else None, params))
+        tables.update(_restated_ladder_tables(out, prov, summary, tables.get("budget-advice.csv"), params))
     dirty = _dirty_files()  # before this writes anything: the tree the restated tables came from
     check_doc_sources(out)
     with allow_tracked(out, *doc_files()):
         _write_restated(params, params_file, out, prov, prov_path, tables, dirty, say)
     return out
+
+
+def _restated_ladder_tables(out: Path, prov: dict, summary, budget_advice, params: dict) -> dict:
+    """A token-ladder publication's tables under the current statistics and hardware profiles (equal time reads
+    each method's tokens/s from ``profiles.PROFILES``, re-measured since): the epochs a rung is come from its
+    published ``ladder-advice.csv`` (the training split's tokens are the preparation's, absent from a clone)."""
+    from .ladder_tables import NAMES, ladder_tables
+    from .published_rows import check_digest
+
+    if "ladder-advice.csv" not in prov["files"]:
+        return {}
+    check_digest(out, "ladder-advice.csv")
+    old = read_csv(out / "ladder-advice.csv").dropna(subset=["epochs"])
+    split = {d: int(round(float((g.tokens / g.epochs).median()))) for d, g in old.groupby("dataset")}
+    made = ladder_tables(read_csv(out / "anytime.csv"), summary, budget_advice, params, split)
+    return {name: made[name] for name in NAMES if name in made}
 
 
 def _write_restated(params, params_file, out, prov, prov_path, tables, dirty, say) -> None:
