@@ -85,7 +85,7 @@ def _select(params: dict, args) -> None:
 def _evaluate(params: dict, args) -> None:
     from .evaluation.run import evaluate_run
 
-    splits = evaluate_run(params, args.dataset, args.method, args.seed, _device(params, args))
+    splits = evaluate_run(params, args.dataset, args.method, args.seed, _device(params, args), args.config)
     if "rank" in splits:
         r = splits["rank"]
         print(f"{args.dataset}/{args.method}: log-prob matrix rank {r['rank']} over {r['contexts']} contexts "

@@ -259,6 +259,17 @@ def test_a_damaged_run_record_is_one_line_naming_the_file(capsys, proj, tmp_path
     assert str(metrics) in line and want in line
 
 
+def test_a_damaged_model_s_hint_names_the_params_file_it_was_trained_from(capsys, proj, tmp_path):
+    """The second probe's weak case: the hint after a damaged model.pt left out --config, so following it trained
+    params.yaml's run instead of this config's."""
+    cfg = _one_run(capsys, proj)
+    model = tmp_path / "results" / "runs" / "tiny" / "softmax" / "seed0" / "model.pt"
+    model.write_bytes(model.read_bytes()[:100])
+    line = _refused(capsys, "evaluate", "--config", str(cfg), "--dataset", "tiny", "--method", "softmax",
+                    "--seed", "0")
+    assert str(model) in line and f"python -m pipeline_src train --config {cfg} --dataset tiny" in line
+
+
 def test_a_damaged_table_is_one_line_naming_the_file(capsys, proj, tmp_path):
     cfg = _one_run(capsys, proj)
     assert _cli(capsys, "summarize", "--config", str(cfg), "--partial")[0] == 0  # no matrix fits here

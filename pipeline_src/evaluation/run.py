@@ -13,7 +13,8 @@ from ..io.digests import check_seal, sha256_of
 from ..io.errors import ConfigError
 
 
-def evaluate_run(params: dict, dataset: str, method: str, seed: int, device: torch.device) -> dict:
+def evaluate_run(params: dict, dataset: str, method: str, seed: int, device: torch.device,
+                 config: str | None = None) -> dict:
     """Score the run, write its metrics.json; returns the splits' scores (and rank, argmax diagnostics)."""
     from ..config import run_hash
     from ..config.runspec import final_config
@@ -26,7 +27,8 @@ def evaluate_run(params: dict, dataset: str, method: str, seed: int, device: tor
 
     prepared = check_prepared(params, dataset)
     run = paths.run_dir(params, dataset, method, seed)
-    retrain = f"python -m pipeline_src train --dataset {dataset} --method {method} --seed {seed}"
+    at = f" --config {config}" if config and config != "params.yaml" else ""  # the hints name the params file
+    retrain = f"python -m pipeline_src train{at} --dataset {dataset} --method {method} --seed {seed}"
     final = cfg = final_config(params, dataset, method, seed)
     no_rank = {**final["evaluation"], "rank_contexts": 0}  # the other models of a run: scored, rank not repeated
     trained = None
