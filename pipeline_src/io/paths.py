@@ -35,7 +35,8 @@ TABLES = ("summary.csv", "summary.json", "headline.csv", "contrasts.csv", "refer
           "matrix.csv", "bench.csv", "bench.json", "tuning.csv", "tuning_curves.csv", "step-bench.csv", "step-bench.json",
           "step-breakdown.csv", "sampler-costs.csv", "sampler-bias.csv", "cell-bench.csv", "cell-bench.json",
           "budget-ranking.csv", "budget-advice.csv", "crossovers.csv", "budget-fits.csv", "gpu-hours.csv",
-          "gpu-equal-time.csv", "ladder-advice.csv", "equal-time.csv", "ladder-loo.csv")
+          "gpu-equal-time.csv", "ladder-advice.csv", "equal-time.csv", "ladder-loo.csv",
+          "headline-metrics.json", "valid-curves.csv")  # the last two: what DVC shows (dvc.yaml's top-level entries)
 SUMMARY_TABLES = ("summary.csv", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv",
                   "matrix.csv", "tuning.csv", "tuning_curves.csv", "budget-ranking.csv", "budget-advice.csv",
                   "crossovers.csv", "budget-fits.csv", "gpu-hours.csv",

@@ -296,11 +296,25 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
         tables.update(axis_tables(read_csv(out / "anytime.csv"), summary,
                                   read_csv(refs) if refs.is_file() and refs.stat().st_size > 1 else None, params))
         tables.update(_restated_ladder_tables(out, prov, summary, tables.get("budget-advice.csv"), params))
+    tables.update(_dvc_views(out, head))
     dirty = _dirty_files()  # before this writes anything: the tree the restated tables came from
     check_doc_sources(out)
     with allow_tracked(out, *doc_files()):
         _write_restated(params, params_file, out, prov, prov_path, tables, dirty, say)
     return out
+
+
+def _dvc_views(out: Path, head) -> dict:
+    """The publication's DVC views (``summarize.dvc_views``) from its headline and history, so that `dvc metrics
+    show` and `dvc plots show` read a committed publication on a fresh clone (dvc.yaml's top-level entries)."""
+    import json
+
+    from .summarize import dvc_views
+
+    if not (out / "history.csv").is_file():
+        return {}
+    metrics, curves = dvc_views(head, read_csv(out / "history.csv"))
+    return {"headline-metrics.json": json.dumps(metrics, indent=2, sort_keys=True) + "\n", "valid-curves.csv": curves}
 
 
 def _restated_ladder_tables(out: Path, prov: dict, summary, budget_advice, params: dict) -> dict:
@@ -323,7 +337,7 @@ def _write_restated(params, params_file, out, prov, prov_path, tables, dirty, sa
     from .summarize import gpu_cells_record
 
     for file, frame in tables.items():
-        write_text(out / file, frame.to_csv(index=False))
+        write_text(out / file, frame if isinstance(frame, str) else frame.to_csv(index=False))
     if (out / "summary.json").is_file():  # the publication's summary record says what its tables now are
         from ..io.digests import sha256_of
 

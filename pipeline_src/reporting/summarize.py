@@ -330,15 +330,20 @@ def gpu_cells_record(params: dict) -> dict | None:
     return {"path": cells, "sha256": sha256_of(cells)} if cells and Path(cells).is_file() else None
 
 
-def _write_dvc_views(params: dict, head: pd.DataFrame, history: pd.DataFrame) -> None:
-    """What DVC shows: headline-metrics.json (`dvc metrics show`: each method's mean test perplexity) and
-    valid-curves.csv (`dvc plots show`: each method's mean validation perplexity per epoch over its seeds)."""
+def dvc_views(head: pd.DataFrame, history: pd.DataFrame) -> tuple[dict, pd.DataFrame]:
+    """What DVC shows: headline-metrics.json (`dvc metrics show`: each method's mean test perplexity, by dataset)
+    and valid-curves.csv (`dvc plots show`: each method's mean validation perplexity per epoch over its seeds)."""
     metrics = {}  # one number a method: `dvc metrics diff` then reads as a table of test perplexities
     for r in head.itertuples():
         metrics.setdefault(r.dataset, {})[r.method] = round(float(r.ppl), 4)
-    write_json(paths.headline_metrics_path(params), metrics)
     curves = (history.groupby(["dataset", "method", "epoch"], sort=False).valid_nll.mean().reset_index()
               .assign(valid_ppl=lambda d: np.exp(d.valid_nll)).drop(columns="valid_nll"))
+    return metrics, curves
+
+
+def _write_dvc_views(params: dict, head: pd.DataFrame, history: pd.DataFrame) -> None:
+    metrics, curves = dvc_views(head, history)
+    write_json(paths.headline_metrics_path(params), metrics)
     _write(paths.valid_curves_path(params), curves)
 
 
