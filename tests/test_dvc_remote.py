@@ -54,6 +54,25 @@ def push_then_pull(proj: Path, tmp_path: Path) -> None:
     assert (clone / "data" / "prepared" / "tiny" / "meta.json").exists()
 
 
+def test_a_fresh_clone_s_dvc_metrics_and_plots_read_the_committed_default_publication(tmp_path):
+    """Before any run, `dvc metrics show` prints the committed default publication's test perplexities (dvc.yaml's
+    top-level metrics, a file no stage writes) and `dvc plots show` draws its curves; the stages' own results/
+    files are the only ones it cannot load yet (issue 80, item 5)."""
+    import json
+
+    clone = tmp_path / "clone"
+    _sh(["git", "clone", "-q", str(ROOT), str(clone)], tmp_path)
+    shown = json.loads(_sh([str(BIN / "dvc"), "metrics", "show", "--json"], clone).stdout)[""]["data"]
+    head = pd.read_csv(clone / "benchmarks" / "default" / "headline.csv")
+    published = shown["benchmarks/default/headline-metrics.json"]["data"]
+    assert {(d, m): round(p, 4) for d, g in published.items() for m, p in g.items()} == \
+        {(r.dataset, r.method): round(float(r.ppl), 4) for r in head.itertuples()}
+    assert set(shown) == {"benchmarks/default/headline-metrics.json", "results/headline-metrics.json"}
+    assert "error" in shown["results/headline-metrics.json"]  # not run yet: the only one it cannot load
+    _sh([str(BIN / "dvc"), "plots", "show"], clone)
+    assert "benchmarks/default/valid-curves.csv" in (clone / "dvc_plots" / "index.html").read_text()
+
+
 def test_dvc_shows_one_compact_metrics_file_and_curves_grouped_by_method():
     """`dvc metrics show` reads the headline's test perplexities alone (not 44 files of 186 columns), `dvc plots
     show` one file of mean curves drawn by method (its template is committed) and the figures as images."""
