@@ -157,7 +157,7 @@ def test_every_published_file_is_read_through_its_seal(tmp_path):
     bench.write_text(bench.read_text().replace("1", "2", 1))
     with pytest.raises(ArtifactError, match=r"bench.csv: not the file that was published .*legacy-digests.json"):
         check_publication(tmp_path / "samplers-first-look")
-    shutil.copytree(ROOT / "benchmarks" / "default", tmp_path / "my-copy")
+    shutil.copytree(ROOT / "benchmarks" / "samplers-first-look", tmp_path / "my-copy")
     with pytest.raises(ArtifactError, match=r"carries no seal"):
         check_publication(tmp_path / "my-copy")
     (pub / "bench.csv").unlink()  # the probe: a deleted table was not seen (the report crashed in its notebook)
