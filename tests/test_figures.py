@@ -67,6 +67,9 @@ def test_every_method_has_one_colour_and_marker_in_every_report():
     table = method_styles(known_methods())
     assert len(table) >= 28 and len({(s["color"], s["marker"]) for s in table.values()}) == len(table)
     assert table["hierarchical-softmax"] == sweep["hierarchical-softmax"]
+    # the token-axis grids' six methods each have a colour of their own (NCE and in-batch shared cyan)
+    six = ("softmax", "hierarchical-softmax", "sampled-softmax", "sampled-softmax-in-batch", "nce", "adaptive-softmax")
+    assert len({table[m]["color"] for m in six}) == 6
     # a method the table does not hold (a plugin, a config's variant) takes a pair no known method has
     mine = method_styles({"softmax": "softmax", "my-head": "softmax", "nce-zero-init": "nce"})
     pairs = {(s["color"], s["marker"]) for s in table.values()}

@@ -17,6 +17,9 @@ MARKERS = ["o", "s", "^", "D", "P", "v", "X", "*", "<", ">"]  # for a clash of (
 # chosen to stay apart under the common colour-vision deficiencies; an eleventh method reuses a colour with
 # another marker
 PALETTE = "petroff10"
+# the methods of the token-axis grids (the README's first screen): they take the palette's first colours, so the
+# figures that show them together never repeat a colour (past ten methods only the (colour, marker) pair is unique)
+FIRST = ("softmax", "hierarchical-softmax", "sampled-softmax", "sampled-softmax-in-batch", "nce", "adaptive-softmax")
 
 
 def family(method_type: str) -> str:
@@ -58,7 +61,8 @@ def method_styles(methods: dict[str, str], together: list[set[str]] | None = Non
     """``{method name: head type}`` -> ``{method: {"color", "marker", "family"}}`` from one fixed table: the methods
     params.yaml defines, in the order of their families, head types and names, each the next colour of a
     colour-blind-safe palette and its family's marker (a pair already taken: the next marker), so a method has the
-    same colour and marker in every figure of every report and no two methods share a pair. A method the table
+    same colour and marker in every figure of every report and no two methods share a pair (the ``FIRST`` methods
+    take the first colours, each its own). A method the table
     does not hold (a plugin, a config's own variant) takes the next unused pairs, in the same order. ``together``
     is accepted for callers that name the figures' groups; the table makes every pair unique anyway."""
     import matplotlib
@@ -66,7 +70,8 @@ def method_styles(methods: dict[str, str], together: list[set[str]] | None = Non
     colors = [matplotlib.colors.to_hex(c) for c in matplotlib.color_sequences[PALETTE]]
     rank = {f: i for i, f in enumerate(FAMILIES)}
     known = known_methods()
-    key = lambda types: lambda m: (rank.get(family(types[m]), len(rank)), types[m], m)  # noqa: E731
+    key = lambda types: lambda m: (FIRST.index(m) if m in FIRST else len(FIRST),  # noqa: E731
+                                   rank.get(family(types[m]), len(rank)), types[m], m)
     styles: dict[str, dict] = {}
     used: set = set()
     _assign(sorted(known, key=key(known)), known, colors, styles, used)
