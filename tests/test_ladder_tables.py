@@ -136,3 +136,30 @@ def test_the_rate_check_sets_the_pick_beside_its_two_neighbouring_rates_at_each_
     lines = rate_check_markdown(t).splitlines()
     assert lines[2] == (f"| d, a | 1M | {math.exp(5.10):,.1f} (lr 0.004) | {math.exp(5.02):,.1f} (lr 0.01) | "
                         f"**{math.exp(4.90):,.1f} (lr 0.03)** |")
+
+
+def test_a_rate_sweep_sets_every_rate_tried_side_by_side_at_the_rungs_all_reached():
+    """Where the best rate moved (the rate check), a retune's half-steps join the ladder's pick and the check's
+    neighbours: one row per (method, rung) that every rate reached, one column per rate, the best in bold; methods
+    the retune did not touch stay out."""
+    from pipeline_src.reporting.ladder_tables import rate_sweep, rate_sweep_markdown
+
+    def pub(runs):  # runs: {method: (lr, {tokens: valid nll})}, seed 1
+        anytime = pd.DataFrame([{"dataset": "d", "method": m, "seed": 1, "multiple": t / 16e6, "tokens": t,
+                                 "valid_ppl": math.exp(v), "test_nll": v + 0.01}
+                                for m, (_, pts) in runs.items() for t, v in pts.items()])
+        summary = pd.DataFrame([{"method": m, "seed": 1, "lr": lr} for m, (lr, _) in runs.items()])
+        return anytime, summary
+
+    ladder = pub({"h": (0.019, {5e5: 6.0, 8e6: 5.8, 16e6: 5.7}), "x": (0.01, {5e5: 6.5, 8e6: 6.1, 16e6: 6.0})})
+    check = pub({"h-lower-rate": (0.0083, {5e5: 6.1, 8e6: 5.7}), "h-higher-rate": (0.0436, {5e5: 6.05, 8e6: 5.9}),
+                 "x-lower-rate": (0.004, {5e5: 6.6, 8e6: 6.2})})
+    retune = pub({"h-rate-0.0126": (0.0126, {5e5: 6.02, 8e6: 5.65}), "h-rate-0.0055": (0.0055, {5e5: 6.2, 8e6: 5.75})})
+    table = rate_sweep(*ladder, [check, retune])
+    assert set(table.method) == {"h"} and sorted(table.tokens.unique()) == [5e5, 8e6]
+    assert list(table[table.tokens == 8e6].lr) == [0.0055, 0.0083, 0.0126, 0.019, 0.0436]
+    rows = rate_sweep_markdown(table).splitlines()
+    assert rows[0] == "| dataset, method | rung | lr 0.0055 | lr 0.0083 | lr 0.0126 | lr 0.019 | lr 0.0436 |"
+    assert rows[3] == (f"| d, h | 8M | {math.exp(5.75):,.1f} | {math.exp(5.7):,.1f} | **{math.exp(5.65):,.1f}** | "
+                       f"{math.exp(5.8):,.1f} | {math.exp(5.9):,.1f} |")
+    assert f"**{math.exp(6.0):,.1f}**" in rows[2]  # at 0.5M the pick is best

@@ -48,6 +48,18 @@ def rates_markdown(rates: str, ladder: str) -> str:
     return rate_check_markdown(rate_check(*frames))
 
 
+def sweep_markdown(ladder: str, *checks: str) -> str:
+    """``sweep:LADDER,CHECK,...,RETUNE``: every rate tried at each rung for the methods RETUNE retuned, from the
+    ladder's picks and the checks' runs (``ladder_tables.rate_sweep``)."""
+    from .ladder_tables import rate_sweep, rate_sweep_markdown
+
+    pubs, missing = _publications(ladder, *checks)
+    if missing:
+        return missing
+    frames = [(pd.read_csv(p / "anytime.csv"), pd.read_csv(p / "summary.csv")) for p in pubs]
+    return rate_sweep_markdown(rate_sweep(*frames[0], frames[1:]))
+
+
 def axes_markdown(publications: list[str]) -> str:
     """What to use over (|V|, budget), from the named budget-axis publications' ``budget-advice.csv`` (their
     order is the rows'): one row per dataset, one column per budget of ``advice.AXIS_MULTIPLES``."""

@@ -274,3 +274,55 @@ def rate_check_markdown(table: pd.DataFrame) -> str:
                        "lower rate": cell(r, "lower"), "the pick": cell(r, "pick"), "higher rate": cell(r, "higher")}
                       for r in table.itertuples()])
     return frame_markdown(t)
+
+
+def rate_sweep(ladder_anytime: pd.DataFrame, ladder_summary: pd.DataFrame,
+               checks: list[tuple[pd.DataFrame, pd.DataFrame]]) -> pd.DataFrame:
+    """Every rate tried for a method at each rung, seed 1 of the ladder's pick and the checks' runs (the rate
+    check's ``<method>-lower-rate`` / ``-higher-rate``, a retune's ``<method>-rate-<x>``): one row per (dataset,
+    method, rung, rate) with its validation and test perplexity, for the methods the last check retuned."""
+    frames = [(ladder_anytime, ladder_summary), *checks]
+    lr = pd.concat([s for _, s in frames]).drop_duplicates(["method", "seed"]).set_index(["method", "seed"]).lr
+    retuned = {_base(m) for m in checks[-1][1].method.unique()} - {None}
+    rows = []
+    for anytime, _ in frames:
+        for r in ladder_points(anytime).itertuples():
+            base = r.method if r.method in retuned else _base(r.method)
+            if base not in retuned or r.seed != 1:
+                continue
+            rows.append({"dataset": r.dataset, "method": base, "tokens": r.tokens, "lr": lr.get((r.method, r.seed)),
+                         "valid_ppl": math.exp(r.valid_nll), "test_ppl": math.exp(r.test_nll)})
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    keep = []
+    for _, g in out.groupby(["dataset", "method"]):  # the rungs every rate reached (the checks': 0.5M and 8M)
+        common = set.intersection(*(set(x.tokens) for _, x in g.groupby("lr")))
+        keep.append(g[g.tokens.isin(common)])
+    return pd.concat(keep).sort_values(["dataset", "method", "tokens", "lr"], ignore_index=True)
+
+
+def _base(method: str) -> str | None:
+    base, _ = _variant(method)
+    if base is not None:
+        return base
+    head, sep, rate = method.rpartition("-rate-")
+    return head if sep and rate.replace(".", "", 1).isdigit() else None
+
+
+def rate_sweep_markdown(table: pd.DataFrame) -> str:
+    """One row per (method, rung), one column per rate tried (validation perplexity; the best in bold, — where
+    that rate was not tried)."""
+    from .markdown import frame_markdown
+
+    rates = sorted(table.lr.unique())
+    rows = []
+    for (ds, m, t), g in table.groupby(["dataset", "method", "tokens"], sort=False):
+        best = g.valid_ppl.min()
+        row = {"dataset, method": f"{ds}, {m}", "rung": f"{t / 1e6:.2g}M"}
+        by = g.set_index("lr").valid_ppl
+        for rate in rates:
+            v = by.get(rate)
+            row[f"lr {rate:.3g}"] = "—" if v is None else (f"**{v:,.1f}**" if v == best else f"{v:,.1f}")
+        rows.append(row)
+    return frame_markdown(pd.DataFrame(rows))
