@@ -48,7 +48,7 @@ def rates_markdown(rates: str, ladder: str) -> str:
     return rate_check_markdown(rate_check(*frames))
 
 
-def sweep_markdown(ladder: str, *checks: str) -> str:
+def rate_sweep_block(ladder: str, *checks: str) -> str:
     """``sweep:LADDER,CHECK,...,RETUNE``: every rate tried at each rung for the methods RETUNE retuned, from the
     ladder's picks and the checks' runs (``ladder_tables.rate_sweep``)."""
     from .ladder_tables import rate_sweep, rate_sweep_markdown

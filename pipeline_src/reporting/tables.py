@@ -22,7 +22,7 @@ from .bench_tables import (
 )
 from .axis_markdown import (  # noqa: F401 (the budget and token axes' tables, rendered here by name)
     axes_grid_markdown, axes_markdown, budget_ranking_markdown, cosine_markdown, crossovers_markdown,
-    gpu_equal_time_markdown, rates_markdown, sweep_markdown)
+    gpu_equal_time_markdown, rate_sweep_block, rates_markdown)
 from .markdown import fmt_ci, fmt_millions, fmt_num, frame_markdown, markdown_table
 from .report_tables import (
     budget_fits_table,
@@ -250,7 +250,7 @@ def render_table(path: str) -> str:
     if path.startswith("rates:"):  # a rate check's neighbouring rates against a ladder publication's picks
         return rates_markdown(*path.split(":", 1)[1].split(","))
     if path.startswith("sweep:"):  # every rate tried where the best rate moved: the ladder, its checks, a retune
-        return sweep_markdown(*path.split(":", 1)[1].split(","))
+        return rate_sweep_block(*path.split(":", 1)[1].split(","))
     memory = path.startswith("memory:")  # the topic language's rows against its two lines (its summary.csv)
     path = path.removeprefix("memory:")
     file = REPOSITORY / path
