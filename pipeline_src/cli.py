@@ -275,9 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except OSError as e:  # disk full, quota, read-only or permission-denied output (nothing half-written stays)
-        where = f" writing {e.filename}" if e.filename else ""
+        where = f" {e.filename}" if e.filename else ""  # read or written: the error says which went wrong
         hint = "; free some space and rerun" if e.errno in (errno.ENOSPC, errno.EDQUOT) else ""
-        print(f"error: {args.command}{where}: {e.strerror or e}{hint}", file=sys.stderr)
+        print(f"error: {args.command}:{where}: {e.strerror or e}{hint}", file=sys.stderr)
         return 2
     except Diverged as e:
         print(f"error: {e}", file=sys.stderr)

@@ -311,3 +311,16 @@ def test_two_trainers_cannot_write_one_run_and_a_stale_lock_is_taken_over(tmp_pa
     with pytest.raises(OutputError, match="on node-17"):  # another job's, on another node: refused
         with atomic.exclusive(run, "train"):
             pass
+
+
+def test_a_folder_where_a_table_should_be_is_named_as_such_not_as_a_write(capsys, proj, tmp_path, monkeypatch):
+    """The second probe's weak case: `publish` over a results folder whose summary.csv is a directory said
+    "writing" a file it failed to read."""
+    import pipeline_src.reporting.publish as pub
+
+    _, cfg = proj
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")  # never the repository's
+    (tmp_path / "results" / "summary.csv").mkdir(parents=True)
+    line = _refused(capsys, "publish", "--config", str(cfg), "--name", "probe-folder")
+    assert "summary.csv" in line and "writing" not in line, line
+    assert not (tmp_path / "benchmarks" / "probe-folder").exists()
