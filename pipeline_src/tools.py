@@ -232,6 +232,7 @@ def _restore(params: dict, args) -> None:
 
 
 def _restate(params: dict, args) -> None:
+    from .io.artifacts import read_json
     from .reporting.publish import restate
 
     source = Path(args.config)
@@ -239,12 +240,12 @@ def _restate(params: dict, args) -> None:
         import copy
 
         from .config import validate
-        from .io.artifacts import read_json
         from .io.paths import PROVENANCE, REPOSITORY
         from .reporting.publish import check_name
 
         source = (check_name(args.name, "restate") / PROVENANCE).relative_to(REPOSITORY)  # recorded as a repository path
         params = validate(copy.deepcopy(read_json(REPOSITORY / source, "params")["params"]), str(source))
     out = restate(params, source, args.name)
-    print(f"restated {out}: headline.csv and contrasts.csv recomputed from its summary.csv under "
-          f"{source}'s statistics; README/docs tables regenerated: commit both")
+    tables = read_json(out / paths.PROVENANCE)["restated"]["tables"]
+    print(f"restated {out}: {', '.join(tables)} recomputed from its committed rows under {source}'s statistics "
+          f"(and the hardware profiles as they are now); README/docs tables regenerated: commit both")
