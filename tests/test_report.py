@@ -222,6 +222,7 @@ def test_a_publication_s_report_renders_from_its_committed_tables_alone(tmp_path
     # a page that says what it is: its title and first screen name the publication, its question, data, model and
     # budget, and a table of contents lists its sections
     assert "<title>large-vocab: The large-vocabulary sweep</title>" in html
+    assert re.search(r"<h1[^>]*>large-vocab: The large-vocabulary sweep", html)  # the heading too, not a generic one
     assert "<strong>large-vocab</strong>: The large-vocabulary sweep" in html and "lstm, width 64, 1 layer(s)" in html
     assert "180 s of training a run" in html and '<nav><strong>Contents</strong><ol><li><a href="#What-to-use">' in html
     assert "No method learned here" in html  # 1M words: every method has a seed above its unigram line

@@ -189,6 +189,9 @@ def sweeps(params: dict) -> list[list[str]]:
     return [g for g in groups.values() if len(g) > 1]
 
 
+HEADING = "# LM output layers: the report"  # the report notebook's first line, replaced by the page's own title
+
+
 def _execute(params: dict, parameters: dict, html_path: Path, notebook: Path, title: str = "LM output layers") -> Path:
     import nbformat
     import papermill
@@ -201,7 +204,11 @@ def _execute(params: dict, parameters: dict, html_path: Path, notebook: Path, ti
                                    kernel_name="python3", cwd=str(html_path.parent.resolve()),
                                    extra_arguments=["--IPKernelApp.log_level=ERROR"])  # not its TCP warning
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _ = exporter.from_notebook_node(nbformat.read(nb_path, as_version=4), resources={"metadata": {"name": title}})
+    node = nbformat.read(nb_path, as_version=4)
+    first = node.cells[0] if node.cells else None
+    if first is not None and first.cell_type == "markdown" and first.source.startswith(HEADING):
+        first.source = f"# {title}\n\n*{HEADING[2:]}*" + first.source[len(HEADING):]  # the page names itself
+    body, _ = exporter.from_notebook_node(node, resources={"metadata": {"name": title}})
     body = _with_contents(body)
     with atomic_path(html_path, suffix=".html") as tmp:
         tmp.write_text(body, encoding="utf-8")
