@@ -56,6 +56,8 @@ def test_a_head_from_outside_gets_its_card_against_the_published_default(tmp_pat
     assert scaled["reference"] == "softmax" and scaled["rounds"] == 5
     assert f"{scaled['tokens']:,} tokens frozen for it" in card and "its own time budget" not in card
     assert "compare: train and evaluate scaled:" in r.stdout  # progress as it goes
+    calibration = re.search(r"Calibration of zipf-5k's frozen budgets:.*?</p>", card, re.S).group(0)
+    assert "softmax 28,840/s" in calibration and "scaled" not in calibration  # its tokens are not a calibration's
     bench = pd.read_csv(out / "bench.csv")
     assert set(bench.method) == {"softmax", "scaled"}
 
