@@ -172,7 +172,19 @@ def softmax_(logits: Tensor) -> Tensor:
     return torch.softmax(logits, dim=1)
 
 
-class ChunkedLinearCrossEntropy(torch.autograd.Function):
+class GradsInForward(torch.autograd.Function):
+    """A fused loss that forms the gradients of its first three inputs (h, weight, bias) in ``forward``, for a unit
+    upstream gradient, and saves them; ``ctx.other_inputs``: how many inputs follow them (no gradient)."""
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out: Tensor):
+        # Scale out of place: the saved tensors must survive a second backward (retain_graph, gradcheck).
+        grads = [None if g is None else g * grad_out for g in ctx.saved_tensors]
+        return (*grads, *[None] * ctx.other_inputs)
+
+
+class ChunkedLinearCrossEntropy(GradsInForward):
     """mean_i [ log Z_i - (h_i W^T + b)[t_i] + alpha (log Z_i)^2 ], log Z_i = logsumexp(h_i W^T + b): the
     cross-entropy (alpha = 0), or Devlin et al.'s self-normalised objective; exact, O(chunk x V) memory."""
 
@@ -208,16 +220,10 @@ class ChunkedLinearCrossEntropy(torch.autograd.Function):
                     grad_w.addmm_(p.t(), hc, beta=float(s > 0), alpha=1.0 / n)
                 if grad_b is not None:
                     grad_b.add_(p.sum(0), alpha=1.0 / n)
+        ctx.other_inputs = 4  # target, chunk_size, scratch, alpha
         ctx.save_for_backward(grad_h, grad_w, grad_b)
         return (total / n).to(h.dtype)
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_out: Tensor):
-        # The gradients were computed in forward for a unit upstream gradient. Scale out of
-        # place: the saved tensors must survive a second backward (retain_graph, gradcheck).
-        grads = [None if g is None else g * grad_out for g in ctx.saved_tensors]
-        return grads[0], grads[1], grads[2], None, None, None, None
 
 
 def linear_cross_entropy(h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
@@ -230,7 +236,7 @@ def linear_cross_entropy(h: Tensor, weight: Tensor, bias: Tensor | None, target:
 
 
 
-class ScoreAndSampledLogZ(torch.autograd.Function):
+class ScoreAndSampledLogZ(GradsInForward):
     """(1/N) [ -sum_i s_{t_i} + coef sum_{i in S} (log Z_i)^2 ], s = h W^T + b, log Z_i = logsumexp(s_i): the
     infrequent self-normalised objective (``heads/selfnorm.py``), fused. The targets' scores touch N rows of W
     (their gradient an ``index_add_``); the penalty's rows S (distinct) are chunked like the cross-entropy: logits
@@ -271,14 +277,10 @@ class ScoreAndSampledLogZ(torch.autograd.Function):
             grad_w.index_add_(0, target, h, alpha=-1.0 / n)
         if grad_b is not None:
             grad_b.index_add_(0, target, torch.full_like(score, -1.0 / n))
+        ctx.other_inputs = 5  # target, rows, coef, chunk_size, scratch
         ctx.save_for_backward(grad_h, grad_w, grad_b)
         return (total / n).to(h.dtype)
 
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_out: Tensor):
-        grads = [None if g is None else g * grad_out for g in ctx.saved_tensors]
-        return grads[0], grads[1], grads[2], None, None, None, None, None
 
 
 def score_and_sampled_log_z(h: Tensor, weight: Tensor, bias: Tensor, target: Tensor, rows: Tensor, coef: float,
