@@ -74,8 +74,8 @@ def test_analytic_flops_match_torch_flop_counter(name):
         sizes = (hd.bounds[1:] - hd.bounds[:-1])[hd.word_class[t]].double().mean()
         # the within-class products run on size bins padded to their largest class and busiest class (issue 79:
         # no loop over classes): the counter sees the padded blocks, P x R x K a bin
-        padded = sum(r.shape[0] * r.shape[1] * i.shape[1] for r, _, i, _ in _bin_blocks(hd.word_class[t], hd.bounds,
-                                                                                         hd.bins))
+        blocks, _ = _bin_blocks(hd.word_class[t], hd.bounds, hd.bins)
+        padded = sum(b.rows.shape[0] * b.rows.shape[1] * b.ids.shape[1] for b in blocks)
         with FlopCounterMode(display=False) as fc:
             hd.loss(h, t).backward()
         assert fc.get_total_flops() / N == pytest.approx(2 * 3 * D * (hd.n_classes + padded / N), rel=0.02)
