@@ -107,3 +107,29 @@ def test_help_lists_every_command_once_in_its_group(capsys):
     with pytest.raises(SystemExit):
         main(["reference", "--help"])
     assert "a count-based reference" in capsys.readouterr().out
+
+
+PROBE = """import os, sys
+sys.argv = ["pipeline_src", "--help"]
+try:
+    import pipeline_src.__main__
+except SystemExit:
+    pass
+import torch
+from pipeline_src.io.runtime import huge_pages
+blocks = [torch.empty(2 ** 20) for _ in range(8)]  # 4 MB each: above the allocator's 2 MB threshold
+print(huge_pages(), sum(b.data_ptr() % 4096 == 0 for b in blocks))
+"""
+
+
+@pytest.mark.parametrize("env,expect", [({}, "True 8"), ({"THP_MEM_ALLOC_ENABLE": "0"}, "False ")])
+def test_the_cli_advises_large_blocks_to_huge_pages_before_torch_allocates(env, expect):
+    """The allocator reads THP_MEM_ALLOC_ENABLE once, at torch's first allocation: the CLI's entry sets it first
+    (its blocks then start on page boundaries, where they start on 64-byte ones otherwise), and keeps a user's 0."""
+    r = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", **env})
+    assert r.returncode == 0, r.stderr[-2000:]
+    last = r.stdout.splitlines()[-1]  # after the --help text
+    assert last.startswith(expect)
+    if env.get("THP_MEM_ALLOC_ENABLE", "1") != "1":
+        assert int(last.split()[1]) < 8  # 64-byte aligned: eight on page boundaries by chance is 64^-8

@@ -30,6 +30,7 @@ from ..heads.kernels import scratch_bytes
 from ..io import paths
 from ..io.atomic import atomic_path, write_json
 from ..io.digests import sha256_of
+from ..io.runtime import huge_pages
 from ..training.optim import RowSparseAdam
 
 
@@ -307,7 +308,7 @@ def run_bench(params: dict, device: torch.device, quick: bool = False) -> pd.Dat
         df.to_csv(tmp, index=False)
     write_json(out.with_suffix(".json"), {"tokens": n, "dim": d, "repeats": repeats, "device": str(device),
                                           "threads": torch.get_num_threads(), "torch": torch.__version__,
-                                          "quick": quick, "bench": b, "bench_csv_sha256": sha256_of(out),
+                                          "huge_pages": huge_pages(), "quick": quick, "bench": b, "bench_csv_sha256": sha256_of(out),
                                           "methods": {m: params["methods"][m] for m in b["methods"]}})
     print(f"N = {n} rows, d = {d}, {device}, {torch.get_num_threads()} threads; times are medians of {repeats}")
     print(df.to_string(index=False, float_format=lambda x: f"{x:.3g}"))

@@ -38,7 +38,7 @@ from ..data.prepare import load_split
 from ..io import paths
 from ..io.artifacts import read_json
 from ..io.atomic import atomic_path, write_json
-from ..io.runtime import cpu_model, load_average, seed_everything
+from ..io.runtime import cpu_model, huge_pages, load_average, seed_everything
 from ..training.optim import RowSparseAdam
 from .bench import UPDATE_BYTES, floor_ms, memory_bandwidth, products_floor_ms, sync, touched_elements
 from .stepbench import _head_runner, lstm_floor_ms
@@ -74,7 +74,8 @@ def run_cell_bench(params: dict, device: torch.device) -> pd.DataFrame:
         df.to_csv(tmp, index=False)
     write_json(out.with_suffix(".json"), {"cells": spec, "device": str(device), "threads": torch.get_num_threads(),
                                           "torch": torch.__version__, "cpu_model": cpu_model(),
-                                          "load_average": load_average(), "rate_vocab": RATE_VOCAB,
+                                          "load_average": load_average(), "huge_pages": huge_pages(),
+                                          "rate_vocab": RATE_VOCAB,
                                           "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None})
     print(df[SHOWN].to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     return df

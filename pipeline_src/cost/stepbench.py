@@ -40,7 +40,7 @@ from ..heads.kernels import softmax_
 from ..io import paths
 from ..io.artifacts import read_json
 from ..io.atomic import atomic_path, write_json
-from ..io.runtime import cpu_model, load_average, seed_everything
+from ..io.runtime import cpu_model, huge_pages, load_average, seed_everything
 from ..training.optim import build_optimizer
 from ..training.step import build_model, train_step
 from .bench import floor_ms, sync, time_fn
@@ -278,4 +278,4 @@ def _write(params: dict, df: pd.DataFrame, bd: pd.DataFrame, meta: dict) -> None
     with atomic_path(out.with_name("step-breakdown.csv")) as tmp:
         bd.to_csv(tmp, index=False)
     write_json(out.with_suffix(".json"), {**meta, "torch": torch.__version__, "cpu_model": cpu_model(),
-                                          "load_average": load_average()})
+                                          "load_average": load_average(), "huge_pages": huge_pages()})

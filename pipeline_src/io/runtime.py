@@ -104,13 +104,19 @@ def kernels(device: torch.device) -> str:
     return torch.backends.cpu.get_cpu_capability()
 
 
+def huge_pages() -> bool:
+    """Whether torch's CPU allocator advises its large blocks to transparent huge pages (``THP_MEM_ALLOC_ENABLE``,
+    read once, at torch's first allocation; the CLI sets it: ``pipeline_src/__main__.py``)."""
+    return os.environ.get("THP_MEM_ALLOC_ENABLE", "0") not in ("", "0")
+
+
 def environment(device: torch.device, load_at_start: float, gflops: float | None = None) -> dict:
     """The setup that makes a run's timings comparable with another's; ``gflops``: the speed probe at the start of
     this call (``gemm_gflops``, taken under a time budget)."""
     env = {"cpu_model": cpu_model(), "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # kernels: AVX2, AVX512
            "cpu_count": os.cpu_count(), "threads": torch.get_num_threads(),
            "torch": torch.__version__, "python": platform.python_version(), "device": str(device),
-           "load_avg_start": load_at_start, "load_avg_end": load_average()}
+           "load_avg_start": load_at_start, "load_avg_end": load_average(), "huge_pages": huge_pages()}
     if gflops is not None:
         env["gemm_gflops"], env["gemm_probe"] = gflops, PROBE
     if device.type == "cuda":
