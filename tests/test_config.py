@@ -111,6 +111,12 @@ def test_run_config_carries_everything_that_shapes_a_run(default_params):
 def test_load_reports_missing_and_malformed_files(tmp_path):
     with pytest.raises(ConfigError, match="does not exist"):
         config.load(tmp_path / "nope.yaml")
+    (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")  # a link that leads back to itself: not "missing"
+    with pytest.raises(ConfigError, match=r"loop.yaml is a symbolic link in a loop of links"):
+        config.load(tmp_path / "loop.yaml")
+    (tmp_path / "dangling.yaml").symlink_to(tmp_path / "gone.yaml")
+    with pytest.raises(ConfigError, match=r"dangling.yaml is a symbolic link to .*gone.yaml, which does not exist"):
+        config.load(tmp_path / "dangling.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("seed: [1,\n")
     with pytest.raises(ConfigError, match="not valid YAML"):

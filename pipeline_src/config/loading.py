@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from ..io.errors import ConfigError
+from ..io.errors import ConfigError, not_there
 
 
 class Replace(dict):
@@ -45,7 +45,7 @@ _UniqueKeyLoader.add_constructor("!replace", _construct_replace)
 def _read(path: Path, extended_by: Path | None = None) -> dict:
     by = f" (extended by {extended_by})" if extended_by else ""
     if not path.exists():
-        raise ConfigError(f"config file {path}{by} does not exist")
+        raise ConfigError(f"config file {path}{by} {not_there(path)}")
     if path.is_dir():
         raise ConfigError(f"reading config: {path}{by} is a directory; give the path of a params file")
     data = path.read_bytes()

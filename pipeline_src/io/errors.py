@@ -49,3 +49,25 @@ class Diverged(RuntimeError):
         super().__init__(f"diverged at epoch {info['epoch']}, steps {info['steps']} (lr {info['lr']:.4g}): "
                          f"{info['reason']}; lower training.lr or set training.clip")
         self.info = info
+
+
+def not_there(path) -> str:
+    """Why ``path`` cannot be read although something may be named so: "does not exist", or what a symbolic link at
+    it leads to (a loop of links, or a target that is gone): ``Path.exists()`` says False to all three."""
+    import os
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.is_symlink():
+        return "does not exist"
+    try:
+        path.resolve(strict=True)
+    except RuntimeError:  # Python < 3.13 on a loop
+        return "is a symbolic link in a loop of links (it leads back to itself)"
+    except OSError as e:
+        import errno
+
+        if e.errno == errno.ELOOP:
+            return "is a symbolic link in a loop of links (it leads back to itself)"
+        return f"is a symbolic link to {os.readlink(path)}, which does not exist"
+    return "does not exist"
