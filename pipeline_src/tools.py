@@ -247,5 +247,8 @@ def _restate(params: dict, args) -> None:
         params = validate(copy.deepcopy(read_json(REPOSITORY / source, "params")["params"]), str(source))
     out = restate(params, source, args.name)
     tables = read_json(out / paths.PROVENANCE)["restated"]["tables"]
-    print(f"restated {out}: {', '.join(tables)} recomputed from its committed rows under {source}'s statistics "
+    folders = {t.split("/", 1)[0] for t in tables if "/" in t}  # a folder of tables (headline-metrics/): named once
+    shown = [t for t in tables if "/" not in t] + [f"{f}/ ({sum(t.startswith(f + '/') for t in tables)} files)"
+                                                   for f in sorted(folders)]
+    print(f"restated {out}: {', '.join(shown)} recomputed from its committed rows under {source}'s statistics "
           f"(and the hardware profiles as they are now); README/docs tables regenerated: commit both")

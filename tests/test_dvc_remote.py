@@ -56,19 +56,24 @@ def push_then_pull(proj: Path, tmp_path: Path) -> None:
 
 def test_a_fresh_clone_s_dvc_metrics_and_plots_read_the_committed_default_publication(tmp_path):
     """Before any run, `dvc metrics show` prints the committed default publication's test perplexities (dvc.yaml's
-    top-level metrics, a file no stage writes) and `dvc plots show` draws its curves; the stages' own results/
-    files are the only ones it cannot load yet (issue 80, item 5)."""
+    top-level metrics, files no stage writes), a row a dataset and method, and `dvc plots show` draws its curves;
+    the stages' own results/ folder is the only one it cannot load yet (issue 80, item 5)."""
     import json
 
     clone = tmp_path / "clone"
     _sh(["git", "clone", "-q", str(ROOT), str(clone)], tmp_path)
     shown = json.loads(_sh([str(BIN / "dvc"), "metrics", "show", "--json"], clone).stdout)[""]["data"]
     head = pd.read_csv(clone / "benchmarks" / "default" / "headline.csv")
-    published = shown["benchmarks/default/headline-metrics.json"]["data"]
-    assert {(d, m): round(p, 4) for d, g in published.items() for m, p in g.items()} == \
+    rows = {tuple(f.removesuffix(".json").split("/")[-2:]): v["data"] for f, v in shown.items()
+            if f.startswith("benchmarks/default/headline-metrics/")}
+    assert {k: v["test_ppl"] for k, v in rows.items()} == \
         {(r.dataset, r.method): round(float(r.ppl), 4) for r in head.itertuples()}
-    assert set(shown) == {"benchmarks/default/headline-metrics.json", "results/headline-metrics.json"}
-    assert "error" in shown["results/headline-metrics.json"]  # not run yet: the only one it cannot load
+    assert all(set(v) == {"test_ppl", "ppl_low", "ppl_high", "seeds"} for v in rows.values())  # a narrow row each
+    assert set(shown) - {f"benchmarks/default/headline-metrics/{d}/{m}.json" for d, m in rows} == {"results/headline-metrics"}
+    assert "error" in shown["results/headline-metrics"]  # not run yet: the only one it cannot load
+    table = _sh([str(BIN / "dvc"), "metrics", "show"], clone).stdout.splitlines()
+    # a header, results/ not run yet ("-"), then a row a dataset and method: narrow enough to read
+    assert len(table) == 2 + len(rows) and max(map(len, table)) < 120
     _sh([str(BIN / "dvc"), "plots", "show"], clone)
     assert "benchmarks/default/valid-curves.csv" in (clone / "dvc_plots" / "index.html").read_text()
 
@@ -83,7 +88,7 @@ def test_dvc_shows_one_compact_metrics_file_and_curves_grouped_by_method():
     stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     declared = {name: [next(iter(m)) if isinstance(m, dict) else m for m in st.get("metrics", [])]
                 for name, st in stages.items() if "metrics" in st or (isinstance(st.get("do"), dict) and "metrics" in st["do"])}
-    assert declared == {"summarize": ["${results_dir}/headline-metrics.json"]}
+    assert declared == {"summarize": ["${results_dir}/headline-metrics"]}
     plots = {name: st.get("plots") or (st.get("do") or {}).get("plots") for name, st in stages.items()}
     assert {n for n, p in plots.items() if p} == {"summarize", "figures", "figures_extra"}
     curve = plots["summarize"][0]["${results_dir}/valid-curves.csv"]
@@ -100,10 +105,17 @@ def test_dvc_shows_one_compact_metrics_file_and_curves_grouped_by_method():
 
     with tempfile.TemporaryDirectory() as tmp:
         _write_dvc_views({"results_dir": tmp}, head, hist)
-        metrics = json.loads((Path(tmp) / "headline-metrics.json").read_text())
+        files = sorted((Path(tmp) / "headline-metrics").rglob("*.json"))
+        metrics = {(f.parent.name, f.stem): json.loads(f.read_text()) for f in files}
         curves = pd.read_csv(Path(tmp) / "valid-curves.csv")
-    assert {d: set(m) for d, m in metrics.items()} == {d: set(g.method) for d, g in head.groupby("dataset")}
-    assert all(isinstance(v, float) for m in metrics.values() for v in m.values())
+        (Path(tmp) / "headline-metrics" / "synth" / "gone.json").write_text("{}")  # a method no longer run
+        _write_dvc_views({"results_dir": tmp}, head, hist)
+        assert not (Path(tmp) / "headline-metrics" / "synth" / "gone.json").exists()  # leaves no row behind
+    assert set(metrics) == {(r.dataset, r.method) for r in head.itertuples()}
+    mos = metrics["synth", "mos"]
+    row = head[(head.dataset == "synth") & (head.method == "mos")].iloc[0]
+    assert mos == {"test_ppl": round(float(row.ppl), 4), "ppl_low": round(float(row.ppl_low), 4),
+                   "ppl_high": round(float(row.ppl_high), 4), "seeds": int(row.seeds)}
     one = hist[(hist.dataset == "synth") & (hist.method == "mos") & (hist.epoch == 3)]
     got = curves[(curves.dataset == "synth") & (curves.method == "mos") & (curves.epoch == 3)].valid_ppl.iloc[0]
     assert got == pytest.approx(float(np.exp(one.valid_nll.mean())))

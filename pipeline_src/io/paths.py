@@ -30,13 +30,14 @@ SELECTED = "selected.json"  # a tuning's choice, read by its final runs
 RECORDS_MANIFEST = "records.json"  # a stash of records (a publication's records/ folder): every file's digest
 EARLIER_DATA = "earlier-data"  # a publication's (and results_dir's) <dataset>.meta.json of an earlier preparation
 PROVENANCE = "provenance.json"  # a publication's commit, params file and the tables it copied
+HEADLINE_METRICS = "headline-metrics"  # a folder: one small file a dataset and method, a row each of `dvc metrics show`
 # The result tables under results_dir, in the order a publication lists them; it copies every one that exists.
 TABLES = ("summary.csv", "summary.json", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv",
           "matrix.csv", "bench.csv", "bench.json", "tuning.csv", "tuning_curves.csv", "step-bench.csv", "step-bench.json",
           "step-breakdown.csv", "sampler-costs.csv", "sampler-bias.csv", "cell-bench.csv", "cell-bench.json",
           "budget-ranking.csv", "budget-advice.csv", "crossovers.csv", "budget-fits.csv", "gpu-hours.csv",
           "gpu-equal-time.csv", "ladder-advice.csv", "equal-time.csv", "ladder-loo.csv",
-          "headline-metrics.json", "valid-curves.csv")  # the last two: what DVC shows (dvc.yaml's top-level entries)
+          HEADLINE_METRICS, "valid-curves.csv")  # the last two: what DVC shows (dvc.yaml's top-level entries)
 SUMMARY_TABLES = ("summary.csv", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv",
                   "matrix.csv", "tuning.csv", "tuning_curves.csv", "budget-ranking.csv", "budget-advice.csv",
                   "crossovers.csv", "budget-fits.csv", "gpu-hours.csv",
@@ -108,9 +109,15 @@ def summary_path(params: dict) -> Path:
 
 
 def headline_metrics_path(params: dict) -> Path:
-    """The run set's compact metrics for `dvc metrics show`: per dataset, each method's mean test perplexity (the
-    verdicts are in headline.csv; the per-run metrics.json files are outputs, not metrics: 186 columns each)."""
-    return Path(params["results_dir"]) / "headline-metrics.json"
+    """The run set's compact metrics for `dvc metrics show`, a folder of ``<dataset>/<method>.json`` (DVC shows a
+    row a file: one a dataset and method, a few columns: test perplexity, its interval, seeds). The verdicts are in
+    headline.csv; the per-run metrics.json files are outputs, not metrics (186 columns each)."""
+    return Path(params["results_dir"]) / HEADLINE_METRICS
+
+
+def headline_metric_file(dataset: str, method: str) -> str:
+    """One dataset's and method's file in :func:`headline_metrics_path`, relative to results_dir."""
+    return f"{HEADLINE_METRICS}/{dataset}/{method}.json"
 
 
 def valid_curves_path(params: dict) -> Path:

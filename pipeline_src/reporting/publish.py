@@ -246,9 +246,10 @@ def _copy_tables(params: dict, results: Path, out: Path, kind: str, say) -> list
     for t in paths.TABLES:
         if made is not None and t in paths.SUMMARY_TABLES and t not in made:
             continue  # not this summary's (an earlier one's, made under other settings)
-        if (results / t).exists():
-            shutil.copyfile(results / t, out / t)
-            copied.append(t)
+        for f in _table_files(results, t):  # a table, or a folder's files (headline-metrics/)
+            (out / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(results / f, out / f)
+            copied.append(f)
     stale = sorted(set(earlier or []) - set(copied))
     for t in stale:  # only what the earlier publication itself copied; anything else in the folder stays
         (out / t).unlink(missing_ok=True)
@@ -256,6 +257,23 @@ def _copy_tables(params: dict, results: Path, out: Path, kind: str, say) -> list
         say(f"replacing the earlier publication {out}" + (f"; removed its files this run does not make: "
                                                             f"{', '.join(stale)}" if stale else ""))
     return copied
+
+
+def _table_files(folder: Path, table: str) -> list[str]:
+    """``table`` under ``folder`` as the files a publication lists: itself, or, for a folder of tables, each of its
+    files (relative paths, in order); none where it is absent."""
+    path = folder / table
+    if path.is_dir():
+        return sorted(f.relative_to(folder).as_posix() for f in path.rglob("*") if f.is_file())
+    return [table] if path.exists() else []
+
+
+def _is_table(name: str) -> bool:
+    """A publication's file that one of ``paths.TABLES`` made: the table itself or a file of a folder of tables."""
+    return name in paths.TABLES or name.split("/", 1)[0] in paths.TABLES or name in LEGACY_TABLES
+
+
+LEGACY_TABLES = ("headline-metrics.json",)  # tables no longer made: a publication's copy is removed when it is remade
 
 
 def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
@@ -314,7 +332,7 @@ def _dvc_views(out: Path, head) -> dict:
     if not (out / "history.csv").is_file():
         return {}
     metrics, curves = dvc_views(head, read_csv(out / "history.csv"))
-    return {"headline-metrics.json": json.dumps(metrics, indent=2, sort_keys=True) + "\n", "valid-curves.csv": curves}
+    return {**{f: json.dumps(m, indent=2, sort_keys=True) + "\n" for f, m in metrics.items()}, "valid-curves.csv": curves}
 
 
 def _restated_ladder_tables(out: Path, prov: dict, summary, budget_advice, params: dict) -> dict:
@@ -336,6 +354,11 @@ def _restated_ladder_tables(out: Path, prov: dict, summary, budget_advice, param
 def _write_restated(params, params_file, out, prov, prov_path, tables, dirty, say) -> None:
     from .summarize import gpu_cells_record
 
+    dropped = [f for f in prov["files"] if f not in tables and (f in LEGACY_TABLES or (
+        "/" in f and f.split("/", 1)[0] in paths.TABLES and any(t.startswith(f.split("/", 1)[0] + "/") for t in tables)))]
+    for f in dropped:  # a folder of tables remade whole (a method gone), or a table no longer made: not left behind
+        (out / f).unlink(missing_ok=True)
+    prov["files"] = [f for f in prov["files"] if f not in dropped]
     for file, frame in tables.items():
         write_text(out / file, frame if isinstance(frame, str) else frame.to_csv(index=False))
     if (out / "summary.json").is_file():  # the publication's summary record says what its tables now are
@@ -345,6 +368,7 @@ def _write_restated(params, params_file, out, prov, prov_path, tables, dirty, sa
         info["statistics"] = params["statistics"]
         info["gpu_cells"] = gpu_cells_record(params)  # a GPU bench that changed: the axis's GPU tables now read it
         if "tables" in info:
+            info["tables"] = {f: d for f, d in info["tables"].items() if f not in dropped}
             info["tables"].update({f: sha256_of(out / f) for f in tables})
         write_json(out / "summary.json", info)
     if dirty:
@@ -353,6 +377,7 @@ def _write_restated(params, params_file, out, prov, prov_path, tables, dirty, sa
     if isinstance(prov.get("runs"), dict) and "tables" in prov["runs"]:  # the digests of what it now holds
         from ..io.digests import sha256_of
 
+        prov["runs"]["tables"] = {f: d for f, d in prov["runs"]["tables"].items() if f not in dropped}
         prov["runs"]["tables"].update({f: sha256_of(out / f) for f in tables})
     prov["restated"] = {"commit": _git("rev-parse", "HEAD"), "dirty_files": dirty, "params_file": str(params_file),
                         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "tables": list(tables),
@@ -370,7 +395,7 @@ def _earlier_files(out: Path) -> list[str] | None:
             raise OutputError(f"{out} exists and is not a publication (no provenance.json): refusing to write "
                               f"into it; choose another --name")
         return None
-    return [t for t in read_json(prov, "files")["files"] if t in paths.TABLES]
+    return [t for t in read_json(prov, "files")["files"] if _is_table(t)]
 
 
 def doc_files() -> list[Path]:

@@ -7,6 +7,7 @@ rows of every dataset (``references.csv``: Kneser-Ney, no seeds) and, with tunin
 from __future__ import annotations
 
 import math
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -331,19 +332,28 @@ def gpu_cells_record(params: dict) -> dict | None:
 
 
 def dvc_views(head: pd.DataFrame, history: pd.DataFrame) -> tuple[dict, pd.DataFrame]:
-    """What DVC shows: headline-metrics.json (`dvc metrics show`: each method's mean test perplexity, by dataset)
-    and valid-curves.csv (`dvc plots show`: each method's mean validation perplexity per epoch over its seeds)."""
-    metrics = {}  # one number a method: `dvc metrics diff` then reads as a table of test perplexities
-    for r in head.itertuples():
-        metrics.setdefault(r.dataset, {})[r.method] = round(float(r.ppl), 4)
+    """What DVC shows: headline-metrics/ (`dvc metrics show`: a row a dataset and method, its test perplexity with
+    the interval and the seeds; {file relative to results_dir: content}) and valid-curves.csv (`dvc plots show`:
+    each method's mean validation perplexity per epoch over its seeds)."""
+    metrics = {paths.headline_metric_file(r.dataset, r.method): {
+        "test_ppl": _rounded(r.ppl), "ppl_low": _rounded(r.ppl_low), "ppl_high": _rounded(r.ppl_high),
+        "seeds": int(r.seeds)} for r in head.itertuples()}
     curves = (history.groupby(["dataset", "method", "epoch"], sort=False).valid_nll.mean().reset_index()
               .assign(valid_ppl=lambda d: np.exp(d.valid_nll)).drop(columns="valid_nll"))
     return metrics, curves
 
 
+def _rounded(x) -> float | None:
+    return None if pd.isna(x) else round(float(x), 4)  # a diverged method's: no number
+
+
 def _write_dvc_views(params: dict, head: pd.DataFrame, history: pd.DataFrame) -> None:
     metrics, curves = dvc_views(head, history)
-    write_json(paths.headline_metrics_path(params), metrics)
+    folder = paths.headline_metrics_path(params)
+    if folder.is_dir():  # a method or dataset no longer in the run set leaves no row behind
+        shutil.rmtree(folder)
+    for name, content in metrics.items():
+        write_json(Path(params["results_dir"]) / name, content)
     _write(paths.valid_curves_path(params), curves)
 
 

@@ -38,7 +38,7 @@ rule summarize:
         contrasts=report(OUT["contrasts"], caption="../report/contrasts.rst", category="Results tables",
                          labels={"table": "each method against its own control"}),
         references=OUT["references"],
-        headline_metrics=OUT["headline_metrics"],  # DVC's compact metrics and its plot of the curves by method
+        headline_metrics=directory(OUT["headline_metrics"]),  # DVC's compact metrics (a file a dataset and method), its curves
         valid_curves=OUT["valid_curves"],
         summary_json=OUT["summary_json"],  # the tables' digests and the runs they hold
         **({"tuning": OUT["tuning"], "tuning_curves": OUT["tuning_curves"]} if TUNING["enabled"] else {}),
