@@ -137,6 +137,22 @@ def test_the_gpu_table_reads_the_bench_s_measured_rate_and_the_published_floor()
     assert t.loc[("softmax", 100.0), "floor_h"] == pytest.approx(2.5e8 * (3.9e6 + 24 * 64 * 128) / 989.4e12 / 3600)
 
 
+def test_a_gpu_table_with_nothing_timed_is_one_line_with_its_floors():
+    """gpu-hours.csv of a dataset the GPU bench has no cell for: one line (which bench, and what the FLOPs floor puts
+    1x at), not a table whose every cell says "not timed"; where one budget was measured, the table."""
+    from pipeline_src.reporting.report_tables import gpu_hours_unmeasured
+    from pipeline_src.reporting.tables import gpu_hours_markdown
+
+    g = pd.DataFrame({"dataset": "w", "method": ["softmax", "softmax", "nce", "nce"], "multiple": [1.0, 10.0] * 2,
+                      "measured_h": float("nan"), "floor_h": [2e-6, 2e-5, 5e-7, 5e-6], "gpu_cells": "b/cells.csv"})
+    line = gpu_hours_unmeasured(g)
+    assert line.startswith("not timed on the GPU: `b/cells.csv` has no cell at these shapes")
+    assert "1x at 1.8 ms (nce) to 7.2 ms (softmax)" in line  # 5e-7 h and 2e-6 h
+    assert gpu_hours_markdown(g) == f"**w**: {line}\n" and "|" not in gpu_hours_markdown(g)
+    timed = g.assign(measured_h=[1e-5, 1e-4, float("nan"), float("nan")])
+    assert gpu_hours_unmeasured(timed) is None and "| softmax |" in gpu_hours_markdown(timed)
+
+
 def test_summarize_s_axis_tables_carry_the_crossovers_fits_and_gpu_hours_of_the_runs(tmp_path, monkeypatch):
     """axis_tables (what summarize writes): the crossovers are budget_axis.crossover's, each pair of methods that
     learned at the largest budget once; the fits' held-out errors are fit_curve's; the GPU-hours read 1x as the

@@ -120,6 +120,7 @@ def test_report_runs_without_errors_and_states_the_headline(reports, seeds):
     assert html.count("<nav><strong>Contents</strong>") == 1  # a table of contents (read past it below)
     body = re.sub(r"<nav>.*?</nav>", "", body, flags=re.S)
     assert "Traceback" not in body and 'data-mime-type="application/vnd.jupyter.stderr"' not in body
+    assert "jp-mod-noOutputs" not in body  # a cell that showed nothing leaves no blank box on the page
     assert "Headline" in html and "Lowest mean test perplexity" in html and "data:image/png;base64" in html
     # the declared contrast (mos against nce) has its own table, paired over the seeds both have
     controls = body[body.index("Controls: each method against its own control"):body.index("Differences against the reference")]

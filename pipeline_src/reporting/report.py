@@ -208,6 +208,9 @@ def _execute(params: dict, parameters: dict, html_path: Path, notebook: Path, ti
     first = node.cells[0] if node.cells else None
     if first is not None and first.cell_type == "markdown" and first.source.startswith(HEADING):
         first.source = f"# {title}\n\n*{HEADING[2:]}*" + first.source[len(HEADING):]  # the page names itself
+    # a code cell that showed nothing (a section this publication has no data for) is left out: its empty box
+    # drew a blank gap, eight of them in a row in a single-dataset report
+    node.cells = [c for c in node.cells if c.cell_type != "code" or c.get("outputs")]
     body, _ = exporter.from_notebook_node(node, resources={"metadata": {"name": title}})
     body = _with_contents(body)
     with atomic_path(html_path, suffix=".html") as tmp:

@@ -142,6 +142,19 @@ def gpu_hours_people(gpu: pd.DataFrame) -> pd.DataFrame:
     return t.rename(columns=lambda m: f"{m:g}x").rename_axis(columns=None).reset_index()
 
 
+def gpu_hours_unmeasured(gpu: pd.DataFrame) -> str | None:
+    """One dataset's gpu-hours.csv in one line where the GPU bench timed none of its methods (a table whose every cell
+    said "not timed" told the reader nothing twelve times): what the FLOPs floor alone puts 1x at. None where some
+    budget was measured (then :func:`gpu_hours_people` is the table)."""
+    if gpu.measured_h.notna().any():
+        return None
+    one = gpu[gpu.multiple == 1].dropna(subset=["floor_h"]).sort_values("floor_h")
+    floor = (f"; a training step's FLOPs alone put 1x at {one.floor_h.iloc[0] * 3.6e6:.3g} ms ({one.method.iloc[0]}) "
+             f"to {one.floor_h.iloc[-1] * 3.6e6:.3g} ms ({one.method.iloc[-1]}), a floor, not a reading") if len(one) else ""
+    return (f"not timed on the GPU: `{gpu.gpu_cells.iloc[0]}` has no cell at these shapes, so no budget is read in "
+            f"GPU-hours or at equal GPU seconds{floor}.")
+
+
 def gpu_equal_time_table(ranked: pd.DataFrame, reference: str, level: int) -> pd.DataFrame:
     """One dataset's gpu-equal-time.csv for people: a row per shared GPU budget, a column per method, each cell the
     test perplexity [interval], the verdict and the multiple of its own 1x the method reaches in those seconds."""

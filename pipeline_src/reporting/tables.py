@@ -346,6 +346,14 @@ def budget_advice_markdown(table: pd.DataFrame, level: int = 95) -> str:
     return advice_markdown(rows, level)
 
 
+def gpu_hours_markdown(df: pd.DataFrame) -> str:
+    """gpu-hours.csv, per dataset: the table where the GPU bench measured something, else one line saying so."""
+    from .report_tables import gpu_hours_unmeasured
+
+    return "\n".join(f"**{ds}**: {line}\n" if (line := gpu_hours_unmeasured(g)) else
+                     f"**{ds}**:\n\n" + frame_markdown(gpu_hours_people(g)) for ds, g in df.groupby("dataset", sort=False))
+
+
 def _per_dataset(frame_of) -> callable:
     def render(df: pd.DataFrame) -> str:
         return "\n".join(f"**{ds}**:\n\n" + frame_markdown(frame_of(g)) for ds, g in df.groupby("dataset", sort=False))
@@ -375,5 +383,5 @@ PLAIN = {"references.csv": references_markdown, "bench.csv": bench_markdown, "st
          "tuning.csv": selected_markdown, "sampler-costs.csv": sampler_costs_markdown,
          "sampler-bias.csv": sampler_bias_markdown, "crossovers.csv": crossovers_markdown,
          "budget-fits.csv": _per_dataset(budget_fits_table), "anytime.csv": equal_tokens_markdown,
-         "gpu-hours.csv": _per_dataset(gpu_hours_people), "ladder-advice.csv": equal_data_markdown,
+         "gpu-hours.csv": gpu_hours_markdown, "ladder-advice.csv": equal_data_markdown,
          "equal-time.csv": equal_time_markdown, "ladder-loo.csv": leave_one_out_markdown}
