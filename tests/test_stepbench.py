@@ -1,5 +1,6 @@
 """The whole-step bench: its peer is the PyTorch example's model and step, and its table and breakdown."""
 import copy
+import re
 
 import pytest
 import torch
@@ -124,7 +125,7 @@ def test_bench_step_refuses_what_the_peer_cannot_be(tiny, tmp_path, capsys):
     assert "bench.step' is missing" in capsys.readouterr().err
 
 
-def test_bench_cells_times_each_cell_against_the_sum_of_its_own_floor(tiny, tmp_path):
+def test_bench_cells_times_each_cell_against_the_sum_of_its_own_floor(tiny, tmp_path, monkeypatch):
     """Each cell's row recomputes: the floor is the recurrent kernels, the head's products (its declared FLOPs at
     the measured rate, or its touched elements' bytes at the measured bandwidth) and the optimizer's bytes over
     every element the step touched; the tokens its budget buys are its tokens/s times the budget. A sampled head
@@ -142,8 +143,16 @@ def test_bench_cells_times_each_cell_against_the_sum_of_its_own_floor(tiny, tmp_
     cfg = write_params(p, tmp_path / "p.yaml")
     for cmd in ("fetch", "prepare"):
         assert main([cmd, "--config", str(cfg), "--dataset", "tiny"]) == 0
+    from pipeline_src.cost import cells
+
+    monkeypatch.setattr(cells, "HELD_ABOVE", float("inf"))  # nce within its goal: not profiled; the softmax is
+    monkeypatch.setattr(cells, "SOFTMAX_HELD_ABOVE", 0.0)
     assert main(["bench-cells", "--config", str(cfg)]) == 0
-    df = pd.read_csv(paths.cell_bench_path(validate(p))).set_index("method")
+    df = pd.read_csv(paths.cell_bench_path(validate(p)), keep_default_na=False, na_values=[""]).set_index("method")
+    held = re.findall(r"(aten::\w+) (\d+)%", df.loc["softmax", "held_by"])  # the operators that hold the step
+    assert len(held) == 3 and sum(int(s) for _, s in held) <= 100
+    assert [int(s) for _, s in held] == sorted((int(s) for _, s in held), reverse=True)
+    assert pd.isna(df.loc["nce", "held_by"])
     soft, nce = df.loc["softmax"], df.loc["nce"]
     for r in (soft, nce):
         assert r.own_floor_ms == pytest.approx(r.lstm_ms + r.head_floor_ms + r.update_floor_ms)

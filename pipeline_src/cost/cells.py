@@ -43,6 +43,8 @@ from ..training.optim import RowSparseAdam
 from .bench import UPDATE_BYTES, floor_ms, memory_bandwidth, products_floor_ms, sync, touched_elements
 from .stepbench import _head_runner, lstm_floor_ms
 
+HELD_ABOVE = 2.0  # a step above this multiple of its own floor (the softmax: SOFTMAX_HELD_ABOVE) is profiled, and
+SOFTMAX_HELD_ABOVE = 1.3  # the operators that hold it named in cell-bench.csv's held_by (issue 79's goals)
 RATE_VOCAB = 32768  # the GEMM rate of the floor: the three products of RATE_ROWS rows and RATE_VOCAB words, the
 RATE_ROWS = 128     # the sweep heads' chunk_size (a head runs its products on chunks of rows: 2,240 x 32,768 logits
 # are memory-bound, and cache-resident chunks of 128 rows run faster than chunks of 256)
@@ -111,7 +113,7 @@ def alternating_ms(params: dict, dataset: str, methods: list[str], device: torch
 
 SHOWN = ["dataset", "method", "step_ms", "own_floor_ms", "step_vs_own", "tokens_per_s", "tokens_in_budget",
          "before_step_ms", "before_tokens_in_budget", "speedup_vs_before", "lstm_ms", "head_floor_ms",
-         "update_floor_ms"]
+         "update_floor_ms", "held_by"]
 
 
 def _shared_floors(cfg: dict, rate_vocab: int, device: torch.device) -> dict:
@@ -158,9 +160,30 @@ def _cell(ds: str, m: str, cfg: dict, prepared, floors: dict, bandwidth: float, 
            # the same cell as training ran it before the own-floor work (_as_before); NaN where nothing changed
            "before_step_ms": prev, "before_tokens_in_budget": n / prev * 1e3 * (floors["budget_s"] or float("nan")),
            "speedup_vs_before": prev / ms}
+    limit = SOFTMAX_HELD_ABOVE if m == "softmax" else HELD_ABOVE
+    row["held_by"] = held_by(step, batches, device) if row["step_vs_own"] > limit else ""
     print(f"bench-cells {ds} {m}: {ms:.1f} ms/step ({row['step_vs_own']:.2f}x its own floor), "
           f"{row['tokens_per_s']:.0f} tokens/s", file=sys.stderr)
     return row
+
+
+def held_by(step, batches, device: torch.device, steps: int = 2, top: int = 3) -> str:
+    """What holds a step above its floor: the ``top`` ATen operators by their own time over ``steps`` profiled
+    steps (``torch.profiler``; on a GPU their device time), each with its share of the operators' total, e.g.
+    "aten::bmm 20%, aten::index_copy_ 15%, aten::baddbmm 11%"."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=acts) as prof:
+        for _ in range(steps):
+            step(next(batches))
+        sync(device)
+    attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    ops = [(e.key, getattr(e, attr, 0.0)) for e in prof.key_averages() if e.key.startswith("aten::")]
+    total = sum(t for _, t in ops)
+    if total <= 0:
+        return ""
+    return ", ".join(f"{k} {100 * t / total:.0f}%" for k, t in sorted(ops, key=lambda o: -o[1])[:top])
 
 
 def _as_before(step) -> bool:

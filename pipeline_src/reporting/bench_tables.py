@@ -80,9 +80,13 @@ def step_bench_markdown(df: pd.DataFrame) -> str:
 
 
 def cell_bench_markdown(df: pd.DataFrame) -> str:
-    """Each sweep cell's whole step against its own floor, and the tokens its budget buys, now and before."""
+    """Each sweep cell's whole step against its own floor, and the tokens its budget buys, now and before; where
+    the bench profiled a step above its goal, the operators that hold it (``held_by``, a bench from before it: no
+    column)."""
+    held = "held_by" in df.columns
     cols = ["V", "method", "step (ms)", "own floor (ms): LSTM + head + update", "x own floor", "tokens/s",
-            "tokens in budget", "before: step (ms)", "before: tokens in budget", "speed-up"]
+            "tokens in budget", "before: step (ms)", "before: tokens in budget", "speed-up"] + \
+        (["held by (its operators' own time)"] if held else [])
     vocab = {"zipf-10k": "10k", "zipf-100k": "100k", "zipf-1m": "1M"}
     return markdown_table(cols, ([vocab.get(r.dataset, r.dataset), r.method, fmt_num(r.step_ms, 1),
                                   f"{r.own_floor_ms:.1f}: {r.lstm_ms:.1f} + {r.head_floor_ms:.1f} + "
@@ -90,6 +94,7 @@ def cell_bench_markdown(df: pd.DataFrame) -> str:
                                   f"{r.step_vs_own:.2f}", f"{r.tokens_per_s:,.0f}", fmt_millions(r.tokens_in_budget),
                                   fmt_num(r.before_step_ms, 1), fmt_millions(r.before_tokens_in_budget),
                                   "—" if pd.isna(r.speedup_vs_before) else f"{r.speedup_vs_before:.2f}x"]
+                                 + ([r.held_by if isinstance(r.held_by, str) and r.held_by else "—"] if held else [])
                                  for r in df.itertuples())) + "\n"
 
 
