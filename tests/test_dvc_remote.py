@@ -111,6 +111,11 @@ def test_dvc_shows_one_compact_metrics_file_and_curves_grouped_by_method():
         (Path(tmp) / "headline-metrics" / "synth" / "gone.json").write_text("{}")  # a method no longer run
         _write_dvc_views({"results_dir": tmp}, head, hist)
         assert not (Path(tmp) / "headline-metrics" / "synth" / "gone.json").exists()  # leaves no row behind
+    from pipeline_src.io.errors import OutputError
+
+    with pytest.raises(OutputError, match="would delete .*committed files"):  # never a publication's own folder
+        _write_dvc_views({"results_dir": str(ROOT / "benchmarks" / "default")}, head, hist)
+    assert (ROOT / "benchmarks" / "default" / "headline-metrics" / "synth" / "mos.json").is_file()
     assert set(metrics) == {(r.dataset, r.method) for r in head.itertuples()}
     mos = metrics["synth", "mos"]
     row = head[(head.dataset == "synth") & (head.method == "mos")].iloc[0]

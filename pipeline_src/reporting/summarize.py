@@ -351,6 +351,9 @@ def _write_dvc_views(params: dict, head: pd.DataFrame, history: pd.DataFrame) ->
     metrics, curves = dvc_views(head, history)
     folder = paths.headline_metrics_path(params)
     if folder.is_dir():  # a method or dataset no longer in the run set leaves no row behind
+        from ..io.tracked import refuse_tracked
+
+        refuse_tracked(folder, "delete")  # never a committed publication's (a results_dir pointed at one)
         shutil.rmtree(folder)
     for name, content in metrics.items():
         write_json(Path(params["results_dir"]) / name, content)
