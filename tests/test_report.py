@@ -224,8 +224,12 @@ def test_a_publication_s_report_renders_from_its_committed_tables_alone(tmp_path
     # budget, and a table of contents lists its sections
     assert "<title>large-vocab: The large-vocabulary sweep</title>" in html
     assert re.search(r"<h1[^>]*>large-vocab: The large-vocabulary sweep", html)  # the heading too, not a generic one
-    assert "<strong>large-vocab</strong>: The large-vocabulary sweep" in html and "lstm, width 64, 1 layer(s)" in html
+    assert "<strong>large-vocab</strong>: The large-vocabulary sweep" in html and "<td>lstm, width 64, 1 layer</td>" in html
     assert "180 s of training a run" in html and '<nav><strong>Contents</strong><ol><li><a href="#What-to-use">' in html
+    # the card first, then the notice and the count of datasets and methods, then the contents
+    order = [html.index(t) for t in ("<strong>large-vocab</strong>: The large", "Partial results: this summary",
+                                     "3 datasets, 9 methods.", "<nav><strong>Contents</strong>")]
+    assert order == sorted(order), order
     assert "No method learned here" in html  # 1M words: every method has a seed above its unigram line
     assert "softmax did not learn, so the verdicts are against <strong>sampled-softmax</strong>" in html  # 100k
     shutil.copytree(root / "benchmarks" / "large-vocab-rerun", tmp_path / "benchmarks" / "large-vocab-rerun",

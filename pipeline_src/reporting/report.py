@@ -83,7 +83,7 @@ def first_screen(params: dict, params_file: str | None, prov: dict | None, name:
                   else f"{tr['budget_tokens']:,} tokens" if tr.get("budget_tokens") else f"{tr.get('epochs')} epochs")
         rows.append(f"| {ds} | {vocab if isinstance(vocab, str) else f'{vocab:,} words'} | "
                     f"{model.get('encoder', 'lstm')}, width {model.get('hidden_dim', '?')}, "
-                    f"{model.get('layers', '?')} layer(s) | {budget} |")
+                    f"{_count(model.get('layers'), 'layer')} | {budget} |")
     lines += ["| dataset | data | model (encoder, width, layers) | budget |", "|---|---|---|---|", *rows, ""]
     machine = (prov or {}).get("cpu_model") or "this machine"
     when = f", published {prov['published'][:10]} at `{str(prov.get('commit'))[:12]}`" if prov and prov.get("published") else ""
@@ -93,6 +93,11 @@ def first_screen(params: dict, params_file: str | None, prov: dict | None, name:
               f"mean one thing everywhere: a Holm-adjusted p below {1 - params['statistics']['confidence']:.2g} "
               f"(docs/statistics.md, glossary).", "", "CONTENTS_HERE"]
     return "\n".join(lines)
+
+
+def _count(n, noun: str) -> str:
+    """``1 layer``, ``2 layers``; ``? layers`` where the params leave it unsaid."""
+    return f"{n} {noun}" if n == 1 else f"{'?' if n is None else n} {noun}s"
 
 
 def _with_contents(body: str) -> str:
