@@ -283,3 +283,19 @@ def test_the_first_screen_names_the_commit_that_trained_a_pinned_rerun(default_p
     text = first_screen(validate(copy.deepcopy(prov["params"])), "config/token-axis.yaml", prov, "token-axis")
     assert f"(trained at `{prov['trained_at_commit'][:12]}`)" in text and prov["trained_at_commit"].startswith("4364da1")
     assert "| zipf-10k | 10,000 words | lstm, width 64, 1 layer | ladder 0.5M, 1M, 2M, 4M, 8M, 16M tokens |" in text
+
+
+def test_the_first_screen_carries_the_hash_of_the_params_that_made_the_page(default_params):
+    """Two publications of different configs say so on their first screens: each page names the hash of the params
+    its tables were made with (validated params hash the same as published ones)."""
+    from pipeline_src.config import config_hash, validate
+    from pipeline_src.reporting.report import first_screen
+
+    seen = set()
+    for name, params_file in (("token-axis", "config/token-axis.yaml"), ("default", "params.yaml")):
+        prov = json.loads((ROOT / "benchmarks" / name / "provenance.json").read_text())
+        text = first_screen(prov["params"], params_file, prov, name)
+        digest = config_hash(prov["params"])
+        assert f"params hash `{digest}`" in text and digest == config_hash(validate(copy.deepcopy(prov["params"])))
+        seen.add(digest)
+    assert len(seen) == 2

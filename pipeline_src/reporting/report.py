@@ -69,6 +69,7 @@ def question(params_file: str | None) -> str:
 def first_screen(params: dict, params_file: str | None, prov: dict | None, name: str | None = None) -> str:
     """The report's first screen in Markdown: which publication (or run) this is, the data, the model, the budget
     and the machine, then a marker the table of contents replaces (``_with_contents``)."""
+    from ..config import config_hash
     from ..config.runs import run_datasets, run_seeds
 
     lines = [f"**{name or 'This run'}**: {question(params_file)} (`{params_file or 'params.yaml'}`)", ""]
@@ -89,7 +90,8 @@ def first_screen(params: dict, params_file: str | None, prov: dict | None, name:
     when = f", published {prov['published'][:10]} at `{str(prov.get('commit'))[:12]}`" if prov and prov.get("published") else ""
     if prov and prov.get("trained_at_commit"):  # a rerun trained in a worktree pinned at another commit
         when += f" (trained at `{prov['trained_at_commit'][:12]}`)"
-    lines += [f"Seeds {', '.join(map(str, run_seeds(params)))}; trained on {machine}{when}. Bold and *separated* "
+    lines += [f"Seeds {', '.join(map(str, run_seeds(params)))}; trained on {machine}{when}; params hash "
+              f"`{config_hash(params)}` (each run's own in summary.csv's `config_hash`). Bold and *separated* "
               f"mean one thing everywhere: a Holm-adjusted p below {1 - params['statistics']['confidence']:.2g} "
               f"(docs/statistics.md, glossary).", "", "CONTENTS_HERE"]
     return "\n".join(lines)
