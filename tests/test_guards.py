@@ -81,6 +81,26 @@ def test_a_results_dir_in_another_checkout_s_committed_folder_is_refused(capsys,
     assert "is a file, not a folder" in _refused(capsys, "check-config", "--config", str(as_file))
 
 
+def test_a_link_into_a_committed_folder_is_not_written_through(tmp_path):
+    """A weak case of the second probe: a report's output folder linked into docs/ wrote a new page there (no
+    tracked file was touched, so the name check let it through). A link that leads into a committed folder is
+    refused in one line; a file written there by name, or through a link to a folder outside, is not."""
+    other = tmp_path / "clone"
+    _git_repo(other, {"docs/index.md": "x\n", "results/README.md": "r\n", "config/base.yaml": "seed: 1\n"})
+    (other / "results" / "reports").symlink_to(other / "docs", target_is_directory=True)
+    with pytest.raises(OutputError, match=r"symbolic link leads into .*'s docs/, whose files git tracks"):
+        atomic.write_text(other / "results" / "reports" / "new.html", "<p>page</p>")
+    assert sorted(p.name for p in (other / "docs").iterdir()) == ["index.md"]  # nothing written, no temporary left
+    (other / "results" / "link-up").symlink_to(other, target_is_directory=True)  # a link to the checkout's root
+    with pytest.raises(OutputError, match="symbolic link leads into"):
+        atomic.write_text(other / "results" / "link-up" / "config" / "mine.yaml", "seed: 2\n")
+    atomic.write_text(other / "config" / "mine.yaml", "seed: 2\n")  # by name, as `resolve --out` writes
+    (tmp_path / "scratch").mkdir()
+    (other / "results" / "scratch").symlink_to(tmp_path / "scratch", target_is_directory=True)
+    atomic.write_text(other / "results" / "scratch" / "page.html", "<p>page</p>")  # a link out of the checkout
+    assert (tmp_path / "scratch" / "page.html").read_text() == "<p>page</p>"
+
+
 def _bench_results(p):
     import torch
 

@@ -226,7 +226,7 @@ OWN_FOLDERS = ("data", "results")  # the repository's folders the pipeline write
 CODE_FOLDERS = ("benchmarks", "config", "docs", "envs", "pipeline_src", "profiles", "slurm", "tests", "workflow")
 
 
-def _tracked_folders(root: Path = REPOSITORY) -> set[str]:
+def committed_folders(root: Path = REPOSITORY) -> set[str]:
     """The top-level folders of the checkout at ``root`` that hold committed files (git's list where there is
     one; this checkout's code folders where git cannot say)."""
     from .tracked import tracked_files
@@ -256,7 +256,7 @@ def check_outside_repository(params: dict, source: str) -> None:
         other = "" if root == REPOSITORY else f" checkout at {root}"
         if where == root:
             what = f"the repository{other} itself"
-        elif where.relative_to(root).parts[0] in _tracked_folders(root) | {".git"}:
+        elif where.relative_to(root).parts[0] in committed_folders(root) | {".git"}:
             what = f"inside the repository{other}'s {where.relative_to(root).parts[0]}/"
         else:
             continue

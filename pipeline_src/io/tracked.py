@@ -86,6 +86,7 @@ def refuse_tracked(path: str | os.PathLike, action: str = "write over") -> None:
     p = Path(path).resolve()
     if _allowed(p):
         return
+    _refuse_through_link(Path(path), p, action)
     hit = tracked_under(p)
     if hit:
         root = repository_of(p.parent if not p.exists() else p)
@@ -94,6 +95,31 @@ def refuse_tracked(path: str | os.PathLike, action: str = "write over") -> None:
         raise OutputError(f"{path}: would {action} {what}, which git tracks in {root}: no step writes or deletes "
                           f"committed files; choose an output outside them (results/, results-NAME/, a folder "
                           f"outside the repository)")
+
+
+def _refuse_through_link(path: Path, resolved: Path, action: str) -> None:
+    """Refuse a path that a symbolic link leads into a checkout's committed folder (docs/, config/, ...): a new
+    file there is no one's output, although git tracks no file of that name yet."""
+    from .paths import committed_folders
+
+    root = repository_of(resolved.parent)
+    if root is None or resolved.parent == root:
+        return
+    top = resolved.relative_to(root).parts[0]
+    if top not in committed_folders(root) | {".git"}:
+        return
+    folder = root / top
+    literal = Path(os.path.abspath(path))
+    def leads_in(link: Path) -> bool:  # from outside the folder: to it, or from elsewhere in its checkout
+        at = link.parent.resolve()
+        return not at.is_relative_to(folder) and (link.resolve().is_relative_to(folder) or at.is_relative_to(root))
+
+    led = any(a.is_symlink() and leads_in(a) for a in (literal, *literal.parents))  # not a folder reached by name
+    if not led:
+        return
+    raise OutputError(f"{path}: would {action} {resolved}, which a symbolic link leads into {root}'s {top}/, whose "
+                      f"files git tracks: no step writes into committed folders; point the link (or the output) "
+                      f"outside them (results/, results-NAME/, a folder outside the repository)")
 
 
 @contextlib.contextmanager
