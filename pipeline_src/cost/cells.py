@@ -41,7 +41,7 @@ from ..io.atomic import atomic_path, write_json
 from ..io.runtime import cpu_model, huge_pages, load_average, seed_everything
 from ..training.optim import RowSparseAdam
 from .bench import UPDATE_BYTES, floor_ms, memory_bandwidth, products_floor_ms, sync, touched_elements
-from .stepbench import _head_runner, lstm_floor_ms
+from .stepbench import _head_runner, lstm_floor_ms, profile_steps
 
 HELD_ABOVE = 2.0  # a step above this multiple of its own floor (the softmax: SOFTMAX_HELD_ABOVE) is profiled, and
 SOFTMAX_HELD_ABOVE = 1.3  # the operators that hold it named in cell-bench.csv's held_by (issue 79's goals)
@@ -171,13 +171,7 @@ def held_by(step, batches, device: torch.device, steps: int = 2, top: int = 3) -
     """What holds a step above its floor: the ``top`` ATen operators by their own time over ``steps`` profiled
     steps (``torch.profiler``; on a GPU their device time), each with its share of the operators' total, e.g.
     "aten::bmm 20%, aten::index_copy_ 15%, aten::baddbmm 11%"."""
-    from torch.profiler import ProfilerActivity, profile
-
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=acts) as prof:
-        for _ in range(steps):
-            step(next(batches))
-        sync(device)
+    prof, _ = profile_steps(step, batches, steps, device)
     attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     ops = [(e.key, getattr(e, attr, 0.0)) for e in prof.key_averages() if e.key.startswith("aten::")]
     total = sum(t for _, t in ops)

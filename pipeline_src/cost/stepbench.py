@@ -120,17 +120,26 @@ def _cycle(data, bptt: int):
             yield x, y
 
 
+def profile_steps(step, batches, n: int, device: torch.device = torch.device("cpu")):
+    """Run ``n`` steps under ``torch.profiler`` (on a GPU its device activity too): the profile and the wall ms a
+    profiled step took. The step bench's breakdown and the cell bench's ``held_by`` read it."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=acts) as prof:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step(next(batches))
+        sync(device)
+        wall = (time.perf_counter() - t0) * 1e3 / n
+    return prof, wall
+
+
 def breakdown(step, batches, n: int, step_ms: float) -> dict[str, float]:
     """ms per profiled step by part x kind, from the profiler's op self times (first thread count only);
     what the ops leave of the profiled step is Python and dispatch, with the profiler's own overhead
     (which also inflates small ops): the unprofiled step ``step_ms`` is given beside it."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            step(next(batches))
-        wall = (time.perf_counter() - t0) * 1e3 / n
+    prof, wall = profile_steps(step, batches, n)
     out: dict[str, float] = defaultdict(float)
     for e in prof.events():
         if e.name in PARTS or e.name.startswith("ProfilerStep"):

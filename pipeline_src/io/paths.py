@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .tracked import CODE_FOLDERS, OWN_FOLDERS, REPOSITORY, committed_folders  # noqa: F401 (read here and from paths)
+
 # A dataset's raw folder (data/raw/<dataset>)
 SOURCE = "source.json"  # where the corpus came from; written last, so it marks a complete folder
 FETCHED = "fetched.json"  # the hash of the config that fetched it
@@ -38,6 +40,7 @@ TABLES = ("summary.csv", "summary.json", "headline.csv", "contrasts.csv", "refer
           "budget-ranking.csv", "budget-advice.csv", "crossovers.csv", "budget-fits.csv", "gpu-hours.csv",
           "gpu-equal-time.csv", "ladder-advice.csv", "equal-time.csv", "ladder-loo.csv",
           HEADLINE_METRICS, "valid-curves.csv")  # the last two: what DVC shows (dvc.yaml's top-level entries)
+TABLE_FOLDERS = (HEADLINE_METRICS,)  # of TABLES, the folders of tables: a publication lists (and seals) each file
 SUMMARY_TABLES = ("summary.csv", "headline.csv", "contrasts.csv", "references.csv", "history.csv", "anytime.csv",
                   "matrix.csv", "tuning.csv", "tuning_curves.csv", "budget-ranking.csv", "budget-advice.csv",
                   "crossovers.csv", "budget-fits.csv", "gpu-hours.csv",
@@ -219,22 +222,6 @@ def trial_hash_path(params: dict, dataset: str, method: str, trial: int) -> Path
 def statistics_hash_path(params: dict) -> Path:
     """How the summary turns seeds into verdicts (``statistics``)."""
     return hashes_dir(params) / "statistics"
-
-
-REPOSITORY = Path(__file__).resolve().parents[2]  # pipeline_src/io/paths.py -> the checkout
-OWN_FOLDERS = ("data", "results")  # the repository's folders the pipeline writes into (ignored by git)
-CODE_FOLDERS = ("benchmarks", "config", "docs", "envs", "pipeline_src", "profiles", "slurm", "tests", "workflow")
-
-
-def committed_folders(root: Path = REPOSITORY) -> set[str]:
-    """The top-level folders of the checkout at ``root`` that hold committed files (git's list where there is
-    one; this checkout's code folders where git cannot say)."""
-    from .tracked import tracked_files
-
-    files = tracked_files(root)
-    if not files:
-        return set(CODE_FOLDERS) if root == REPOSITORY else set()
-    return {line.split("/", 1)[0] for line in files if "/" in line} - set(OWN_FOLDERS)
 
 
 def check_outside_repository(params: dict, source: str) -> None:

@@ -20,6 +20,18 @@ from .errors import OutputError
 
 _ALLOWED: list[Path] = []  # resolved paths (files or folders) a command may write although git tracks them
 _LISTS: dict[Path, tuple[float, frozenset[str]]] = {}  # repository root -> (its index's mtime, tracked paths)
+REPOSITORY = Path(__file__).resolve().parents[2]  # pipeline_src/io/tracked.py -> this checkout
+OWN_FOLDERS = ("data", "results")  # the repository's folders the pipeline writes into (ignored by git)
+CODE_FOLDERS = ("benchmarks", "config", "docs", "envs", "pipeline_src", "profiles", "slurm", "tests", "workflow")
+
+
+def committed_folders(root: Path = REPOSITORY) -> set[str]:
+    """The top-level folders of the checkout at ``root`` that hold committed files (git's list where there is
+    one; this checkout's code folders where git cannot say)."""
+    files = tracked_files(root)
+    if not files:
+        return set(CODE_FOLDERS) if root == REPOSITORY else set()
+    return {line.split("/", 1)[0] for line in files if "/" in line} - set(OWN_FOLDERS)
 
 
 def repository_of(path: str | os.PathLike) -> Path | None:
@@ -100,8 +112,6 @@ def refuse_tracked(path: str | os.PathLike, action: str = "write over") -> None:
 def _refuse_through_link(path: Path, resolved: Path, action: str) -> None:
     """Refuse a path that a symbolic link leads into a checkout's committed folder (docs/, config/, ...): a new
     file there is no one's output, although git tracks no file of that name yet."""
-    from .paths import committed_folders
-
     root = repository_of(resolved.parent)
     if root is None or resolved.parent == root:
         return

@@ -263,17 +263,24 @@ def _table_files(folder: Path, table: str) -> list[str]:
     """``table`` under ``folder`` as the files a publication lists: itself, or, for a folder of tables, each of its
     files (relative paths, in order); none where it is absent."""
     path = folder / table
-    if path.is_dir():
+    if table in paths.TABLE_FOLDERS:
         return sorted(f.relative_to(folder).as_posix() for f in path.rglob("*") if f.is_file())
-    return [table] if path.exists() else []
+    return [table] if path.is_file() else []
 
 
 def _is_table(name: str) -> bool:
     """A publication's file that one of ``paths.TABLES`` made: the table itself or a file of a folder of tables."""
-    return name in paths.TABLES or name.split("/", 1)[0] in paths.TABLES or name in LEGACY_TABLES
+    return name in paths.TABLES or name.split("/", 1)[0] in paths.TABLE_FOLDERS or name in LEGACY_TABLES
 
 
 LEGACY_TABLES = ("headline-metrics.json",)  # tables no longer made: a publication's copy is removed when it is remade
+
+
+def _stale_views(files: list[str], tables: dict) -> list[str]:
+    """Of a publication's ``files``, those a restate that writes ``tables`` leaves stale: a table no longer made,
+    or a file of a folder of tables remade whole without it (a method gone from headline-metrics/)."""
+    remade = {t.split("/", 1)[0] for t in tables if "/" in t} & set(paths.TABLE_FOLDERS)
+    return [f for f in files if f not in tables and (f in LEGACY_TABLES or ("/" in f and f.split("/", 1)[0] in remade))]
 
 
 def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
@@ -354,8 +361,7 @@ def _restated_ladder_tables(out: Path, prov: dict, summary, budget_advice, param
 def _write_restated(params, params_file, out, prov, prov_path, tables, dirty, say) -> None:
     from .summarize import gpu_cells_record
 
-    dropped = [f for f in prov["files"] if f not in tables and (f in LEGACY_TABLES or (
-        "/" in f and f.split("/", 1)[0] in paths.TABLES and any(t.startswith(f.split("/", 1)[0] + "/") for t in tables)))]
+    dropped = _stale_views(prov["files"], tables)
     for f in dropped:  # a folder of tables remade whole (a method gone), or a table no longer made: not left behind
         (out / f).unlink(missing_ok=True)
     prov["files"] = [f for f in prov["files"] if f not in dropped]
