@@ -77,6 +77,33 @@ def test_a_file_writer_never_replaces_a_directory(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # no temporary left beside it
 
 
+def test_a_killed_writer_s_temporary_is_removed_by_the_next_writer_and_a_live_one_s_is_kept(tmp_path):
+    """A report killed under load (rc 134) left `.report.ipynb.XXXX.tmp.ipynb` beside its output for good. Each
+    temporary names its writer's process: the next writer of the same path removes those whose writer is gone,
+    never one whose writer still runs, nor another output's."""
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(gone.stdout)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        out = tmp_path / "report.ipynb"
+        (tmp_path / f".report.ipynb.{dead}.abc123.tmp.ipynb").write_text("half a notebook")
+        (tmp_path / f".report.ipynb.{dead}.dir9.tmp.ipynb").mkdir()  # a directory output's temporary
+        (tmp_path / f".report.ipynb.{live.pid}.def456.tmp.ipynb").write_text("being written")
+        (tmp_path / f".other.ipynb.{dead}.x.tmp.ipynb").write_text("another output's")
+        with atomic.atomic_path(out, suffix=".ipynb") as tmp:
+            tmp.write_text("{}")
+        assert out.read_text() == "{}"
+        left = sorted(p.name for p in tmp_path.iterdir())
+        assert left == sorted([f".other.ipynb.{dead}.x.tmp.ipynb", f".report.ipynb.{live.pid}.def456.tmp.ipynb",
+                               "report.ipynb"]), left
+    finally:
+        live.kill()
+        live.wait()
+
+
 def test_a_directory_output_replaces_only_an_earlier_copy_of_itself(capsys, proj, tmp_path):
     p, cfg = proj
     kept = _keepsake(tmp_path / "data" / "prepared" / "tiny")

@@ -1,13 +1,15 @@
 """Atomic file output: every artifact appears whole or not at all, and nothing but the artifact is replaced.
 
 Writers go to a temporary sibling and are renamed into place only after they succeeded, so an interrupted
-step never leaves a half-written output behind. A file never replaces a directory and a directory never
-replaces a file; a directory output replaces only an earlier copy of itself (one holding its ``marker``
-file) or an empty directory, so a path that points at a user's folder is refused, never emptied.
+step never leaves a half-written output behind (and a killed writer's temporary is removed by the next writer
+of the same path). A file never replaces a directory and a directory never replaces a file; a directory output
+replaces only an earlier copy of itself (one holding its ``marker`` file) or an empty directory, so a path that
+points at a user's folder is refused, never emptied.
 """
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import math
 import os
@@ -42,6 +44,25 @@ def check_dir_output(path: str | os.PathLike, marker: str) -> None:
     refuse_tracked(path, "replace")
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def _remove_leftovers(path: Path, suffix: str) -> None:
+    """Remove the temporaries an earlier writer of ``path`` left when it was killed (SIGKILL, an abort, a node
+    lost): each is named after its writer's process id, so a writer still at work keeps its own."""
+    for t in path.parent.glob(f".{glob.escape(path.name)}.*{glob.escape(suffix)}"):
+        pid = t.name[len(path.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(t, ignore_errors=True) if t.is_dir() else t.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike, suffix: str = "", marker: str | None = None) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` on success.
@@ -55,7 +76,8 @@ def atomic_path(path: str | os.PathLike, suffix: str = "", marker: str | None = 
     check = (lambda: check_dir_output(path, marker)) if marker else (lambda: check_file_output(path))
     check()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + suffix, dir=path.parent)
+    _remove_leftovers(path, ".tmp" + suffix)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp" + suffix, dir=path.parent)
     os.close(fd)
     tmp = Path(tmp_name)
     tmp.unlink()  # callers create a file or a directory here themselves
