@@ -298,3 +298,27 @@ def test_the_report_reads_long_runs_budget_points_as_an_axis(tmp_path):
     assert "(extrapolated)" in axis or "an extrapolation" in axis
     assert "zipf-5k on one GPU" in axis and "zipf-5k at equal seconds on that GPU" in axis
     assert "<td>2.5 s</td>" in axis and "<td>50 s</td>" in axis  # the window: softmax's 0.25x to NCE's 10x
+
+
+def test_every_benchmarks_folder_renders_or_says_why_not_in_one_line(capsys):
+    """`report --name` of each folder under benchmarks/ without a summary (a bench, references alone, records
+    stashed but not yet published) and of no folder at all: one line naming why, and the publications that have
+    a report. (The folders with a summary render: the tests above and the CI's report run.)"""
+    from pipeline_src.cli import main
+    from pipeline_src.reporting.publish import BENCHMARKS
+
+    names = sorted(d.name for d in BENCHMARKS.iterdir() if d.is_dir() and not (d / "summary.csv").is_file())
+    assert "bench-cells" in names and "kn-reference" in names
+    reasons = {}
+    for name in [*names, "nope"]:
+        assert main(["report", "--name", name]) == 2
+        err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(err) == 1 and err[0].startswith("error: ") and "Traceback" not in err[0], (name, err)
+        reasons[name] = err[0]
+    for name, line in reasons.items():
+        if (BENCHMARKS / name / "provenance.json").is_file():
+            assert "holds no summary.csv (a bench or references alone)" in line, line
+        elif (BENCHMARKS / name / "records").is_dir():
+            assert "holds stashed records only, not yet published" in line and "the ones with a report: " in line
+        else:
+            assert f"no publication {BENCHMARKS / name}" in line and "default, " in line, line

@@ -33,7 +33,9 @@ def render_publication(name: str, out_dir: Path, notebook: Path = NOTEBOOK) -> P
     pub = check_name(name, "report")
     if not (pub / paths.PROVENANCE).is_file():
         have = sorted(p.parent.name for p in pub.parent.glob(f"*/{paths.PROVENANCE}") if (p.parent / "summary.csv").is_file())
-        raise ConfigError(f"report --name {name}: no publication {pub}; the ones with a report: {', '.join(have)}")
+        what = (f"{pub} holds stashed records only, not yet published (`python -m pipeline_src publish --name "
+                f"{name}` once its runs are done)" if (pub / "records").is_dir() else f"no publication {pub}")
+        raise ConfigError(f"report --name {name}: {what}; the ones with a report: {', '.join(have)}")
     if not (pub / "summary.csv").is_file():
         raise ConfigError(f"{pub} holds no summary.csv (a bench or references alone): no report to render")
     check_publication(pub)  # every file as published, committed ones as git holds them
