@@ -46,8 +46,10 @@ def test_a_head_from_outside_gets_its_card_against_the_published_default(tmp_pat
     # a head slower than the softmax here gets fewer tokens, and may end above the unigram line: the card says which
     if mine.status == "learned":
         assert mine.verdict in ("better", "worse", "no clear difference") and f"<strong>{mine.verdict}</strong>" in card
+        assert re.search(r"\), place \d+ of \d+ methods that learned; ", card)
     else:
         assert mine.status.startswith("did not learn") and "no verdict rests on it" in card
+        assert "), no place (it did not learn); " in card and "place no place" not in card
     # its tokens frozen from the softmax's by their speeds timed here, not this machine's clock (issue 80, item 4)
     scaled = json.loads((out / "scaled-tokens.json").read_text())["zipf-5k"]
     frozen = yaml.safe_load((out / "params.yaml").read_text())["datasets"]["zipf-5k"]["training"]
