@@ -110,3 +110,16 @@ def test_own_floor_is_the_heads_flops_and_its_updates_bytes(tiny):
     own = own_floors({**got, "train_ms": 1.0, "update_ms": 1.0, "adam_ms": 1.0, "eval_ms": 1.0}, 1e15, 1e9)
     assert own["own_floor_ms"] == pytest.approx(1e3 * got["touched"] * 12 / 1e9)  # memory-bound at this rate
     assert own["own_update_floor_ms"] - own["own_floor_ms"] == pytest.approx(1e3 * got["touched"] * 12 / 1e9)
+
+
+def test_the_own_floor_table_drops_the_sparse_adam_column_where_no_head_was_timed_against_it():
+    """A column whose every cell is empty is no column (the compare card's bench had only dense heads)."""
+    from pipeline_src.reporting.bench_tables import own_floor_markdown
+
+    row = dict(vocab=2000, method="softmax", own_floor_ms=11.38, train_vs_own=1.01, update_vs_own=1.02,
+               adam_vs_own=2.28, eval_vs_own=2.7, touched=402000, adam_ms=3.0, torch_sparse_adam_ms=float("nan"))
+    dense = own_floor_markdown(pd.DataFrame([row]))
+    assert "SparseAdam" not in dense and dense.splitlines()[2].count("|") == 9  # 8 columns
+    sparse = own_floor_markdown(pd.DataFrame([row, {**row, "method": "hierarchical-softmax", "torch_sparse_adam_ms": 5.0}]))
+    assert "Adam (ms): ours / torch's SparseAdam" in sparse and "| 3.0 / 5.0 |" in sparse
+    assert sparse.splitlines()[2].endswith("| 402,000 |  |")  # the dense head's cell stays empty in that column

@@ -41,13 +41,14 @@ def own_floor_markdown(bench: pd.DataFrame) -> str:
     """Each head against its own floor (cost/bench.py's own_floors): a roofline of its products (FLOPs at the GEMM
     rate measured in the run, or the bytes of the parameter elements its step touched at the measured bandwidth),
     plus for an update the bytes it moves over those elements."""
+    sparse = bench.torch_sparse_adam_ms.notna().any()  # a row-sparse head timed beside torch's SparseAdam
     cols = ["V", "method", "own floor (ms)", "step x own", "+ SGD x own", "+ Adam x own", "eval x own",
-            "elements touched", "Adam (ms): ours / torch's SparseAdam"]
+            "elements touched", *(["Adam (ms): ours / torch's SparseAdam"] if sparse else [])]
 
     def row(r) -> list[str]:
         peer = "" if pd.isna(r.torch_sparse_adam_ms) else f"{r.adam_ms:,.1f} / {r.torch_sparse_adam_ms:,.1f}"
         return [f"{r.vocab:,}", r.method, f"{r.own_floor_ms:,.2f}", fmt_ratio(r.train_vs_own), fmt_ratio(r.update_vs_own),
-                fmt_ratio(r.adam_vs_own), fmt_ratio(r.eval_vs_own), f"{int(r.touched):,}", peer]
+                fmt_ratio(r.adam_vs_own), fmt_ratio(r.eval_vs_own), f"{int(r.touched):,}", *([peer] if sparse else [])]
 
     return markdown_table(cols, (row(r) for r in bench.itertuples())) + "\n"
 
