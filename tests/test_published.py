@@ -282,7 +282,7 @@ def test_the_first_screen_names_the_commit_that_trained_a_pinned_rerun(default_p
     prov = json.loads((ROOT / "benchmarks" / "token-axis" / "provenance.json").read_text())
     text = first_screen(validate(copy.deepcopy(prov["params"])), "config/token-axis.yaml", prov, "token-axis")
     assert f"(trained at `{prov['trained_at_commit'][:12]}`)" in text and prov["trained_at_commit"].startswith("4364da1")
-    assert "| zipf-10k | 10,000 words | lstm, width 64, 1 layer | ladder 0.5M, 1M, 2M, 4M, 8M, 16M tokens |" in text
+    assert "| zipf-10k | 10,000 words + `<eos>` | lstm, width 64, 1 layer | ladder 0.5M, 1M, 2M, 4M, 8M, 16M tokens |" in text
 
 
 def test_the_first_screen_carries_the_hash_of_the_params_that_made_the_page(default_params):

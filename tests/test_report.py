@@ -226,6 +226,7 @@ def test_a_publication_s_report_renders_from_its_committed_tables_alone(tmp_path
     assert re.search(r"<h1[^>]*>large-vocab: The large-vocabulary sweep", html)  # the heading too, not a generic one
     assert "<strong>large-vocab</strong>: The large-vocabulary sweep" in html and "<td>lstm, width 64, 1 layer</td>" in html
     assert "180 s of training a run" in html and '<nav><strong>Contents</strong><ol><li><a href="#What-to-use">' in html
+    assert "<td>100,000 words + <code>&lt;eos&gt;</code></td>" in html  # beside the tables' "(100,001)"
     # the card first, then the notice and the count of datasets and methods, then the contents
     order = [html.index(t) for t in ("<strong>large-vocab</strong>: The large", "Partial results: this summary",
                                      "3 datasets, 9 methods.", "<nav><strong>Contents</strong>")]
@@ -322,3 +323,13 @@ def test_every_benchmarks_folder_renders_or_says_why_not_in_one_line(capsys):
             assert "holds stashed records only, not yet published" in line and "the ones with a report: " in line
         else:
             assert f"no publication {BENCHMARKS / name}" in line and "default, " in line, line
+
+
+def test_the_contents_list_a_heading_s_text_as_shown():
+    """A heading's "&" (Grivas, Bogoychev & Lopez) showed as "&amp;" in the contents: escaped once, not twice."""
+    from pipeline_src.reporting.report import _with_contents
+
+    body = ('<p>CONTENTS_HERE</p><h2 id="Which-words">Which words can win (Grivas, Bogoychev &amp; Lopez 2022)'
+            '<a class="anchor-link" href="#Which-words">¶</a></h2>')
+    page = _with_contents(body)
+    assert '<li><a href="#Which-words">Which words can win (Grivas, Bogoychev &amp; Lopez 2022)</a></li>' in page

@@ -84,7 +84,7 @@ def first_screen(params: dict, params_file: str | None, prov: dict | None, name:
         budget = (f"ladder {', '.join(f'{r / 1e6:g}M' for r in sorted(tr['ladder']))} tokens" if tr.get("ladder")
                   else f"{tr['budget_seconds']:g} s of training a run" if tr.get("budget_seconds")
                   else f"{tr['budget_tokens']:,} tokens" if tr.get("budget_tokens") else f"{tr.get('epochs')} epochs")
-        rows.append(f"| {ds} | {vocab if isinstance(vocab, str) else f'{vocab:,} words'} | "
+        rows.append(f"| {ds} | {vocab if isinstance(vocab, str) else f'{vocab:,} words + `<eos>`'} | "
                     f"{model.get('encoder', 'lstm')}, width {model.get('hidden_dim', '?')}, "
                     f"{_count(model.get('layers'), 'layer')} | {budget} |")
     lines += ["| dataset | data | model (encoder, width, layers) | budget |", "|---|---|---|---|", *rows, ""]
@@ -110,7 +110,8 @@ def _with_contents(body: str) -> str:
     import re
 
     heads = re.findall(r'<h2 id="([^"]+)"[^>]*>(.*?)(?:<a class="anchor-link".*?)?</h2>', body, re.S)
-    items = "".join(f'<li><a href="#{i}">{html.escape(re.sub("<[^>]+>", "", t).strip())}</a></li>' for i, t in heads)
+    items = "".join(f'<li><a href="#{i}">{html.escape(html.unescape(re.sub("<[^>]+>", "", t).strip()))}</a></li>'
+                    for i, t in heads)  # the heading's text as shown (its entities decoded once, escaped once)
     return body.replace("<p>CONTENTS_HERE</p>", f"<nav><strong>Contents</strong><ol>{items}</ol></nav>", 1)
 
 
