@@ -138,7 +138,8 @@ def _ppl_bands(ax, frame: pd.DataFrame, by: str, x: str, style: dict) -> None:
         st = style[m]
         agg = g.groupby(by).agg(x=(x, "mean"), mean=("valid_ppl", "mean"), low=("valid_ppl", "min"),
                                 high=("valid_ppl", "max"))
-        ax.plot(agg.x, agg["mean"], color=st["color"], marker=st["marker"], ms=3, label=m)
+        ax.plot(agg.x, agg["mean"], color=st["color"], marker=st["marker"], ms=5, mec="k", mew=0.4,
+                label=m)  # markers big enough to tell two methods of one colour apart (the pair is unique)
         ax.fill_between(agg.x, agg.low, agg.high, color=st["color"], alpha=0.2, lw=0)
 
 
