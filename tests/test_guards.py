@@ -325,3 +325,26 @@ def test_a_failed_final_write_loses_no_training(tiny_data, monkeypatch):
         assert (out / f).is_file(), f
     assert len((out / paths.HISTORY).read_text().splitlines()) == 1 + cfg["training"]["epochs"]
     assert summary["status"] == "ok" and not (out / paths.CHECKPOINT).exists()
+
+
+def test_a_block_that_cannot_be_drawn_leaves_the_readme_and_every_doc_as_they_were(tmp_path, monkeypatch):
+    """Bad case of the third probe: `publish --replace` over token-axis rewrote README.md, then failed drawing a
+    block of docs/ (README and docs disagreed). Every page is rendered before any is written."""
+    import pipeline_src.reporting.publish as pub
+
+    readme, doc = tmp_path / "README.md", tmp_path / "page.md"
+    readme.write_text("<!-- results-table: good -->\nold\n<!-- end results-table -->\n")
+    doc.write_text("<!-- results-table: broken -->\nold\n<!-- end results-table -->\n")
+
+    def render(path):
+        if path == "broken":
+            raise KeyError("a block that cannot be drawn")
+        return "new\n"
+
+    monkeypatch.setattr(pub, "doc_files", lambda: [readme, doc])
+    monkeypatch.setattr(pub, "render_table", render)
+    with pytest.raises(KeyError):
+        pub.update_docs()
+    assert "old" in readme.read_text() and "old" in doc.read_text()
+    doc.write_text("<!-- results-table: good -->\nold\n<!-- end results-table -->\n")
+    assert pub.update_docs() == [readme, doc] and readme.read_text().count("new") == doc.read_text().count("new") == 1

@@ -115,6 +115,13 @@ def test_cosine_runs_are_paired_with_the_ladder_rung_of_their_own_tokens_and_typ
     half = 4.302652729911275 * 0.01 / math.sqrt(3)
     assert t.delta_low.iloc[0] == pytest.approx(-0.02 - half) and t.delta_high.iloc[0] == pytest.approx(-0.02 + half)
     assert "| d, a | 2M | 3 |" in against_cosine_markdown(t)
+    # a ladder of another run (the probe published a tiny ladder over token-axis: a KeyError in the docs' block,
+    # README rewritten, docs/ not): pairs only within a dataset and over shared seeds, or says none pairs
+    other = anytime.assign(dataset="e")
+    assert against_cosine(other, cosine, {"a-cos-2m": 2_000_000, "a-cos-8m": 8_000_000}).empty
+    assert "No cosine run pairs with this ladder" in against_cosine_markdown(against_cosine(other, cosine, {}))
+    two = against_cosine(anytime[anytime.seed != 3], cosine, {"a-cos-2m": 2_000_000, "a-cos-8m": 8_000_000})
+    assert list(two.seeds) == [2, 2] and two.delta_nll.iloc[0] == pytest.approx(-0.015)
 
 
 def test_the_rate_check_sets_the_pick_beside_its_two_neighbouring_rates_at_each_rung_it_trained():

@@ -191,20 +191,32 @@ def against_cosine(anytime: pd.DataFrame, cosine: pd.DataFrame, budgets: dict[st
     points = ladder_points(anytime)
     test = cosine[cosine.split == "test"]
     rows = []
-    for m, g in test.groupby("method", sort=False):
-        kind, rung = g.type.iloc[0], float(budgets[m])
-        lad = points[(points.method == kind) & (points.tokens >= rung) & (points.tokens < rung * 1.01)]
+    for (ds, m), g in test.groupby(["dataset", "method"], sort=False):
+        kind, rung = g.type.iloc[0], float(budgets.get(m, math.nan))
+        lad = points[(points.dataset == ds) & (points.method == kind) & (points.tokens >= rung)
+                     & (points.tokens < rung * 1.01)]
         ladder_nll, cos_nll = lad.set_index("seed").test_nll, g.set_index("seed").nll.astype(float)
-        d = paired(cos_nll, ladder_nll, confidence, 0)
-        rows.append({"dataset": g.dataset.iloc[0], "method": kind, "tokens": rung, "cosine_run": m,
-                     "seeds": d.get("pairs", 0), "ladder_ppl": math.exp(ladder_nll.loc[cos_nll.index].mean()),
-                     "cosine_ppl": math.exp(cos_nll.mean()), "delta_nll": d.get("delta_nll"),
+        seeds = cos_nll.index.intersection(ladder_nll.index)
+        if len(seeds) == 0:  # the cosine run is not of this ladder (another dataset, rung or seeds): no pair
+            continue
+        d = paired(cos_nll.loc[seeds], ladder_nll.loc[seeds], confidence, 0)
+        rows.append({"dataset": ds, "method": kind, "tokens": rung, "cosine_run": m,
+                     "seeds": d.get("pairs", 0), "ladder_ppl": math.exp(ladder_nll.loc[seeds].mean()),
+                     "cosine_ppl": math.exp(cos_nll.loc[seeds].mean()), "delta_nll": d.get("delta_nll"),
                      "delta_low": d.get("delta_low"), "delta_high": d.get("delta_high"), "p_value": d.get("p_value")})
-    return pd.DataFrame(rows).sort_values("tokens", ignore_index=True)
+    return pd.DataFrame(rows, columns=COSINE_COLUMNS).sort_values("tokens", ignore_index=True)
+
+
+COSINE_COLUMNS = ["dataset", "method", "tokens", "cosine_run", "seeds", "ladder_ppl", "cosine_ppl", "delta_nll",
+                  "delta_low", "delta_high", "p_value"]
 
 
 def against_cosine_markdown(table: pd.DataFrame, level: int = 95) -> str:
     from .markdown import frame_markdown
+
+    if table.empty:
+        return ("*No cosine run pairs with this ladder: none is of its datasets, rungs and seeds (the cosine "
+                "publication checks another run).*\n")
 
     t = pd.DataFrame({
         "dataset, method": table.dataset + ", " + table.method,

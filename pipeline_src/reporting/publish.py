@@ -435,11 +435,15 @@ def check_doc_sources(skip: Path) -> None:
 
 
 def update_docs() -> list[Path]:
-    changed = []
+    """Rebuild every generated block of the README and docs/ from the publications: every page is rendered before
+    any is written, so a table that cannot be drawn leaves all of them as they were (not the README new and docs/
+    old)."""
+    pages = {}
     for doc in doc_files():
         text = doc.read_text(encoding="utf-8")
         new = BLOCK.sub(lambda m: m.group(1) + render_table(m.group("path")) + m.group(4), text)
         if new != text:
-            write_text(doc, new)
-            changed.append(doc)
-    return changed
+            pages[doc] = new
+    for doc, new in pages.items():
+        write_text(doc, new)
+    return list(pages)
