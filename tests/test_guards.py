@@ -348,3 +348,20 @@ def test_a_block_that_cannot_be_drawn_leaves_the_readme_and_every_doc_as_they_we
     assert "old" in readme.read_text() and "old" in doc.read_text()
     doc.write_text("<!-- results-table: good -->\nold\n<!-- end results-table -->\n")
     assert pub.update_docs() == [readme, doc] and readme.read_text().count("new") == doc.read_text().count("new") == 1
+
+
+def test_the_glance_reads_every_publication_at_one_level_whatever_its_own(tmp_path, monkeypatch):
+    """Bad case of the third probe: `restate --name default` at statistics.confidence 0.5 relabelled the whole glance
+    (other publications' 95% rows) "50% CI" and bolded plif at Holm p 0.26. The glance recomputes each row at 95%."""
+    import pipeline_src.reporting.tables as tables
+
+    before = tables.glance_markdown(["default"])
+    shutil.copytree(ROOT / "benchmarks" / "default", tmp_path / "benchmarks" / "default",
+                    ignore=shutil.ignore_patterns("records"))
+    prov = tmp_path / "benchmarks" / "default" / "provenance.json"
+    data = json.loads(prov.read_text())
+    data["params"]["statistics"]["confidence"] = 0.5
+    prov.write_text(json.dumps(data))
+    monkeypatch.setattr(tables, "REPOSITORY", tmp_path)
+    after = tables.glance_markdown(["default"])
+    assert after == before and "95% CI" in after and "**plif**" not in after

@@ -236,9 +236,16 @@ def render_table(path: str) -> str:
     from .seals import check_publication
 
     if path.startswith(("glance:", "axes:", "cosine:", "rates:", "sweep:")):
+        levels = {}
         for name in path.split(":", 1)[1].split(","):
             if (REPOSITORY / "benchmarks" / name / paths.PROVENANCE).is_file():
                 check_publication(REPOSITORY / "benchmarks" / name)
+                params = read_json(REPOSITORY / "benchmarks" / name / paths.PROVENANCE).get("params") or {}
+                levels[name] = (params.get("statistics") or {}).get("confidence", 0.95)
+        if len(set(levels.values())) > 1 and not path.startswith("glance:"):  # the glance reads every one at 95%
+            raise ConfigError(f"results-table {path}: its publications differ in statistics.confidence ("
+                              f"{', '.join(f'{n} {v:g}' for n, v in levels.items())}): one table, one meaning of its "
+                              f"intervals and bold; restate them at one level")
     elif (REPOSITORY / path.removeprefix("memory:")).with_name(paths.PROVENANCE).is_file():
         check_publication((REPOSITORY / path.removeprefix("memory:")).parent)
     if path.startswith("glance:"):  # what to use in each dataset of several publications (the README's glance)
@@ -308,16 +315,20 @@ def advice_markdown(table: pd.DataFrame, level: int = 95, publication: str | Non
     return markdown_table(cols, out) + "\n"
 
 
+GLANCE_LEVEL = 95  # the glance's intervals and separation (Holm p < 0.05), for every publication it joins
+
+
 def glance_markdown(publications: list[str]) -> str:
-    """The README's glance table: what to use in each dataset of each named publication (benchmarks/NAME)."""
+    """The README's glance table: what to use in each dataset of each named publication (benchmarks/NAME), each
+    recomputed from its per-seed test nll at ``GLANCE_LEVEL`` (a publication restated at another level keeps its
+    own in its report)."""
     from .advice import what_to_use
 
     parts = []
+    level = GLANCE_LEVEL  # every publication read at one level, whatever its own: one meaning of bold and interval
     for name in publications:
         pub = REPOSITORY / "benchmarks" / name
         refs = pub / "references.csv"
-        prov = read_json(pub / "provenance.json")
-        level = int(round(100 * (prov["params"].get("statistics") or {}).get("confidence", 0.95)))
         table = what_to_use(pd.read_csv(pub / "summary.csv"), pd.read_csv(pub / "headline.csv"),
                             pd.read_csv(refs) if refs.is_file() and refs.stat().st_size > 1 else None, level / 100)
         parts.append(advice_markdown(table, level, name).split("\n", 2))
