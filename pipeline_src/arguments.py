@@ -15,6 +15,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+MAX_THREADS = 1024  # torch's thread pools crash far above any machine's cores (100,000 segfaulted)
+
+
+def _threads(text: str) -> int:
+    import os
+
+    value = _positive_int(text)
+    if value > MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"{value} threads: at most {MAX_THREADS} (this machine has "
+                                         f"{os.cpu_count()} CPUs)")
+    return value
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)

@@ -9,7 +9,7 @@ import argparse
 import errno
 import sys
 
-from .arguments import _int, _positive_int, _seconds
+from .arguments import _int, _positive_int, _seconds, _threads
 from .config import ConfigError, load, run_seeds
 from .io import paths
 from .io.errors import PipelineError
@@ -166,7 +166,7 @@ def _step_options(sp, name: str) -> None:
         sp.add_argument("--seed", type=_int, default=None, help="run seed of a final run (one of run.seeds)")
         sp.add_argument("--trial", type=_int, default=None, help="index of a tuning trial (0 .. tuning.trials - 1)")
     if name in ("train", "finetune", "evaluate", "bench", "bench-samplers", "matrix", "profile", "device-check"):  # bench-step sets its own (bench.step.threads)
-        sp.add_argument("--threads", type=_positive_int, default=None,
+        sp.add_argument("--threads", type=_threads, default=None,
                         help="torch CPU threads (Snakemake passes the job's threads; default: torch's choice)")
     if name == "publish":
         sp.add_argument("--wall-time-s", type=_seconds, default=None,

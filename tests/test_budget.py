@@ -146,7 +146,14 @@ def test_budget_keys_are_checked_and_leave_every_earlier_hash_alone(tiny):
     assert run_hash(run_config(p, "tiny", "softmax")) == before
     for bad, match in (({"budget_tokens": 10, "budget_seconds": 1.0}, "one budget"),
                        ({"anytime_points": 5}, r"anytime_points.*only acts with budget_seconds, budget_tokens \(or "
-                                               r"budget_tokens_by_method\) or a ladder")):
+                                               r"budget_tokens_by_method\) or a ladder"),
+                       # the third probe: accepted by check-config, then ignored (anytime_epochs) or refused by
+                       # every train (budget_points)
+                       ({"anytime_epochs": [0.5, 1]}, r"'training.anytime_epochs' \(dataset tiny\): set to \[0.5, 1\], "
+                                                      r"but it only acts with budget_seconds"),
+                       ({"budget_points": [0.5, 1, 2], "budget_seconds": 1.0},
+                        r"'training.budget_points'.*only acts with a token budget: budget_tokens or "
+                        r"budget_tokens_by_method")):
         q = copy.deepcopy(tiny)
         q["datasets"]["tiny"]["training"].update(bad)
         with pytest.raises(ConfigError, match=match):

@@ -89,6 +89,10 @@ def test_a_non_finite_number_in_a_params_file_is_refused_naming_file_and_key(def
 @pytest.mark.parametrize("argv, says", [
     (["train", "--dataset", "tiny", "--method", "softmax", "--seed", "0", "--threads", "0"], "--threads: 0 is not a positive integer"),
     (["matrix", "--vocab", "-3", "--dim", "2", "--seed", "0"], "--vocab: -3 is not a positive integer"),
+    (["evaluate", "--dataset", "tiny", "--method", "softmax", "--seed", "0", "--threads", "100000"],
+     "--threads: 100000 threads: at most 1024"),  # torch segfaulted (rc 139)
+    (["evaluate", "--dataset", "tiny", "--method", "softmax", "--seed", "0", "--threads", "99999999999999999999"],
+     "--threads: 99999999999999999999 threads: at most 1024"),  # an overflow traceback
     (["publish", "--name", "x", "--wall-time-s", "nan"], "--wall-time-s: 'nan' is not a finite number"),
     (["train", "--dataset", "tiny", "--method", "softmax", "--seed", "1.5"], "--seed: '1.5' is not an integer")])
 def test_cli_numbers_are_checked_as_config_values_are(argv, says, capsys):
@@ -506,6 +510,10 @@ def test_snakemake_quotes_a_params_path_with_a_space(default_params, tmp_path):
     ("run: {seeds: [18446744073709551616]}", "18446744073709551616 is greater than the maximum of 4294967295"),
     ("results_dir: '~/lmres'", "key 'results_dir': '~/lmres' does not match"),
     ("results_dir: ''", "key 'results_dir': '' "),
+    # the third probe: a rate written 1e-3 is a string to YAML 1.1, and the schema said only "not of type 'number'"
+    ("training: {lr: 1e-3}", "key 'training.lr': '1e-3' is a string to YAML (1.1 reads an exponent as a number only "
+                             "with a dot and a sign: 1.0e-3, 1.0e+9); write 1.0e-03"),
+    ("bench: {vocab_sizes: [1000, 1000]}", "key 'bench.vocab_sizes': [1000, 1000] has non-unique elements"),
 ])
 def test_values_the_schema_let_through_and_that_failed_later_are_refused(default_params, tmp_path, capsys, text, says):
     """The probe: a seed of 1.0 and 2.0 epochs passed the schema and failed deep inside (tracebacks); a seed of

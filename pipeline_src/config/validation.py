@@ -58,6 +58,20 @@ def _offending(err: jsonschema.ValidationError) -> list:
     return path
 
 
+def _number_text(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _yaml_number(text: str) -> str:
+    """``1e-3`` as YAML 1.1 reads a number: ``1.0e-03``."""
+    mantissa, _, exponent = f"{float(text):e}".partition("e")
+    return f"{float(mantissa):g}".rstrip("0") + ("" if "." in f"{float(mantissa):g}" else ".0") + "e" + exponent
+
+
 def _format_error(err: jsonschema.ValidationError, source: str) -> str:
     where = ".".join(str(p) for p in err.absolute_path) or "<top level>"
     msg = err.message
@@ -71,6 +85,10 @@ def _format_error(err: jsonschema.ValidationError, source: str) -> str:
     elif err.validator == "type" and err.validator_value == "integer" and isinstance(err.instance, float) \
             and err.instance.is_integer():
         msg = f"{err.instance!r} is not an integer; write it as {int(err.instance)}"
+    elif err.validator == "type" and err.validator_value in ("number", "integer") and isinstance(err.instance, str) \
+            and _number_text(err.instance):
+        msg = (f"{err.instance!r} is a string to YAML (1.1 reads an exponent as a number only with a dot and a sign: "
+               f"1.0e-3, 1.0e+9); write {_yaml_number(err.instance)}")
     elif err.validator in ("pattern", "minLength") and "description" in err.schema:
         msg += f" ({err.schema['description']})"
     elif err.validator == "const":
@@ -295,14 +313,18 @@ def _check_training(params: dict, name: str, source: str) -> None:
     written = _merged(params, name, "training")
     tc = TrainConfig(**written)
     averaging = tc.schedule == "nt-asgd" or bool(tc.finetune_epochs)  # finetuning is nt-asgd
+    no_budget = (tc.budget_seconds is None and tc.budget_tokens is None and not tc.ladder
+                 and not tc.budget_tokens_by_method)
     unused = {"decay_start": (tc.schedule != "fixed-then-geometric", "schedule fixed-then-geometric"),
               "nonmono": (not averaging, "schedule nt-asgd or finetuning"),
               "asgd_start_epoch": (not averaging, "schedule nt-asgd or finetuning"),
               "bptt_max_delta": (not tc.variable_bptt, "variable_bptt: true"),
               "finetune_lr": (not tc.finetune_epochs, "finetune_epochs > 0"),
-              "anytime_points": (tc.budget_seconds is None and tc.budget_tokens is None and not tc.ladder
-                                 and not tc.budget_tokens_by_method,
-                                 "budget_seconds, budget_tokens (or budget_tokens_by_method) or a ladder")}
+              "anytime_points": (no_budget, "budget_seconds, budget_tokens (or budget_tokens_by_method) or a ladder"),
+              "anytime_epochs": (no_budget, "budget_seconds, budget_tokens (or budget_tokens_by_method) or a ladder"),
+              "budget_points": (tc.budget_tokens is None and not tc.budget_tokens_by_method and not tc.ladder,
+                                "a token budget: budget_tokens or budget_tokens_by_method (its points are multiples "
+                                "of it)")}
     step_level = tc.schedule in ("cosine", "wsd")
     unused.update({"warmup_tokens": (not step_level, "schedule cosine or wsd"),
                    "ladder": (tc.schedule != "wsd", "schedule wsd"),
