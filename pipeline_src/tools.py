@@ -33,6 +33,8 @@ def _options(items: list[str]) -> dict:
         key, eq, value = item.partition("=")
         if not eq or not key:
             raise ConfigError(f"--option {item!r}: write key=value (e.g. --option negatives=20)")
+        if key in out:
+            raise ConfigError(f"--option {item!r}: {key} is already set ({key}={out[key]!r}); give each option once")
         out[key] = yaml.safe_load(value)
     return out
 

@@ -144,6 +144,21 @@ def test_a_broken_head_fails_the_kit_by_name_and_exits_non_zero(tmp_path, monkey
         assert main(["check-head", bad]) == 2
         err = capsys.readouterr().err.strip()
         assert err.count("\n") == 0 and says in err and "Traceback" not in err, err
+    # the third probe: an option given twice silently kept the last
+    assert main(["check-head", "softmax", "--option", "chunk_size=1", "--option", "chunk_size=2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "chunk_size is already set (chunk_size=1); give each option once" in err, err
+    # and a plugin whose constructor refuses its options gave a ValueError traceback at train
+    (tmp_path / "picky.py").write_text(BROKEN.replace("class Options:\n        pass", "class Options:\n        k: int = 1")
+                                       + "\n\nclass Picky(_Linear):\n    def __init__(self, ctx, opts):\n"
+                                       "        if opts.k > 2:\n            raise ValueError(f'k={opts.k}: at most 2')\n"
+                                       "        super().__init__(ctx, opts)\n")
+    from pipeline_src.heads.base import HeadContext, build_head
+
+    with pytest.raises(ConfigError, match=r"^head picky.py:Picky refused its options \{'k': 5\}: ValueError: k=5: at "
+                                          r"most 2 \(set them in the params file's methods entry"):
+        build_head({"type": "picky.py:Picky", "k": 5}, HeadContext(vocab_size=10, in_dim=3))
+    assert build_head({"type": "picky.py:Picky", "k": 2}, HeadContext(vocab_size=10, in_dim=3)).opts.k == 2
 
 
 def test_a_plugin_is_validated_hashed_by_its_source_and_trained_like_a_built_in_head(tiny, tmp_path, monkeypatch):

@@ -213,9 +213,15 @@ def build_head(spec: dict, ctx: HeadContext) -> OutputLayer:
     heads = registry()
     if name in heads:
         cls = heads[name]
-    else:  # a head from outside the repository (heads/plugins.py)
-        cls = plugin_class(name)
-    return cls(ctx, cls.Options(**spec))
+        return cls(ctx, cls.Options(**spec))
+    cls = plugin_class(name)  # a head from outside the repository (heads/plugins.py): its own checks, in one line
+    try:
+        return cls(ctx, cls.Options(**spec))
+    except (ValueError, TypeError) as e:
+        from ..io.errors import ConfigError
+
+        raise ConfigError(f"head {name} refused its options {spec}: {type(e).__name__}: {e} (set them in the "
+                          f"params file's methods entry of type {name!r})") from None
 
 
 def options_schema(cls: type[OutputLayer]) -> dict:
