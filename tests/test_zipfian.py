@@ -141,3 +141,27 @@ def test_a_small_split_is_drawn_like_a_large_one_no_sentence_cut_for_its_length(
     small = np.concatenate([zl.sample(3000, rng) for _ in range(40)])
     mean = lambda s: s.size / (s == 0).sum()
     assert mean(small) == pytest.approx(mean(big), rel=0.08)
+
+
+def test_a_language_of_a_few_words_is_refused_or_made_never_a_traceback(tmp_path):
+    """The third probe: a Zipfian language of 50 words (128 classes by default) or of 100 topic words crashed in
+    `fetch` (a traceback in fit_zipf_exponent); the schema allows 3 words. More classes than words is refused at
+    check-config; a language too small for a Zipf slope records none (NaN) instead of failing."""
+    import copy
+    import math
+
+    from conftest import ROOT
+    from pipeline_src.config import ConfigError, validate
+    import yaml
+
+    assert math.isnan(fit_zipf_exponent(np.arange(100, 0, -1)))  # ranks 10..10: no slope to fit
+    assert fit_zipf_exponent(np.arange(1000, 0, -1).astype(float) ** 0) == pytest.approx(0.0, abs=1e-9)
+    p = yaml.safe_load((ROOT / "params.yaml").read_text())
+    p["datasets"]["zipf-5k"]["corpus"].update(vocab_size=50)
+    p["datasets"]["zipf-5k"]["corpus"].pop("classes")
+    with pytest.raises(ConfigError, match=r"'datasets.zipf-5k.corpus.classes': 128 classes \(the default\) for 50 "
+                                          r"words"):
+        validate(copy.deepcopy(p))
+    meta = generate({"vocab_size": 3, "classes": 2, "train_tokens": 2000, "valid_tokens": 200, "test_tokens": 200},
+                    tmp_path / "three", 1)
+    assert math.isnan(meta["zipf_exponent_fitted"])

@@ -397,7 +397,8 @@ def _check_dataset(params: dict, name: str, source: str) -> None:
     (``check_model``) state for themselves."""
     _check_training(params, name, source)
     c = params["datasets"][name]["corpus"]
-    problem = _check_synthetic(c) if c["type"] == "synthetic" else None
+    problem = (_check_synthetic(c) if c["type"] == "synthetic" else
+               _check_zipfian(c) if c["type"] in ("zipfian", "zipfian-topics") else None)
     if problem:
         raise ConfigError(f"{source}: key 'datasets.{name}.{problem[0]}': {problem[1]}")
     problem = check_model(model_config(params, name), train_config(params, name).bptt)
@@ -433,6 +434,18 @@ def _check_synthetic(corpus: dict) -> tuple[str, str] | None:
     if corpus.get("support") is not None and corpus["support"] > corpus["vocab_size"]:
         return "corpus.support", (f"{corpus['support']} is more than vocab_size {corpus['vocab_size']} (each "
                                   f"context's next-word support is a subset of the vocabulary)")
+    return None
+
+
+def _check_zipfian(corpus: dict) -> tuple[str, str] | None:
+    """A Zipfian language assigns each word to one of its classes: no more classes than words."""
+    from ..data.zipfian import DEFAULTS
+
+    classes = corpus.get("classes", DEFAULTS["classes"])
+    if classes > corpus["vocab_size"]:
+        return "corpus.classes", (f"{classes} classes{'' if 'classes' in corpus else ' (the default)'} for "
+                                  f"{corpus['vocab_size']} words: each word is in one class; set classes to at most "
+                                  f"vocab_size")
     return None
 
 

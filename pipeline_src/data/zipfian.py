@@ -176,6 +176,8 @@ def fit_zipf_exponent(counts: np.ndarray, lo: int = 10, hi: int | None = None) -
     the exponent the corpus shows, to compare with the one it was made with."""
     f = np.sort(counts[counts > 0])[::-1].astype(np.float64)
     hi = min(hi or f.size // 10, f.size)
+    if hi - (lo - 1) < 3:  # too few observed words for a slope (a language of a hundred words): no reading
+        return math.nan
     r = np.arange(1, f.size + 1)[lo - 1:hi]
     slope = np.polyfit(np.log(r), np.log(f[lo - 1:hi]), 1)[0]
     return float(-slope)
