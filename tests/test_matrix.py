@@ -58,6 +58,8 @@ def test_a_config_without_the_matrix_experiment_fits_nothing_and_its_summary_has
     p = copy.deepcopy(tiny)
     p["matrix"]["methods"] = []
     p = validate(p)
+    missing = []  # the third probe: summarize demanded the (empty) fits, and a partial summary listed them missing
+    assert _matrix_rows(p, partial=True, missing=missing) == [] and missing == []
     m = p["matrix"]
     for v, d, seed in ((v, d, s) for v in m["vocab_sizes"] for d in m["dims"] for s in p["run"]["seeds"]):
         assert run(p, v, d, seed, paths.matrix_fit_path(p, v, d, seed)) == []

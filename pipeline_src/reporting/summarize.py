@@ -264,8 +264,11 @@ def _check_scored_data(params: dict, dataset: str, path, metrics: dict, evaluate
 
 
 def _matrix_rows(params: dict, partial: bool, missing: list) -> list:
-    """The matrix-fitting experiment's rows, each fit checked against its config."""
+    """The matrix-fitting experiment's rows, each fit checked against its config (none where ``matrix.methods`` is
+    empty: the experiment is not part of the config)."""
     rows = []
+    if not params["matrix"]["methods"]:
+        return rows
     for vocab in params["matrix"]["vocab_sizes"]:
         for dim in params["matrix"]["dims"]:
             for seed in run_seeds(params):

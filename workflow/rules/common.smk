@@ -226,8 +226,9 @@ def get_all_histories(wildcards=None):
 
 
 def get_matrix_fits(wildcards=None):
+    """The matrix experiment's fits; none where matrix.methods is [] (the experiment is not part of the config)."""
     return [str(paths.matrix_fit_path(P, v, d, s))
-            for v in P["matrix"]["vocab_sizes"] for d in P["matrix"]["dims"] for s in SEEDS]
+            for v in P["matrix"]["vocab_sizes"] for d in P["matrix"]["dims"] for s in SEEDS if P["matrix"]["methods"]]
 
 
 REFERENCES = list(P.get("references", {}))
