@@ -99,6 +99,15 @@ def test_a_killed_writer_s_temporary_is_removed_by_the_next_writer_and_a_live_on
         left = sorted(p.name for p in tmp_path.iterdir())
         assert left == sorted([f".other.ipynb.{dead}.x.tmp.ipynb", f".report.ipynb.{live.pid}.def456.tmp.ipynb",
                                "report.ipynb"]), left
+        # a checkpoint killed mid-save: the run's end removes its temporary with the checkpoints (third probe)
+        from pipeline_src.training.checkpoints import remove
+
+        run = tmp_path / "run"
+        run.mkdir()
+        for name in ("checkpoint.pt", f".checkpoint.pt.{dead}.k9.tmp", f".checkpoint.prev.pt.{dead}.k8.tmp"):
+            (run / name).write_text("x")
+        remove(run)
+        assert list(run.iterdir()) == []
     finally:
         live.kill()
         live.wait()

@@ -54,7 +54,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _remove_leftovers(path: Path, suffix: str) -> None:
+def remove_leftovers(path: Path, suffix: str) -> None:
     """Remove the temporaries an earlier writer of ``path`` left when it was killed (SIGKILL, an abort, a node
     lost): each is named after its writer's process id, so a writer still at work keeps its own."""
     for t in path.parent.glob(f".{glob.escape(path.name)}.*{glob.escape(suffix)}"):
@@ -76,7 +76,7 @@ def atomic_path(path: str | os.PathLike, suffix: str = "", marker: str | None = 
     check = (lambda: check_dir_output(path, marker)) if marker else (lambda: check_file_output(path))
     check()
     path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_leftovers(path, ".tmp" + suffix)
+    remove_leftovers(path, ".tmp" + suffix)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp" + suffix, dir=path.parent)
     os.close(fd)
     tmp = Path(tmp_name)

@@ -12,7 +12,7 @@ import torch
 
 from ..config import config_hash, train_hash
 from ..io import paths
-from ..io.atomic import atomic_path
+from ..io.atomic import atomic_path, remove_leftovers
 from ..io.errors import StaleError, UnreadableError
 
 CHECKPOINT, PREVIOUS = paths.CHECKPOINT, paths.PREVIOUS_CHECKPOINT
@@ -40,9 +40,9 @@ def save_generation(out_dir: Path, obj: dict) -> None:
 def remove(out_dir: Path) -> None:
     """Both generations and a ladder's fork (a finished run, or one that diverged and must not be resumed into
     the blow-up)."""
-    (out_dir / CHECKPOINT).unlink(missing_ok=True)
-    (out_dir / PREVIOUS).unlink(missing_ok=True)
-    (out_dir / paths.FORK).unlink(missing_ok=True)
+    for name in (CHECKPOINT, PREVIOUS, paths.FORK):
+        (out_dir / name).unlink(missing_ok=True)
+        remove_leftovers(out_dir / name, ".tmp")  # a writer killed mid-save left its temporary: not in a finished run
 
 
 def load_newest(out_dir: Path, device: torch.device) -> dict | None:
