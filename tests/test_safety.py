@@ -360,3 +360,20 @@ def test_a_folder_where_a_table_should_be_is_named_as_such_not_as_a_write(capsys
     line = _refused(capsys, "publish", "--config", str(cfg), "--name", "probe-folder")
     assert "summary.csv" in line and "writing" not in line, line
     assert not (tmp_path / "benchmarks" / "probe-folder").exists()
+
+
+def test_evaluate_of_a_run_still_being_trained_says_so(tmp_path):
+    """The third probe: `evaluate` while `train` held the run's lock said "model.pt is missing: delete it". A run
+    whose lock a live process holds, and that has no model yet, is said to be in training; a stale lock is not."""
+    import socket
+
+    from pipeline_src.evaluation.run import _refuse_while_training
+    from pipeline_src.io.atomic import exclusive
+
+    run = tmp_path / "runs" / "tiny" / "softmax" / "seed1"
+    with exclusive(run, "train"):
+        with pytest.raises(OutputError, match=r"is being trained now \(process \d+ on .*\): evaluate it when "
+                                              r"`python -m pipeline_src train` has finished"):
+            _refuse_while_training(run, "python -m pipeline_src train")
+    (run / ".lock").write_text(json.dumps({"host": socket.gethostname(), "pid": 2 ** 22 + 12345}))  # no such process
+    _refuse_while_training(run, "python -m pipeline_src train")  # stale: the missing model's own message follows

@@ -13,6 +13,18 @@ from ..io.digests import check_seal, sha256_of
 from ..io.errors import ConfigError
 
 
+def _refuse_while_training(run, retrain: str) -> None:
+    """A run still being trained (its folder's lock held by a live process) has no model to score yet: say so,
+    not that its model.pt is missing."""
+    from ..io.atomic import holder
+    from ..io.errors import OutputError
+
+    owner = holder(run)
+    if owner is not None and not (run / paths.MODEL).exists():
+        raise OutputError(f"{run} is being trained now (process {owner.get('pid', '?')} on {owner.get('host', '?')}): "
+                          f"evaluate it when `{retrain}` has finished")
+
+
 def evaluate_run(params: dict, dataset: str, method: str, seed: int, device: torch.device,
                  config: str | None = None) -> dict:
     """Score the run, write its metrics.json; returns the splits' scores (and rank, argmax diagnostics)."""
@@ -31,6 +43,7 @@ def evaluate_run(params: dict, dataset: str, method: str, seed: int, device: tor
     retrain = f"python -m pipeline_src train{at} --dataset {dataset} --method {method} --seed {seed}"
     final = cfg = final_config(params, dataset, method, seed)
     no_rank = {**final["evaluation"], "rank_contexts": 0}  # the other models of a run: scored, rank not repeated
+    _refuse_while_training(run, retrain)
     trained = None
     if cfg["training"].get("finetune_epochs"):  # the finetuned weights are the run's; the trained ones beside
         trained = load_torch(run / paths.MODEL, device, f"delete it and rerun `{retrain}`")

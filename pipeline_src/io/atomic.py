@@ -44,16 +44,6 @@ def check_dir_output(path: str | os.PathLike, marker: str) -> None:
     refuse_tracked(path, "replace")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        return True
-    return True
-
-
 def remove_leftovers(path: Path, suffix: str) -> None:
     """Remove the temporaries an earlier writer of ``path`` left when it was killed (SIGKILL, an abort, a node
     lost): each is named after its writer's process id, so a writer still at work keeps its own."""
@@ -178,6 +168,19 @@ def exclusive(directory: str | os.PathLike, what: str) -> Iterator[None]:
         yield
     finally:
         lock.unlink(missing_ok=True)
+
+
+def holder(directory: str | os.PathLike) -> dict | None:
+    """Who holds ``directory/.lock`` now (host, pid), or None: no lock, or one whose process on this host is gone."""
+    import socket
+
+    try:
+        owner = json.loads((Path(directory) / LOCK).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(owner, dict) or (owner.get("host") == socket.gethostname() and not _alive(owner.get("pid"))):
+        return None
+    return owner
 
 
 def _alive(pid) -> bool:
