@@ -133,6 +133,10 @@ def _advise(params: dict, args) -> None:
         raise ConfigError(f"advise --name {args.name}: {pub} is not published yet (run config/token-axis.yaml, then "
                           f"`python -m pipeline_src publish --name {args.name}`)")
     check_publication(pub)
+    if not (pub / "ladder-advice.csv").is_file():
+        ladders = sorted(p.parent.name for p in pub.parent.glob("*/ladder-advice.csv"))
+        raise ConfigError(f"advise --name {args.name}: {pub} is not a token-ladder publication (no ladder-advice.csv: "
+                          f"its runs have no rungs to read); one of: {', '.join(ladders)}")
     profile, machine = load_profile(args.profile)
     confidence = (read_json(pub / paths.PROVENANCE)["params"].get("statistics") or {}).get("confidence", 0.95)
     table, read = advise(read_csv(pub / "anytime.csv"), read_csv(pub / "summary.csv"), profile, args.seconds,

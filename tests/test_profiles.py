@@ -55,6 +55,21 @@ def test_equal_time_gives_each_method_its_own_tokens_and_the_verdict_of_those_re
     assert set(read[read.outside].method) == {"a"}
     with pytest.raises(ConfigError, match="the profile has no row for other's shapes"):
         advise(anytime, summary, profile, 100, "other")
+    # the third probe: a dataset the profile measures but the ladder publication lacks gave a traceback
+    wider = pd.concat([profile, profile.assign(dataset="e")])
+    with pytest.raises(ConfigError, match=r"the ladder publication has no rungs of e: read one it has \(\['d'\]\)"):
+        advise(anytime, summary, wider, 100, "e")
+
+
+def test_advise_names_a_publication_that_is_no_ladder(capsys):
+    """`advise --name default` (a time-budget publication) read a ladder it does not have: said in one line,
+    naming the ladder publications."""
+    from pipeline_src.cli import main
+
+    assert main(["advise", "--profile", "cpu-thread", "--seconds", "60", "--dataset", "zipf-10k", "--name",
+                 "default"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "is not a token-ladder publication" in err[0] and "token-axis" in err[0], err
 
 
 def test_the_committed_profiles_name_their_machine():

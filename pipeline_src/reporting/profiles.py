@@ -108,6 +108,9 @@ def advise(anytime: pd.DataFrame, summary: pd.DataFrame, profile: pd.DataFrame, 
     if speed.empty:
         raise ConfigError(f"the profile has no row for {dataset}'s shapes: measure them (`python -m pipeline_src "
                           f"profile`) or read a dataset it has ({sorted(profile.dataset.unique())})")
+    if not (anytime.dataset == dataset).any():
+        raise ConfigError(f"the ladder publication has no rungs of {dataset}: read one it has "
+                          f"({sorted(anytime.dataset.unique())})")
     points = ladder_points(anytime[anytime.dataset == dataset])
     methods = [m for m in points.method.unique() if m in speed.index]
     read = readings(points, {m: seconds * float(speed[m]) for m in methods})
