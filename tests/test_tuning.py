@@ -433,6 +433,17 @@ def test_freeze_budgets_reads_replayed_finals_as_their_time_budget_s_tokens(defa
         frozen_budgets("calib")
 
 
+def test_freeze_budgets_of_a_publication_with_frozen_tokens_names_where_they_came_from():
+    """The third probe: `freeze-budgets --name default` (the docs' own example) was refused without a word of
+    where its frozen budgets came from."""
+    from pipeline_src.records.budgets import frozen_budgets
+
+    with pytest.raises(ConfigError, match=r"no run under a time budget \(budget_seconds\) to freeze; its budgets "
+                                          r"were frozen from benchmarks/default-calibration: `python -m pipeline_src "
+                                          r"freeze-budgets --name default-calibration`"):
+        frozen_budgets("default")
+
+
 def test_the_picks_table_writes_whole_option_values_in_full_and_real_ones_to_three_digits():
     """tau 16,000 and 1,000 negatives read as set (the ':.3g' format printed 1.6e+04 and 1e+03); an option a method
     does not have is blank."""

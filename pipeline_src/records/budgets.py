@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import math
 import textwrap
+from pathlib import Path
 
 from ..io import paths
 from ..io.artifacts import read_json
@@ -65,7 +66,11 @@ def _budgets(name: str) -> dict:
         raise ConfigError(f"{pub / 'summary.csv'}: {r.method} seed {r.seed} at {r.dataset} ran under a time budget "
                           f"but has no tokens_reached: its method's budget cannot be frozen")
     if runs.empty:
-        raise NoBudget(f"{pub / 'summary.csv'}: no run under a time budget (budget_seconds) to freeze")
+        calibrations = sorted({str(train_config(params, ds).budget_calibration) for ds in params["datasets"]
+                               if train_config(params, ds).budget_calibration})
+        where = (f"; its budgets were frozen from {', '.join(calibrations)}: `python -m pipeline_src freeze-budgets "
+                 f"--name {Path(calibrations[0]).name}`" if calibrations else "")
+        raise NoBudget(f"{pub / 'summary.csv'}: no run under a time budget (budget_seconds) to freeze{where}")
     first = (f"  # frozen from benchmarks/{name} (commit {prov['commit'][:12]}, published {prov['published']}): "
              f"each method's mean tokens over its seeds under its time budget (or its selected trial's, which "
              f"tuning.replay_tokens replays)")
