@@ -248,6 +248,9 @@ def test_a_publication_s_report_renders_from_its_committed_tables_alone(tmp_path
     assert "<code>budget-axis</code>, <code>budget-axis-100k</code>" in grown and "<th>10x</th>" in grown
     assert "zipf-10k (10,001), 3 seeds" in grown and "zipf-100k (100,001), 2 seeds" in grown
     assert "<strong>sampled-softmax</strong> (the only one that learned)" in grown  # 100k at 10x
+    # the glance above and this grid read different runs (3 seeds; 2 at 100k): the page says so (issue 80 item 1)
+    assert "These are other runs than the table above, with their own seeds" in grown
+    assert "Equal budgets: quality against training time, and across vocabulary sizes" in rerun  # a sweep: both
     assert "As the budget grows" not in render_publication("large-vocab", tmp_path / "reports").read_text("utf-8")
     head = tmp_path / "benchmarks" / "large-vocab" / "headline.csv"
     head.write_text(head.read_text().replace("worse", "better"))
