@@ -154,6 +154,9 @@ def test_a_language_of_a_few_words_is_refused_or_made_never_a_traceback(tmp_path
     from pipeline_src.config import ConfigError, validate
     import yaml
 
+    from pipeline_src.config.validation import ZIPF_CLASSES
+
+    assert ZIPF_CLASSES == DEFAULTS["classes"]  # the check's default is the language's (and the schema's)
     assert math.isnan(fit_zipf_exponent(np.arange(100, 0, -1)))  # ranks 10..10: no slope to fit
     assert fit_zipf_exponent(np.arange(1000, 0, -1).astype(float) ** 0) == pytest.approx(0.0, abs=1e-9)
     p = yaml.safe_load((ROOT / "params.yaml").read_text())

@@ -437,11 +437,12 @@ def _check_synthetic(corpus: dict) -> tuple[str, str] | None:
     return None
 
 
+ZIPF_CLASSES = 128  # the schema's default classes of both Zipfian types (as data/zipfian.py's DEFAULTS)
+
+
 def _check_zipfian(corpus: dict) -> tuple[str, str] | None:
     """A Zipfian language assigns each word to one of its classes: no more classes than words."""
-    from ..data.zipfian import DEFAULTS
-
-    classes = corpus.get("classes", DEFAULTS["classes"])
+    classes = corpus.get("classes", ZIPF_CLASSES)
     if classes > corpus["vocab_size"]:
         return "corpus.classes", (f"{classes} classes{'' if 'classes' in corpus else ' (the default)'} for "
                                   f"{corpus['vocab_size']} words: each word is in one class; set classes to at most "
