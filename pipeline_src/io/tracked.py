@@ -120,6 +120,7 @@ def _refuse_through_link(path: Path, resolved: Path, action: str) -> None:
         return
     folder = root / top
     literal = Path(os.path.abspath(path))
+
     def leads_in(link: Path) -> bool:  # from outside the folder: to it, or from elsewhere in its checkout
         at = link.parent.resolve()
         return not at.is_relative_to(folder) and (link.resolve().is_relative_to(folder) or at.is_relative_to(root))
