@@ -143,8 +143,16 @@ def _figures(params: dict, args) -> None:
 
 
 def _matrix(params: dict, args) -> None:
+    from .config.runs import run_seeds
     from .evaluation.matrix import run
 
+    m = params["matrix"]
+    for flag, value, allowed, key in (("--vocab", args.vocab, m["vocab_sizes"], "matrix.vocab_sizes"),
+                                      ("--dim", args.dim, m["dims"], "matrix.dims"),
+                                      ("--seed", args.seed, run_seeds(params), "run.seeds")):
+        if value not in allowed:  # a fit no summary reads (and at 10^11 words, out of memory)
+            raise ConfigError(f"{flag} {value} is not one of {key} {list(allowed)}: the summary reads only those; "
+                              f"add it there first")
     _device(params, args)  # threads; the fits are small and run on the CPU
     run(params, args.vocab, args.dim, args.seed, paths.matrix_fit_path(params, args.vocab, args.dim, args.seed))
 

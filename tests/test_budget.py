@@ -268,6 +268,11 @@ def test_the_default_run_s_large_vocabulary_half_trains_frozen_tokens_with_its_c
     moved = copy.deepcopy(p)
     moved["datasets"]["zipf-5k"]["training"]["budget_calibration"] = "benchmarks/elsewhere"
     assert run_hash(run_config(moved, "zipf-5k", "nce")) == run_hash(run_config(p, "zipf-5k", "nce"))
+    # ... but it must name a publication: the third probe's `benchmarks/nosuch` was refused only by summarize,
+    # after every run had trained
+    with pytest.raises(ConfigError, match=r"'training.budget_calibration' \(dataset zipf-5k\): benchmarks/elsewhere "
+                                          r"is no publication \(no provenance.json\)"):
+        validate(moved)
 
 
 def test_one_long_run_gives_every_shorter_budget_to_the_bit_across_an_interruption(tiny_data, tmp_path):

@@ -109,6 +109,21 @@ def test_evaluate_a_seed_outside_the_run_seeds_is_refused(default_params, tmp_pa
     assert "--seed 7 is not one of run.seeds [0]" in line
 
 
+def test_a_matrix_fit_outside_the_params_file_is_refused(default_params, tmp_path, capsys):
+    """The third probe: `matrix --vocab 99999999999` ran out of memory with a hint naming the config keys, and a
+    --dim or --seed the params file does not hold made a fit no summary reads."""
+    p = tiny_params(default_params, tmp_path)
+    cfg = write_params(p, tmp_path / "params.yaml")
+    m = p["matrix"]
+    v, d = m["vocab_sizes"][0], m["dims"][0]
+    for argv, says in ((["--vocab", "99999999999", "--dim", str(d), "--seed", "0"],
+                        f"--vocab 99999999999 is not one of matrix.vocab_sizes {m['vocab_sizes']}"),
+                       (["--vocab", str(v), "--dim", "977", "--seed", "0"], "--dim 977 is not one of matrix.dims"),
+                       (["--vocab", str(v), "--dim", str(d), "--seed", "9"], "--seed 9 is not one of run.seeds [0]")):
+        line = _refused(capsys, "matrix", "--config", str(cfg), *argv)
+        assert says in line and "add it there first" in line, line
+
+
 # 2. Infinity is a value -------------------------------------------------------------------------------------
 
 def test_an_infinite_test_nll_is_written_read_and_judged_as_infinite(unseen, capsys):

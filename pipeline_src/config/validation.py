@@ -342,6 +342,14 @@ def _check_training(params: dict, name: str, source: str) -> None:
         for method in getattr(tc, key) if name in run_datasets(params) else ():  # a dataset not run is not held to
             if method not in params["methods"]:  # methods a file extending params.yaml may have replaced
                 raise _undefined(source, f"training.{key}.{method} (dataset {name})", method, "methods", params)
+    if tc.budget_calibration and tc.budget_tokens_by_method and name in run_datasets(params):
+        from ..io.paths import PROVENANCE, REPOSITORY
+
+        calibration = REPOSITORY / "benchmarks" / tc.budget_calibration.split("/", 1)[-1]
+        if not (calibration / PROVENANCE).is_file():  # the report states it: refused here, not after every run
+            raise ConfigError(f"{source}: key 'training.budget_calibration' (dataset {name}): "
+                              f"{tc.budget_calibration} is no publication (no {PROVENANCE}): name the one the "
+                              f"frozen tokens came from, or publish it first")
     for key, (ignored, needs) in unused.items():
         if ignored and written.get(key) not in (None, []):  # `ladder: []` in a child file unsets its base's
             raise ConfigError(f"{source}: key 'training.{key}' (dataset {name}): set to {written[key]!r}, but it "
