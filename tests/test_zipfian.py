@@ -154,7 +154,7 @@ def test_a_language_of_a_few_words_is_refused_or_made_never_a_traceback(tmp_path
     from pipeline_src.config import ConfigError, validate
     import yaml
 
-    from pipeline_src.config.validation import ZIPF_CLASSES
+    from pipeline_src.config.dataset_rules import ZIPF_CLASSES
 
     assert ZIPF_CLASSES == DEFAULTS["classes"]  # the check's default is the language's (and the schema's)
     assert math.isnan(fit_zipf_exponent(np.arange(100, 0, -1)))  # ranks 10..10: no slope to fit

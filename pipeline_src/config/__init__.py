@@ -2,7 +2,9 @@
 
   settings.py    the model and training dataclasses with their defaults (imports nothing else of the project)
   loading.py     YAML read strictly, ``extends:`` chains laid out, overlays
-  validation.py  the schema and every cross-field rule (each corpus type's and each encoder's too); ``load``
+  validation.py  the schema and the cross-field rules of names and tuning; ``load``
+  dataset_rules.py  each dataset's own rules: training keys, schedules, its corpus type's and its encoder's
+  schema_errors.py  a schema error as one line naming the file and the key
   runs.py        the sections a run is made of, the crossings of datasets x methods x seeds, ``run_config``
   identity.py    the canonical form of a run config and the hashes taken of it
   runspec.py     a run resolved once (``resolve_run``) into a frozen spec: config, seed, folder, label

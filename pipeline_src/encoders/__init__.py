@@ -7,7 +7,7 @@ last training forward pass (0 for none), which the language model adds to the he
 loop knows nothing more about it.
 
 An encoder's settings are fields of ``config.settings.ModelConfig`` (those only one encoder reads are marked
-so) and its cross-field rules live with the others in ``config/validation.py``: the config is validated
+so) and its cross-field rules live with the others in ``config/dataset_rules.py``: the config is validated
 without importing torch (a second of every light pipeline step and every Snakemake start); the modules here
 are imported when an encoder is built.
 """
