@@ -116,8 +116,26 @@ def _profile(params: dict, args) -> None:
     table = run_cell_bench(p, _device(p, args))
     out = paths.cell_bench_path(p)
     print(table[["dataset", "method", "tokens_per_s"]].to_string(index=False))
-    print(f"wrote {out}: `python -m pipeline_src advise --profile {out} --seconds 60 --dataset "
-          f"{run_datasets(p)[0]}` reads equal time on this machine")
+    print(f"wrote {out}: {_advise_line(out, run_datasets(p))}")
+
+
+def _advise_line(profile: Path, datasets: list[str]) -> str:
+    """The ``advise`` command that reads this profile: the first of ``datasets`` that a published token ladder
+    holds, with that publication's name; or, where none does, which datasets the ladders hold."""
+    from .io.artifacts import read_csv
+
+    held = {}  # dataset -> the first token-ladder publication (by name) that holds its rungs
+    for advice in sorted((paths.REPOSITORY / "benchmarks").glob("*/ladder-advice.csv")):
+        for d in read_csv(advice, "dataset")["dataset"].unique():
+            held.setdefault(str(d), advice.parent.name)
+    for d in datasets:
+        if d in held:
+            return (f"`python -m pipeline_src advise --profile {profile} --seconds 60 --dataset {d} --name {held[d]}` "
+                    f"reads equal time on this machine")
+    ladders = ", ".join(f"{d} ({n})" for d, n in sorted(held.items())) or "none yet"
+    return (f"no published token ladder holds {', '.join(datasets)}, so `advise` has nothing to read this profile "
+            f"against; the ladders hold: {ladders} (profile a config of those datasets, e.g. "
+            f"config/token-axis.yaml)")
 
 
 def _advise(params: dict, args) -> None:

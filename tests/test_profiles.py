@@ -86,3 +86,19 @@ def test_the_committed_profiles_name_their_machine():
     with pytest.raises(ConfigError, match="--profile nope: no such profile"):
         load_profile("nope")
     assert readings(ladder_points(_ladder()[0]), {}).empty
+
+
+def test_the_advise_line_profile_prints_names_a_ladder_that_holds_the_dataset_or_says_none_does():
+    """`profile` ends with the `advise` command that reads what it wrote: with the publication whose ladder holds the
+    config's dataset (token-axis holds zipf-10k), and for a config whose datasets no ladder holds (the smoke
+    language), a line that says so and names what the ladders hold, not a command that would fail."""
+    from pathlib import Path
+
+    from pipeline_src.tools import _advise_line
+
+    line = _advise_line(Path("p.csv"), ["nosuch-language", "zipf-10k"])
+    assert line.startswith("`python -m pipeline_src advise --profile p.csv --seconds 60 --dataset zipf-10k "
+                           "--name token-axis`"), line
+    line = _advise_line(Path("p.csv"), ["synth-small"])
+    assert "no published token ladder holds synth-small" in line and "zipf-10k (token-axis)" in line, line
+    assert "advise --profile" not in line

@@ -125,7 +125,8 @@ def test_train_before_prepare_says_what_to_run(capsys, proj):
     _, cfg = proj
     assert _cli(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")[0] == 0
     rc, _, err = _cli(capsys, "train", "--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--seed", "0")
-    assert rc == 2 and "meta.json is missing: run `python -m pipeline_src prepare --dataset tiny`" in _one_line_error(err)
+    assert rc == 2 and (f"meta.json is missing: run `python -m pipeline_src prepare --dataset tiny --config {cfg}`"
+                        in _one_line_error(err))  # the hint names the params file (third probe)
 
 
 @pytest.mark.parametrize("case", ["sgd-nan", "adam-worse-than-uniform"])

@@ -319,7 +319,28 @@ def test_a_damaged_table_is_one_line_naming_the_file(capsys, proj, tmp_path):
     assert "summary.csv has no record of the tables summarize wrote" in line and "predates table digests" in line
     info.unlink()  # summary.json removed (a hand-edited verdict would then pass unchecked)
     line = _refused(capsys, "figures", "--config", str(cfg), "--dataset", "tiny")
-    assert "summary.json is missing): rerun `python -m pipeline_src summarize`" in line
+    assert f"summary.json is missing): rerun `python -m pipeline_src summarize --config {cfg}`" in line
+
+
+def test_every_command_a_hint_suggests_names_the_params_file(capsys, proj, tmp_path):
+    """The third probe's weak cases: hints (summarize, prepare, profile, device-check, a truncated train.npy) said
+    `python -m pipeline_src CMD` or `snakemake` without --config, so following them ran params.yaml's config. The
+    CLI now names the file in every command its one-line refusal suggests; a report with nothing summarised says
+    so instead of a bare FileNotFoundError."""
+    from pipeline_src.io.errors import with_config
+
+    cfg = proj[1]
+    line = _refused(capsys, "report", "--config", str(cfg))
+    assert f"{tmp_path / 'results' / 'summary.csv'} does not exist: nothing is summarised there yet" in line
+    assert f"`python -m pipeline_src summarize --config {cfg}`" in line
+    assert f"`snakemake --config params={cfg}`" in line
+    said = "rerun `python -m pipeline_src prepare --dataset d` (or `snakemake --cores all`), not `x`"
+    assert with_config(said, "my config.yaml") == ("rerun `python -m pipeline_src prepare --dataset d --config "
+                                                   "'my config.yaml'` (or `snakemake --cores all --config "
+                                                   "params='my config.yaml'`), not `x`")
+    assert with_config(said, "params.yaml") == said  # the default needs no naming
+    named = "`python -m pipeline_src train --config a.yaml` and `snakemake t --config params=a.yaml`"
+    assert with_config(named, "b.yaml") == named  # a hint that names its file keeps it
 
 
 def test_two_trainers_cannot_write_one_run_and_a_stale_lock_is_taken_over(tmp_path, monkeypatch):

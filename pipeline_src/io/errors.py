@@ -71,3 +71,28 @@ def not_there(path) -> str:
             return "is a symbolic link in a loop of links (it leads back to itself)"
         return f"is a symbolic link to {os.readlink(path)}, which does not exist"
     return "does not exist"
+
+
+def with_config(message: str, config: str | None) -> str:
+    """``message`` with every command it suggests naming ``config`` (a params file other than ``params.yaml``):
+    `python -m pipeline_src CMD ...` gains ``--config FILE``, `snakemake ...` gains ``--config params=FILE``,
+    where the hint does not already say it. A hint that drops the file would run the default config instead."""
+    import re
+    import shlex
+
+    from pathlib import Path
+
+    if not config or Path(config).resolve() == Path("params.yaml").resolve():
+        return message
+    quoted = shlex.quote(str(config))
+
+    def cli(m: re.Match) -> str:
+        command = m.group(1)
+        return command if "--config" in command else f"{command} --config {quoted}"
+
+    def snakemake(m: re.Match) -> str:
+        command = m.group(1)
+        return command if "--config" in command else f"{command} --config params={quoted}"
+
+    message = re.sub(r"(?<=`)(python -m pipeline_src [^`]*?)(?=`)", cli, message)
+    return re.sub(r"(?<=`)(snakemake(?: [^`]*?)?)(?=`)", snakemake, message)

@@ -21,7 +21,7 @@ from ..io import paths
 from ..io.artifacts import read_csv, read_json
 from ..io.atomic import atomic_path, write_json
 from ..io.digests import SEAL, check_file, check_seal, sha256_of
-from ..io.errors import StaleError
+from ..io.errors import StaleError, not_there
 from .axis_tables import NAMES as AXIS_TABLES
 from .axis_tables import axis_tables
 from .ladder_tables import NAMES as LADDER_TABLES
@@ -86,6 +86,9 @@ def check_summary_current(params: dict, summary: pd.DataFrame | None = None) -> 
     read the summary, never the runs)."""
     info = check_tables(params) or {}
     path = paths.summary_path(params)
+    if summary is None and not path.is_file():
+        raise StaleError(f"{path} {not_there(path)}: nothing is summarised there yet; run `python -m pipeline_src "
+                         f"summarize` after the runs (or `snakemake`, which runs everything up to the report)")
     if summary is None:
         summary = read_csv(path, "dataset", "method", "seed", "config_hash")
     rows = list(summary.drop_duplicates(["dataset", "method", "seed"]).itertuples())
