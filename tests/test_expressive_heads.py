@@ -263,3 +263,31 @@ def test_plif_fused_loss_is_exact_in_float64_with_knots_not_representable():
     hd.eval()
     g, t = data()
     assert abs(hd.loss(g, t).item() + hd.target_log_prob(g, t).mean().item()) < 1e-12
+
+
+@pytest.mark.parametrize("kind", ["plif", "monotonic-mlp"])
+def test_a_learnt_f_of_a_billion_keeps_its_log_probabilities_in_float32(kind):
+    """The third probe's PLIF with lr_scale 1e9 learnt slopes of ~4e8: f(z) ~ 8e9, where float32's spacing is
+    1024, and z_t - logsumexp(z) lost the whole log-probability: train loss 0.0000 and a test perplexity of 1.00,
+    below the synthetic truth's 3.05. The loss and the evaluation subtract the row's max first; both must equal
+    log_softmax in float64 of the same float32 f values (here a 13-word near-tie: about log 13 nats)."""
+    torch.manual_seed(0)
+    hd = build_head({"type": kind, "chunk_size": 4, **({"knots": 8, "limit": 2.0} if kind == "plif" else
+                                                        {"hidden": 3, "limit": 2.0})},
+                    HeadContext(vocab_size=V, in_dim=D))
+    with torch.no_grad():
+        if kind == "plif":
+            hd.fn_slope_params.fill_(4e8)  # softplus(4e8) = 4e8: f(z) = -2 + 0.5 * 4e8 * (knot + offset)
+        else:
+            hd.fn_linear.fill_(4e8)  # f(z) ~ 4e8 z: the logits spread by 4e8 per unit
+        hd.weight.mul_(1e-9)  # z within 1e-9 of the bias: f nearly tied across words, as in the probe
+        hd.bias.fill_(1.3)
+    g, t = data()
+    g = g.float()
+    with torch.no_grad():
+        y = hd.f(F.linear(g, hd.weight, hd.bias)).double()  # the float32 f values, exactly
+        want = torch.log_softmax(y, 1)[torch.arange(N), t]
+        assert want.mean().item() < -1.0  # the near-tie: no word is certain
+        got = hd.target_log_prob(g, t).double()
+    assert torch.allclose(got, want, atol=1e-4), (got, want)
+    assert abs(hd.loss(g, t).item() + want.mean().item()) < 1e-4

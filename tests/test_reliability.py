@@ -152,6 +152,21 @@ def test_a_diverged_final_run_is_a_clear_error_and_leaves_no_checkpoint(capsys, 
         assert "worse than uniform" in line and "|V| = 31" in line
 
 
+def test_a_divergence_names_the_method_s_own_rate_option(capsys, proj, tmp_path):
+    """The third probe's weak case: PLIF with lr_scale 1e9 diverged with "lower training.lr or set
+    training.clip" alone, although the rate that blew up was lr_scale x lr."""
+    p, cfg = proj
+    p["methods"]["plif"] = {**p["methods"]["plif"], "lr_scale": 3}
+    p["run"]["methods"] = ["plif"]
+    p["datasets"]["tiny"]["training"].update(optimizer="sgd", lr=1e30, clip=None)  # a sure blow-up
+    write_params(p, cfg)
+    _prepared(capsys, cfg)
+    rc, _, err = _cli(capsys, "train", "--config", str(cfg), "--dataset", "tiny", "--method", "plif", "--seed", "0")
+    line = _one_line_error(err)
+    assert rc == 3 and "diverged at epoch" in line, err
+    assert line.endswith("lower training.lr or set training.clip, or lower methods.plif.lr_scale (3 now)"), line
+
+
 def test_truncated_checkpoint_is_set_aside_and_training_resumes_from_the_previous_one(capsys, proj, tmp_path):
     from pipeline_src.config import validate
     from pipeline_src.config.runspec import final_config

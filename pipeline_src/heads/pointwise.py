@@ -60,7 +60,9 @@ class _PointwiseSoftmax(OutputLayer):
 
     def _target_lp(self, h: Tensor, t: Tensor) -> Tensor:
         z = self.f(F.linear(h, self.weight, self.bias))  # (c, V)
-        return z.gather(1, t[:, None]).squeeze(1) - torch.logsumexp(z, dim=1)
+        # log_softmax subtracts the row's max before anything else: a learnt f can reach ~1e9, where float32's
+        # spacing is ~100, so z_t - logsumexp(z) would lose the whole log-probability (a perplexity of 1.00)
+        return F.log_softmax(z, dim=1).gather(1, t[:, None]).squeeze(1)
 
     def target_log_prob(self, hidden: Tensor, target: Tensor, chunk_size: int | None = None) -> Tensor:
         rows = chunk_size or auto_chunk(self.opts.chunk_size, self.vocab_size * self.chunk_width)
@@ -130,14 +132,15 @@ class PLIFCrossEntropy(torch.autograd.Function):
             hc, tc = h[s:s + chunk_size], target[s:s + chunk_size]
             rows = torch.arange(hc.shape[0], device=h.device)
             z = F.linear(hc, weight, bias)  # (c, V)
-            idx = torch.floor((z + limit) / delta).clamp_(0, m - 1).long()  # (c, V)
+            idx = torch.floor((z + limit) / delta).nan_to_num_(0.0).clamp_(0, m - 1).long()  # (c, V); a NaN z
+            # (blown-up weights) gets segment 0 and stays NaN in f, for the divergence guard to name
             u = z.sub_(idx.to(z.dtype) * delta - limit)  # in z's dtype (int64 x float is float32)  # offset inside the segment, in place
             y = values[idx].addcmul_(slopes[idx], u)  # f(z)
             picked = y[rows, tc]
             top = y.amax(dim=1)
             e = y.sub_(top[:, None]).exp_()
             zsum = e.sum(dim=1)
-            total += (top + zsum.log() - picked).sum(dtype=torch.float64)
+            total += ((top - picked) + zsum.log()).sum(dtype=torch.float64)  # top - picked first: f may be ~1e9
             g = e.mul_((1.0 / (zsum * n))[:, None])  # dL/dy
             g[rows, tc] -= 1.0 / n
             flat = idx.view(-1)
@@ -186,7 +189,8 @@ class PiecewiseLinearIncreasing(_PointwiseSoftmax):
 
     def f(self, z: Tensor) -> Tensor:
         slopes, values = self.tables()
-        idx = torch.floor((z.detach() + self.opts.limit) / self.delta).clamp_(0, self.opts.knots - 1).long()
+        idx = torch.floor((z.detach() + self.opts.limit) / self.delta).nan_to_num_(0.0).clamp_(0, self.opts.knots - 1)
+        idx = idx.long()  # a NaN z (blown-up weights) indexes segment 0 and stays NaN in f
         left = idx.to(z.dtype) * self.delta - self.opts.limit  # knot at the left of each segment
         return values[idx] + slopes[idx] * (z - left)
 
@@ -225,7 +229,7 @@ class MonotonicMLPCrossEntropy(torch.autograd.Function):
             top = y.amax(dim=1)
             e = y.sub_(top[:, None]).exp_()
             zsum = e.sum(dim=1)
-            total += (top + zsum.log() - picked).sum(dtype=torch.float64)
+            total += ((top - picked) + zsum.log()).sum(dtype=torch.float64)  # top - picked first: f may be ~1e9
             grad = e.mul_((1.0 / (zsum * n))[:, None])  # G = dL/dy
             grad[rows, tc] -= 1.0 / n
             g_s0 += (grad * z).sum(dtype=torch.float64)

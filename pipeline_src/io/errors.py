@@ -46,8 +46,9 @@ class Diverged(RuntimeError):
     """The run's loss became non-finite or its validation perplexity worse than uniform (exit 3)."""
 
     def __init__(self, info: dict) -> None:
+        scaled = "".join(f", or lower {key} ({value:g} now)" for key, value in (info.get("rate_options") or {}).items())
         super().__init__(f"diverged at epoch {info['epoch']}, steps {info['steps']} (lr {info['lr']:.4g}): "
-                         f"{info['reason']}; lower training.lr or set training.clip")
+                         f"{info['reason']}; lower training.lr or set training.clip{scaled}")
         self.info = info
 
 

@@ -23,7 +23,7 @@ from ..data.streaming import stream_log_probs
 from ..io import paths
 from ..io.atomic import write_json, write_text
 from ..io.digests import seal
-from ..io.errors import ResumeError, Stopped
+from ..io.errors import Diverged, ResumeError, Stopped
 from ..io.runtime import (
     environment,
     gemm_gflops,
@@ -312,7 +312,11 @@ def _budget_step(run: Run, guard: LossGuard, bar) -> bool:
 
 
 def _check(guard: LossGuard, bar, run: Run) -> None:
-    guard.check(run.st.step_in_epoch, run.cost)
+    try:
+        guard.check(run.st.step_in_epoch, run.cost)
+    except Diverged:
+        bar.close()  # the bar's line is cleared, so the divergence is one line of its own
+        raise
     bar.set_postfix(loss=f"{guard.mean:.3f}", lr=run.st.lr, refresh=False)
 
 

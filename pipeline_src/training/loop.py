@@ -67,8 +67,11 @@ def train(run_cfg: dict, prepared: Path, out_dir: Path, device: torch.device,
             return _train(run_cfg, prepared, out_dir, device, stop_after_steps, stop, trial, init)
         except Diverged as e:
             checkpoints.remove(out_dir)  # a rerun must not resume into the blow-up
-            if not trial:
-                raise
+            if not trial:  # the line names the method's own rate options too (PLIF's lr_scale), where set
+                m = run_cfg["method"]
+                rates = {f"methods.{run_cfg['method_name']}.{k}": v for k, v in sorted(m.items())
+                         if "lr" in k.split("_") and isinstance(v, (int, float)) and v != 1}
+                raise Diverged({**e.info, "rate_options": rates}) from None
             summary = {"status": "diverged", "diverged": e.info, "config": run_cfg, "config_hash": run_hash(run_cfg),
                        "seed": run_cfg["seed"], "best_valid_nll": math.inf, **e.info.get("cost", {})}
             write_json(out_dir / paths.TRAIN_RECORD, seal(summary))
