@@ -400,3 +400,21 @@ def test_each_budget_axis_config_runs_its_publication_s_picks_as_committed(confi
         one_x = frozen["budget_tokens_by_method"][m]
         assert [1.0, one_x] in cfg["training"]["snapshots"], m  # 1x: the publication's frozen tokens
         assert cfg["training"]["budget_tokens"] == 10 * one_x == cfg["training"]["snapshots"][-1][1], m  # to 10x
+
+
+@pytest.mark.parametrize("training, says", [
+    ({"budget_tokens": 2000, "anytime_epochs": [0.5, 1000000]},
+     r"'training.anytime_epochs': epoch 1e\+06 lies past training.epochs \(50\)"),
+    ({"budget_tokens": 20000, "anytime_epochs": [0.5, 40]},
+     r"'training.anytime_epochs': epoch 40 \([\d,]+ tokens\) lies past the run's token budget \(20,000\)"),
+    ({"budget_tokens": 10**9, "snapshots": [[0.5, 5 * 10**8], [1.0, 10**9]]},
+     r"'training.budget_points': the point 0.5x \(500,000,000 tokens\) lies past what training.epochs allows "
+     r"\(50 epochs of [\d,]+ tokens: at most [\d,]+\)"),
+])
+def test_a_point_the_run_cannot_reach_is_refused_before_the_first_step(tiny_data, tmp_path, training, says):
+    """The third probe's weak case: an anytime epoch or budget point past the run's end (1000x, or
+    anytime_epochs: [1000000]) was dropped without a word; now one line before any training."""
+    p, _, prep = tiny_data
+    with pytest.raises(ConfigError, match=says):
+        train(_cfg(p, valid_tokens=400, **training), prep, tmp_path / "run", CPU)
+    assert not any((tmp_path / "run").glob("checkpoint*"))  # refused before the first step

@@ -143,6 +143,7 @@ def setup(cfg: dict, prepared: Path, out_dir: Path, device: torch.device, init: 
               model.init_state(tc.batch_size, device), ParameterAverage(), None,
               unigram_nll(np.load(prepared / paths.NOISE)["counts"], valid_data.cpu().numpy()), Budget.of(tc),
               ladder=Ladder.of(tc))
+    _check_reachable(run)
     if not _resume(run) and run.finetune:
         _start_finetuning(run, init)
     run.env_start = load_average()
@@ -152,6 +153,36 @@ def setup(cfg: dict, prepared: Path, out_dir: Path, device: torch.device, init: 
     reset_peak_memory(device)
     run.t_call, run.wall0 = time.perf_counter(), run.st.wall_time_s
     return run
+
+
+def _check_reachable(run: Run) -> None:
+    """Refuse, before the first step, a point the run would end before: a budget point, a ladder's top rung
+    (its tokens past ``training.epochs`` full passes over the training split) or an ``anytime_epochs`` value past
+    ``training.epochs``. Such a point was dropped without a word (budget points, anytime epochs) or refused only
+    once the run had trained (the ladder)."""
+    from ..config import ConfigError
+
+    tc = run.tc
+    most = tc.epochs * run.train_data.numel()  # tokens: every training token once an epoch, at most
+    epoch = (run.train_data.shape[0] - 1) * run.train_data.shape[1]  # the tokens one epoch scores
+    late = [e for e in tc.anytime_epochs if e > tc.epochs]
+    if late:
+        raise ConfigError(f"key 'training.anytime_epochs': epoch {late[0]:g} lies past training.epochs "
+                          f"({tc.epochs}), so no validation would be made there; raise training.epochs or drop it")
+    late = [e for e in tc.anytime_epochs if tc.budget_tokens and e * epoch > tc.budget_tokens]
+    if late:
+        raise ConfigError(f"key 'training.anytime_epochs': epoch {late[0]:g} ({late[0] * epoch:,.0f} tokens) lies "
+                          f"past the run's token budget ({tc.budget_tokens:,}), so no validation would be made there; "
+                          f"drop it or raise the budget")
+    far = [(m, t) for m, t in tc.snapshots if t > most]
+    if far:
+        raise ConfigError(f"key 'training.budget_points': the point {far[0][0]:g}x ({far[0][1]:,} tokens) lies past "
+                          f"what training.epochs allows ({tc.epochs} epochs of {run.train_data.numel():,} tokens: at "
+                          f"most {most:,}); raise training.epochs or drop the point")
+    if run.ladder is not None and run.ladder.top > most:
+        raise ConfigError(f"key 'training.epochs': {tc.epochs} epochs ({run.train_data.numel():,} tokens each, at "
+                          f"most {most:,}) end before the ladder's rung {run.ladder.top:,} (training.ladder); raise "
+                          f"training.epochs (it is only a bound under a ladder) or drop the rungs it cannot reach")
 
 
 def _resume(run: Run) -> bool:
