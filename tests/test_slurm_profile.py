@@ -89,6 +89,10 @@ def test_site_settings_file_sets_account_partition_and_overrides(tmp_path):
 @pytest.mark.parametrize("settings, message", [
     ("acount: x\n", "unknown keys ['acount']; allowed: account, partition, qos, resources, jobs"),
     ("resources:\n  trian: {gpu: 0}\n", "resources.trian: no such rule"),
+    # the third probe: a YAML error was about "<unicode string>", a list gave a traceback
+    ("account: [x\n", "site.yaml:2:1: not valid YAML (expected ',' or ']', but got '<stream end>')"),
+    ("- account\n", "site.yaml: holds a list, not the mapping of account, partition, qos, resources, jobs"),
+    ("resources: [train]\n", "site.yaml: resources: a mapping of rule -> its resources is expected"),
 ])
 def test_bad_site_settings_name_the_file_and_the_key(tmp_path, settings, message):
     r = _dry_run(tmp_path, settings)
