@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import ConfigError
+from .config import ConfigError, chain
 from .io import paths
 from .io.artifacts import read_csv, read_json
 
@@ -160,7 +160,7 @@ def _matrix(params: dict, args) -> None:
 def _resolve(params: dict, args) -> None:
     import yaml
 
-    from .config import chain, schema
+    from .config import schema
     from .config.loading import is_params_file
     from .io.atomic import check_file_output, write_text
     from .io.errors import OutputError
@@ -205,3 +205,8 @@ def _check(params: dict, args) -> None:
     extra = params["run"]["extra"]
     also = f"; and {extra['datasets']} x {extra['methods']}" if extra["datasets"] else ""
     print(f"{args.config}: valid; runs: {params['run']['datasets']} x {params['run']['methods']}{also}")
+    if Path(args.config).name == "params.yaml" and len(chain(args.config)) > 1:  # what dvc repro would meet
+        print(f"note: {args.config} extends {chain(args.config)[1]}; Snakemake and the CLI lay the chain out, but "
+              f"`dvc repro` reads params.yaml as written and stops with \"Could not find 'run.datasets'\": write "
+              f"the laid-out file first (`python -m pipeline_src resolve --config {args.config} --out "
+              f"{args.config} --overwrite-config`, or resolve another config onto it)")

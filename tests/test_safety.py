@@ -69,6 +69,27 @@ def test_resolve_out_onto_its_own_inputs_needs_asking(capsys, proj, tmp_path):
     assert rc == 0 and "extends" not in child.read_text().split("\n", 1)[1] and "seed: 7" in child.read_text()
 
 
+def test_check_config_of_a_params_yaml_that_extends_says_what_dvc_will_meet(capsys, proj, tmp_path):
+    """The third probe's weak case: `dvc repro` over a params.yaml with `extends:` stops with DVC's "Could not
+    find 'run.datasets'" and no hint; `check-config` (the first thing a user runs) now says so, with the command
+    that lays the chain out, and that command makes a file check-config has nothing more to say about."""
+    p, cfg = proj
+    (tmp_path / "base.yaml").write_text(cfg.read_text())
+    (tmp_path / "sub").mkdir()
+    params = tmp_path / "sub" / "params.yaml"
+    params.write_text("extends: ../base.yaml\nseed: 7\n")
+    rc, out, _ = _cli(capsys, "check-config", "--config", str(params))
+    note = out.splitlines()[-1]
+    assert rc == 0 and note.startswith(f"note: {params} extends ") and "base.yaml;" in note
+    assert "Could not find 'run.datasets'" in note
+    assert f"`python -m pipeline_src resolve --config {params} --out {params} --overwrite-config`" in note
+    assert _cli(capsys, "resolve", "--config", str(params), "--out", str(params), "--overwrite-config")[0] == 0
+    rc, out, _ = _cli(capsys, "check-config", "--config", str(params))
+    assert rc == 0 and "note:" not in out
+    rc, out, _ = _cli(capsys, "check-config", "--config", str(cfg))  # a plain params.yaml: nothing to say
+    assert rc == 0 and "note:" not in out
+
+
 def test_a_file_writer_never_replaces_a_directory(tmp_path):
     kept = _keepsake(tmp_path / "out.json")
     with pytest.raises(OutputError, match="is an existing directory"):
