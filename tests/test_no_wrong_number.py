@@ -336,8 +336,19 @@ def test_a_refused_checkpoint_is_named_as_the_file_it_is(tiny_data, tmp_path):
     out = tmp_path / "run"
     out.mkdir()
     torch.save({"config": other, "config_hash": "elsewhere"}, out / checkpoints.PREVIOUS)  # the only generation
-    with pytest.raises(ResumeError, match=r"checkpoint\.prev\.pt was written by a different config"):
+    with pytest.raises(ResumeError, match=r"checkpoint\.prev\.pt was written by a different config.*delete it to "
+                                          r"start this run afresh: `rm \S+checkpoint\.prev\.pt`$"):
         train(cfg, prep, out, torch.device("cpu"))
+    # both generations and a fork (the third probe: the hint named one at a time, each rerun refused the next)
+    torch.save({"config": other, "config_hash": "elsewhere"}, out / checkpoints.CHECKPOINT)
+    torch.save({"config": other, "config_hash": "elsewhere"}, out / paths.FORK)
+    with pytest.raises(ResumeError) as e:
+        train(cfg, prep, out, torch.device("cpu"))
+    names = [out / checkpoints.CHECKPOINT, out / checkpoints.PREVIOUS, out / paths.FORK]
+    assert str(e.value).endswith(f"delete the run checkpoints to start this run afresh: `rm {' '.join(map(str, names))}`")
+    for n in names:
+        n.unlink()
+    assert train(cfg, prep, out, torch.device("cpu"))["status"] == "ok"  # following the hint trains afresh
 
 
 def test_a_full_disk_is_one_line_and_leaves_no_lock_that_refuses_the_rerun(tmp_path, monkeypatch):

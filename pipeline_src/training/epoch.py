@@ -190,9 +190,12 @@ def _resume(run: Run) -> bool:
     if ck is None:
         return False
     if train_hash(ck["config"]) != train_hash(run.cfg):  # how often it checkpoints may change meanwhile
+        old = [run.out_dir / n for n in (checkpoints.CHECKPOINT, checkpoints.PREVIOUS, paths.FORK)
+               if (run.out_dir / n).exists()]  # every generation at once: the next would be refused alike
         raise ResumeError(
             f"{ck['_path']} was written by a different config (hash {ck['config_hash']}, now "
-            f"{run_hash(run.cfg)}); delete it to start this run afresh")
+            f"{run_hash(run.cfg)}); delete {'it' if len(old) == 1 else 'the run checkpoints'} to start this run "
+            f"afresh: `rm {' '.join(str(p) for p in old)}`")
     run.load_state(ck)
     print(f"resumed from {ck['_path']}: epoch {run.st.epoch + 1}, step {run.st.step_in_epoch}", file=sys.stderr)
     return True
