@@ -226,6 +226,7 @@ def _freeze_budgets(params: dict, args) -> None:
 
 
 def _stash(params: dict, args) -> None:
+    from .io.artifacts import read_json
     from .records.stash import stash
     from .reporting.publish import check_name, check_stash
 
@@ -240,6 +241,12 @@ def _stash(params: dict, args) -> None:
     print(f"stashed {n} current records of {params['results_dir']} in {out / 'records'}"
           + (f", beside {kept} earlier ones still current" if kept else "") + ": commit them"
           + "".join(f"\n  left out (stale): {s}" for s in stale))
+    finals = read_json(out / "records" / paths.RECORDS_MANIFEST, "files")["files"]
+    finals = [rel for rel in finals if rel.startswith("runs/")]
+    if finals and params.get("keep_models", True):  # the stash holds no model.pt
+        print(f"note: {len(finals)} of them are final runs' files, which `restore` puts back only under "
+              f"keep_models: false (keep_models is true in {args.config}: Snakemake would retrain a run restored "
+              f"without its model.pt)")
 
 
 def _restore(params: dict, args) -> None:

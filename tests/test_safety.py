@@ -298,6 +298,24 @@ def _one_run(capsys, proj):
     return cfg
 
 
+def test_stash_under_keep_models_true_says_its_final_runs_restore_only_under_false(capsys, proj, tmp_path,
+                                                                                    monkeypatch):
+    """The third probe's weak case: a stash under keep_models: true said "commit them" of final-run records that
+    `restore` there would not put back (a run without its model.pt is retrained); it now says so."""
+    from pipeline_src.reporting import publish as pub
+
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
+    p, cfg = proj
+    cfg = _one_run(capsys, proj)
+    rc, out, _ = _cli(capsys, "stash", "--name", "s", "--config", str(cfg))
+    assert rc == 0 and out.splitlines()[-1] == (
+        f"note: 3 of them are final runs' files, which `restore` puts back only under keep_models: false "
+        f"(keep_models is true in {cfg}: Snakemake would retrain a run restored without its model.pt)")
+    write_params({**p, "keep_models": False}, cfg)
+    rc, out, _ = _cli(capsys, "stash", "--name", "t", "--config", str(cfg))  # (s is another config's stash now)
+    assert rc == 0 and "note:" not in out and out.startswith("stashed ")
+
+
 @pytest.mark.parametrize("damage", ["truncate", "key", "empty"])
 def test_a_damaged_run_record_is_one_line_naming_the_file(capsys, proj, tmp_path, damage):
     cfg = _one_run(capsys, proj)
