@@ -321,3 +321,22 @@ def test_gradient_bias_shrinks_with_the_sample_and_is_smaller_for_the_kernel():
     assert bias["unigram", 32] < bias["unigram", 2] and bias["kernel", 32] < bias["kernel", 2]
     assert bias["kernel", 2] < bias["unigram", 2] and bias["kernel", 32] < bias["unigram", 32] / 2
     assert (df.noise > 0).all() and (df.noise < bias["unigram", 2]).all()  # the Monte Carlo floor is below it
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--kernel", "softmax"], "bench-samplers --kernel softmax: type softmax, not a sampled softmax with sampler "
+                              "quadratic-kernel; the params file's: sampled-softmax-kernel"),
+    (["--kernel", "sampled-softmax"], "--kernel sampled-softmax: type sampled-softmax, sampler unigram, not"),
+    (["--kernel", "nosuch"], "--kernel nosuch: no method of the params file"),
+    (["--model", "m.pt", "--dataset", "ptb", "--unigram", "sampled-softmax-kernel"],
+     "--unigram sampled-softmax-kernel: type sampled-softmax, sampler quadratic-kernel, not a sampled softmax with "
+     "sampler unigram; the params file's: "),
+])
+def test_bench_samplers_refuses_a_method_that_is_not_the_proposal_it_times(capsys, flags, says):
+    """The third probe's weak case: `bench-samplers --kernel softmax` timed the kernel proposal's defaults and
+    labelled them with the softmax's name (a missing method was a KeyError traceback)."""
+    from pipeline_src.cli import main
+
+    assert main(["bench-samplers", *flags]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and says in err[0], err

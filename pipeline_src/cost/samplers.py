@@ -111,6 +111,22 @@ def model_contexts(model_path: Path, prepared: Path, positions: int, device: tor
     return h, y, head.weight.detach().double(), head.bias.detach().double(), counts
 
 
+def _check_proposal(params: dict, flag: str, method: str, sampler: str) -> None:
+    """``method`` is a sampled softmax of the params file drawing from ``sampler``: a bench of any other method
+    would time the kernel's defaults (or the unigram's) under its name."""
+    from ..config import ConfigError
+
+    opts = params["methods"].get(method)
+    if opts is None or opts.get("type") != "sampled-softmax" or opts.get("sampler", "unigram") != sampler:
+        what = "no method of the params file" if opts is None else \
+            f"type {opts.get('type')}" + (f", sampler {opts.get('sampler', 'unigram')}"
+                                          if opts.get("type") == "sampled-softmax" else "")
+        fits = sorted(m for m, o in params["methods"].items()
+                      if o.get("type") == "sampled-softmax" and o.get("sampler", "unigram") == sampler)
+        raise ConfigError(f"bench-samplers {flag} {method}: {what}, not a sampled softmax with sampler {sampler}; "
+                          f"the params file's: {', '.join(fits) or 'none'}")
+
+
 def run_sampler_bench(params: dict, device: torch.device, args) -> list[pd.DataFrame]:
     """``bench-samplers``: the kernel proposal's costs at ``bench.vocab_sizes`` (sampler-costs.csv), and with
     ``args.model`` the gradient's bias of the unigram and kernel proposals on that model (sampler-bias.csv)."""
@@ -119,6 +135,9 @@ def run_sampler_bench(params: dict, device: torch.device, args) -> list[pd.DataF
     from ..io import paths
     from ..io.atomic import atomic_path
 
+    _check_proposal(params, "--kernel", args.kernel, "quadratic-kernel")
+    if args.model:
+        _check_proposal(params, "--unigram", args.unigram, "unigram")
     kernel = {**dataclasses.asdict(SampledSoftmax.Options()), **params["methods"][args.kernel]}
     b = params["bench"]
     costs = kernel_costs(b["vocab_sizes"], b["dim"] + kernel["kernel_bias"], args.positions, kernel["negatives"],
