@@ -2,6 +2,7 @@
 artifact is named in one line. Each case here destroyed a user's files or crashed with a traceback before."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -233,6 +234,25 @@ def test_publish_goes_beside_a_stash_and_leaves_it(monkeypatch, proj, tmp_path):
     (stash / "records.json").write_text('{"files": {}}\n')
     out = pub.publish(p, cfg, "sweep")
     assert (out / "bench.csv").exists() and (stash / "records.json").read_text() == '{"files": {}}\n'
+
+
+def test_a_perplexity_from_a_few_test_tokens_is_warned_at_prepare_and_refused_at_publish(capsys, proj, tmp_path,
+                                                                                        monkeypatch):
+    """The third probe's weak case: a 4-token test split trained, scored and published a perplexity."""
+    from pipeline_src.reporting import publish as pub
+
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
+    p, cfg = proj
+    p["datasets"]["tiny"]["corpus"]["test_tokens"] = 40
+    p["evaluation"]["batch_size"] = 1
+    write_params(p, cfg)
+    _one_run(capsys, proj)
+    assert _cli(capsys, "summarize", "--config", str(cfg), "--partial")[0] == 0
+    line = _refused(capsys, "publish", "--name", "few", "--config", str(cfg))
+    assert re.search(r"tiny's test split scored \d\d tokens, fewer than 100: a perplexity from so few is noise", line)
+    assert not (tmp_path / "benchmarks" / "few").exists()
+    meta = json.loads((tmp_path / "data" / "prepared" / "tiny" / "meta.json").read_text())
+    assert any(re.match(r"test: \d\d tokens; a perplexity from fewer than 100 is noise", w) for w in meta["warnings"])
 
 
 def test_publish_says_when_the_tree_has_uncommitted_changes(monkeypatch, proj, tmp_path):

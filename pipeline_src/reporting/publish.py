@@ -120,6 +120,7 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
             f"(run `summarize` to publish the runs)")
     if kind == "runs":  # every run from this params file (and, when tuned, its selection)
         check_summary_current(params, summary)
+        _check_scored_tokens(summary, paths.summary_path(params))
     if kind not in ("step", "cells"):
         check_bench(params, str(params_file))  # a bench.csv is copied whenever there is one
     dirty = _dirty_files()  # before this publication's own files change under benchmarks/
@@ -128,6 +129,21 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     with allow_tracked(out, *doc_files()):
         return _write_publication(params, params_file, name, out, results, kind, summary, command, dirty,
                                   wall_time_s, say, trained_at)
+
+
+MIN_SCORED_TOKENS = 100  # a perplexity from fewer tokens is noise, not a result (third probe: 4 test tokens)
+
+
+def _check_scored_tokens(summary: pd.DataFrame, path: Path) -> None:
+    """Refuse to publish a perplexity scored on fewer than MIN_SCORED_TOKENS tokens of a split."""
+    if "tokens" not in summary or "split" not in summary:
+        return
+    few = summary[pd.to_numeric(summary["tokens"], errors="coerce") < MIN_SCORED_TOKENS]
+    if len(few):
+        r = few.iloc[0]
+        raise ConfigError(f"{path}: {r.dataset}'s {r.split} split scored {int(r.tokens)} tokens, fewer than "
+                          f"{MIN_SCORED_TOKENS}: a perplexity from so few is noise, not one to publish; give the "
+                          f"dataset a longer {r.split} split (its corpus's {r.split}_tokens, or its {r.split} file)")
 
 
 def _commit(ref: str) -> str:
