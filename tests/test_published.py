@@ -283,6 +283,13 @@ def test_the_first_screen_names_the_commit_that_trained_a_pinned_rerun(default_p
     text = first_screen(validate(copy.deepcopy(prov["params"])), "config/token-axis.yaml", prov, "token-axis")
     assert f"(trained at `{prov['trained_at_commit'][:12]}`)" in text and prov["trained_at_commit"].startswith("4364da1")
     assert "| zipf-10k | 10,000 words + `<eos>` | lstm, width 64, 1 layer | ladder 0.5M, 1M, 2M, 4M, 8M, 16M tokens |" in text
+    # the third probe: nothing said the card's verdicts were the top rung's
+    assert "the tables and verdicts before the ladder section score each run's **top rung** (zipf-10k: 16M tokens)" in text
+    from pipeline_src.config import load
+
+    capped = load(str(ROOT / "config" / "token-axis-100k.yaml"))  # the softmax's own lower top is named
+    assert "(zipf-100k: 16M tokens, softmax 4M (its own top))" in first_screen(capped, "config/token-axis-100k.yaml", None)
+    assert "top rung" not in first_screen(default_params, "params.yaml", None)
 
 
 def test_the_first_screen_carries_the_hash_of_the_params_that_made_the_page(default_params):

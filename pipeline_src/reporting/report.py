@@ -88,6 +88,10 @@ def first_screen(params: dict, params_file: str | None, prov: dict | None, name:
                     f"{model.get('encoder', 'lstm')}, width {model.get('hidden_dim', '?')}, "
                     f"{_count(model.get('layers'), 'layer')} | {budget} |")
     lines += ["| dataset | data | model (encoder, width, layers) | budget |", "|---|---|---|---|", *rows, ""]
+    tops = _top_rungs(params)
+    if tops:  # a token ladder: the headline and contrasts score each run's last rung, the ladder section every one
+        lines += [f"Under the token ladder, the tables and verdicts before the ladder section score each run's **top "
+                  f"rung** ({'; '.join(tops)}); the ladder section reads every rung.", ""]
     machine = (prov or {}).get("cpu_model") or "this machine"
     when = f", published {prov['published'][:10]} at `{str(prov.get('commit'))[:12]}`" if prov and prov.get("published") else ""
     if prov and prov.get("trained_at_commit"):  # a rerun trained in a worktree pinned at another commit
@@ -97,6 +101,24 @@ def first_screen(params: dict, params_file: str | None, prov: dict | None, name:
               f"mean one thing everywhere: a Holm-adjusted p below {1 - params['statistics']['confidence']:.2g} "
               f"(docs/statistics.md, glossary).", "", "CONTENTS_HERE"]
     return "\n".join(lines)
+
+
+def _top_rungs(params: dict) -> list[str]:
+    """Per ladder dataset, its top rung in tokens, and any method's lower top of its own
+    (``training.ladder_top_by_method``)."""
+    from ..config.runs import run_datasets
+
+    out = []
+    for ds in run_datasets(params):
+        d = params["datasets"][ds]
+        tr = {**params.get("training", {}), **d.get("training", {})}
+        if not tr.get("ladder"):
+            continue
+        top = max(int(r) for r in tr["ladder"])
+        own = [f"{m} {int(t) / 1e6:g}M" for m, t in sorted((tr.get("ladder_top_by_method") or {}).items())
+               if int(t) < top]
+        out.append(f"{ds}: {top / 1e6:g}M tokens" + (f", {', '.join(own)} (its own top)" if own else ""))
+    return out
 
 
 def _count(n, noun: str) -> str:
