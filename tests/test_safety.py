@@ -336,6 +336,24 @@ def test_stash_under_keep_models_true_says_its_final_runs_restore_only_under_fal
     assert rc == 0 and "note:" not in out and out.startswith("stashed ")
 
 
+def test_a_partial_summary_is_stale_once_a_run_it_lists_missing_has_finished(capsys, proj, tmp_path):
+    """The third probe's weak case: a summary made with --partial kept listing a run as missing after it
+    finished, and the report said "Missing: tiny/softmax/seed1" of a run that was there."""
+    p, cfg = proj
+    p["run"]["seeds"] = [0, 1]
+    write_params(p, cfg)
+    _one_run(capsys, proj)
+    assert _cli(capsys, "summarize", "--config", str(cfg), "--partial")[0] == 0
+    assert _cli(capsys, "figures", "--config", str(cfg), "--dataset", "tiny")[0] == 0  # current: seed 1 not run
+    args = ("--config", str(cfg), "--dataset", "tiny", "--method", "softmax", "--seed", "1")
+    assert _cli(capsys, "train", *args)[0] == 0 and _cli(capsys, "evaluate", *args)[0] == 0
+    line = _refused(capsys, "figures", "--config", str(cfg), "--dataset", "tiny")
+    assert "lists tiny/softmax/seed1 as missing, but it has finished since" in line
+    assert f"`python -m pipeline_src summarize --partial --config {cfg}`" in line
+    assert _cli(capsys, "summarize", "--config", str(cfg), "--partial")[0] == 0  # both runs now (no matrix fits here)
+    assert _cli(capsys, "figures", "--config", str(cfg), "--dataset", "tiny")[0] == 0
+
+
 @pytest.mark.parametrize("damage", ["truncate", "key", "empty"])
 def test_a_damaged_run_record_is_one_line_naming_the_file(capsys, proj, tmp_path, damage):
     cfg = _one_run(capsys, proj)

@@ -105,6 +105,12 @@ def check_summary_current(params: dict, summary: pd.DataFrame | None = None) -> 
         raise StaleError(f"{path} holds {len(extra)} run(s) this config does not make ({d}/{m}/seed{s} first): "
                          f"rerun `python -m pipeline_src summarize` (or `snakemake`)")
     listed = set(info.get("missing") or [])
+    for d, m, s in sorted(want - runs):  # listed missing, and finished since: the summary no longer says what is
+        metrics = paths.run_dir(params, d, m, s) / paths.METRICS
+        if f"{d}/{m}/seed{s}" in listed and metrics.is_file() and \
+                run_hash(read_json(metrics, "config")["config"]) == run_hash(final_config(params, d, m, s)):
+            raise StaleError(f"{path} lists {d}/{m}/seed{s} as missing, but it has finished since ({metrics}): rerun "
+                             f"`python -m pipeline_src summarize --partial` (or `snakemake`)")
     absent = sorted((d, m, s) for d, m, s in want - runs if f"{d}/{m}/seed{s}" not in listed)
     if absent:
         d, m, s = absent[0]
