@@ -331,7 +331,9 @@ def glance_markdown(publications: list[str]) -> str:
         refs = pub / "references.csv"
         table = what_to_use(pd.read_csv(pub / "summary.csv"), pd.read_csv(pub / "headline.csv"),
                             pd.read_csv(refs) if refs.is_file() and refs.stat().st_size > 1 else None, level / 100)
-        parts.append(advice_markdown(table, level, name).split("\n", 2))
+        runs = (read_json(pub / paths.PROVENANCE).get("runs") or {}) if (pub / paths.PROVENANCE).is_file() else {}
+        label = f"{name} (partial: {runs['runs']} of {runs['of']} runs)" if runs.get("partial") else name
+        parts.append(advice_markdown(table, level, label).split("\n", 2))
     header = parts[0][:2]
     return "\n".join(header + [p[2].rstrip("\n") for p in parts]) + "\n"
 
