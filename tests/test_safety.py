@@ -268,6 +268,13 @@ def test_publish_says_when_the_tree_has_uncommitted_changes(monkeypatch, proj, t
     assert len(said) == 1 and said[0].startswith("warning: publishing from a tree with uncommitted changes")
     assert "pipeline_src/training/loop.py" in said[0]
     assert json.loads((out / "provenance.json").read_text())["dirty_files"] == ["pipeline_src/training/loop.py"]
+    # the third probe: a publish killed half-way, then rerun, listed its own files (the publication's folder, the
+    # pages it redraws) as the tree's changes; they are its outputs, not what its tables come from
+    monkeypatch.setattr(pub, "BENCHMARKS", ROOT / "benchmarks")
+    own = " M benchmarks/d/bench.csv\n M README.md\n M docs/results/what-to-use.md\n M pipeline_src/cli.py"
+    monkeypatch.setattr(pub, "_git", lambda *a: own if a[0] == "status" else "abc")
+    assert pub._dirty_files(ROOT / "benchmarks" / "d") == ["pipeline_src/cli.py"]
+    assert pub._dirty_files(ROOT / "benchmarks" / "e") == ["benchmarks/d/bench.csv", "pipeline_src/cli.py"]
 
 
 def test_json_written_is_strict_nan_becomes_null_and_infinity_a_string_read_back_as_infinity(tmp_path):

@@ -45,9 +45,16 @@ def _git(*args: str) -> str:
         return ""
 
 
-def _dirty_files() -> list[str]:
-    """Tracked files with uncommitted changes (what provenance.json records beside the commit)."""
-    return [line[3:] for line in _git("status", "--porcelain", "--untracked-files=no").splitlines()]
+def _dirty_files(own: Path | None = None) -> list[str]:
+    """Tracked files with uncommitted changes (what provenance.json records beside the commit), leaving out what
+    publishing writes itself: ``own`` (the publication's folder) and the pages whose blocks it redraws (the README,
+    docs/), which a killed earlier publish of the same name left modified and which the tables do not come from."""
+    files = [line[3:] for line in _git("status", "--porcelain", "--untracked-files=no").splitlines()]
+    if own is None:
+        return files
+    outputs = {p.relative_to(REPOSITORY).as_posix() for p in doc_files()}
+    mine = f"{own.resolve().relative_to(REPOSITORY).as_posix()}/" if own.resolve().is_relative_to(REPOSITORY) else None
+    return [f for f in files if f not in outputs and not (mine and f.startswith(mine))]
 
 
 NAME = re.compile(r"[A-Za-z0-9._-]+")
@@ -123,7 +130,7 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
         _check_scored_tokens(summary, paths.summary_path(params))
     if kind not in ("step", "cells"):
         check_bench(params, str(params_file))  # a bench.csv is copied whenever there is one
-    dirty = _dirty_files()  # before this publication's own files change under benchmarks/
+    dirty = _dirty_files(out)  # before this publication's own files change under benchmarks/
     trained_at = _commit(trained_at) if trained_at else None
     check_doc_sources(out)
     with allow_tracked(out, *doc_files()):
@@ -338,7 +345,7 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
                                   read_csv(refs) if refs.is_file() and refs.stat().st_size > 1 else None, params))
         tables.update(_restated_ladder_tables(out, prov, summary, tables.get("budget-advice.csv"), params))
     tables.update(_dvc_views(out, head))
-    dirty = _dirty_files()  # before this writes anything: the tree the restated tables came from
+    dirty = _dirty_files(out)  # before this writes anything: the tree the restated tables came from
     check_doc_sources(out)
     with allow_tracked(out, *doc_files()):
         _write_restated(params, params_file, out, prov, prov_path, tables, dirty, say)
