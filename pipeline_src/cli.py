@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"{args.config}: --seed {args.seed} is not one of run.seeds {run_seeds(params)}")
         COMMANDS[args.command][0](params, args)
     except (PipelineError, CorpusError, CorpusContentError, ResumeError, FileNotFoundError) as e:
-        print(f"error: {with_config(str(e), getattr(args, 'config', None))}", file=sys.stderr)
+        print(f"error: {with_config(str(e), getattr(args, 'config', None), NO_PARAMS)}", file=sys.stderr)
         return 2
     except OSError as e:  # disk full, quota, read-only or permission-denied output (nothing half-written stays)
         where = f" {e.filename}" if e.filename else ""  # read or written: the error says which went wrong

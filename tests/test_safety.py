@@ -425,6 +425,8 @@ def test_every_command_a_hint_suggests_names_the_params_file(capsys, proj, tmp_p
     assert with_config(said, "params.yaml") == said  # the default needs no naming
     named = "`python -m pipeline_src train --config a.yaml` and `snakemake t --config params=a.yaml`"
     assert with_config(named, "b.yaml") == named  # a hint that names its file keeps it
+    other = "`python -m pipeline_src advise --profile h100 --seconds 60 --dataset d`"
+    assert with_config(other, "b.yaml", {"advise"}) == other  # a command without --config gets none
 
 
 def test_two_trainers_cannot_write_one_run_and_a_stale_lock_is_taken_over(tmp_path, monkeypatch):

@@ -74,10 +74,11 @@ def not_there(path) -> str:
     return "does not exist"
 
 
-def with_config(message: str, config: str | None) -> str:
+def with_config(message: str, config: str | None, no_config: frozenset | set = frozenset()) -> str:
     """``message`` with every command it suggests naming ``config`` (a params file other than ``params.yaml``):
     `python -m pipeline_src CMD ...` gains ``--config FILE``, `snakemake ...` gains ``--config params=FILE``,
-    where the hint does not already say it. A hint that drops the file would run the default config instead."""
+    where the hint does not already say it (and the command takes one: not those in ``no_config``). A hint that
+    drops the file would run the default config instead."""
     import re
     import shlex
 
@@ -89,7 +90,9 @@ def with_config(message: str, config: str | None) -> str:
 
     def cli(m: re.Match) -> str:
         command = m.group(1)
-        return command if "--config" in command else f"{command} --config {quoted}"
+        if "--config" in command or command.split()[3:4] and command.split()[3] in no_config:
+            return command
+        return f"{command} --config {quoted}"
 
     def snakemake(m: re.Match) -> str:
         command = m.group(1)
