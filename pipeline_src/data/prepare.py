@@ -215,7 +215,6 @@ def prepare(raw: Path, out: Path, data_cfg: dict) -> dict:
     import sys
 
     tok = data_cfg["tokenizer"]
-    _clean_stale_temporaries(out)
     with atomic_path(out, marker=paths.META) as tmp:
         tmp.mkdir()
         if tok["type"] == "word":
@@ -238,15 +237,6 @@ def prepare(raw: Path, out: Path, data_cfg: dict) -> dict:
                 "files": {f.name: sha256_of(f) for f in sorted(tmp.iterdir()) if f.is_file()}}
         write_json(tmp / paths.META, meta)
     return meta
-
-
-def _clean_stale_temporaries(out: Path) -> None:
-    """Remove the hidden temporaries (``.<name>.XXXX.tmp``) a killed earlier prepare left beside ``out``."""
-    import shutil
-
-    if out.parent.is_dir():
-        for t in out.parent.glob(f".{out.name}.*.tmp*"):
-            shutil.rmtree(t, ignore_errors=True) if t.is_dir() else t.unlink(missing_ok=True)
 
 
 def load_split(prepared: Path, split: str) -> np.ndarray:
