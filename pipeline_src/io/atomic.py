@@ -146,10 +146,7 @@ def exclusive(directory: str | os.PathLike, what: str) -> Iterator[None]:
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
-            try:
-                owner = json.loads(lock.read_text())
-            except (OSError, ValueError):
-                owner = {}
+            owner = _owner(lock)
             requeued = me["slurm_job"] is not None and owner.get("slurm_job") == me["slurm_job"]
             if requeued or (owner.get("host") == me["host"] and not _alive(owner.get("pid"))):
                 lock.unlink(missing_ok=True)  # stale: its process is gone
@@ -174,13 +171,19 @@ def holder(directory: str | os.PathLike) -> dict | None:
     """Who holds ``directory/.lock`` now (host, pid), or None: no lock, or one whose process on this host is gone."""
     import socket
 
-    try:
-        owner = json.loads((Path(directory) / LOCK).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(owner, dict) or (owner.get("host") == socket.gethostname() and not _alive(owner.get("pid"))):
+    owner = _owner(Path(directory) / LOCK)
+    if not owner or (owner.get("host") == socket.gethostname() and not _alive(owner.get("pid"))):
         return None
     return owner
+
+
+def _owner(lock: Path) -> dict:
+    """What a lock file says of its holder (host, pid, slurm_job); {} when it is gone, unreadable or not a record."""
+    try:
+        owner = json.loads(lock.read_text())
+    except (OSError, ValueError):
+        return {}
+    return owner if isinstance(owner, dict) else {}
 
 
 def _alive(pid) -> bool:
