@@ -170,7 +170,7 @@ def _resolve(params: dict, args) -> None:
     if not args.out:
         print(text, end="")
         return
-    from .io.tracked import allow_tracked, repository_of
+    from .io.tracked import allow_tracked, repository_of, uncommitted
 
     inputs = [f.resolve() for f in chain(args.config)]
     out = Path(args.out).resolve()
@@ -178,6 +178,10 @@ def _resolve(params: dict, args) -> None:
     # the one committed file it exists to write: the checkout's params.yaml (the documented DVC step), or with
     # --overwrite-config the params file it was asked to resolve
     ok = (root is not None and out == root / "params.yaml") or (args.overwrite_config and out == inputs[0])
+    if ok and uncommitted(out):  # the committed file it may replace holds an edit git does not have yet
+        raise OutputError(f"resolve --out {args.out}: it holds uncommitted changes (`git diff {args.out}`) that "
+                          f"replacing it would lose; commit them, or discard them (`git checkout -- {args.out}`), "
+                          f"then rerun")
     with allow_tracked(*([out] if ok else [])):
         if out in inputs:
             if out != inputs[0] or not args.overwrite_config:

@@ -55,6 +55,12 @@ def test_resolve_never_overwrites_a_committed_file_whatever_it_is_called(capsys,
     line = _refused(capsys, "resolve", "--config", str(cfg), "--out", str(other / "config/paper/_base.yaml"))
     assert "which git tracks in" in line and "_base.yaml" in line
     assert (other / "config/paper/_base.yaml").read_text() == base
+    # the fourth probe's bad case: an uncommitted edit of params.yaml was overwritten without a word
+    (other / "params.yaml").write_text("seed: 1\n# my precious uncommitted note\n")
+    line = _refused(capsys, "resolve", "--config", str(cfg), "--out", str(other / "params.yaml"))
+    assert "holds uncommitted changes" in line and "git checkout -- " in line
+    assert "precious" in (other / "params.yaml").read_text()
+    subprocess.run(["git", "checkout", "--", "params.yaml"], cwd=other, check=True)  # discarded: now it may go
     assert main(["resolve", "--config", str(cfg), "--out", str(other / "params.yaml")]) == 0
     assert "resolve" in (other / "params.yaml").read_text()
     # any writer: a file git tracks in any checkout is not an output

@@ -74,6 +74,21 @@ def tracked_files(root: Path) -> frozenset[str]:
     return files
 
 
+def uncommitted(path: str | os.PathLike) -> bool:
+    """Whether ``path``, a file git tracks, differs from what git holds for it at HEAD (an edit not yet committed,
+    which a writer allowed to replace the committed file would lose). False where git cannot say."""
+    p = Path(path).resolve()
+    root = repository_of(p)
+    if root is None or not p.is_file():
+        return False
+    try:
+        out = subprocess.run(["git", "diff", "--quiet", "HEAD", "--", p.relative_to(root).as_posix()], cwd=root,
+                             capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 1
+
+
 def tracked_under(path: str | os.PathLike) -> list[str]:
     """The tracked files that are ``path`` or lie under it (a folder), as paths relative to their checkout."""
     p = Path(path).resolve()
