@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from .data.corpora import CorpusError
     from .data.prepare import CorpusContentError
-    from .io.errors import Diverged, ResumeError, Stopped, with_config
+    from .io.errors import Diverged, ResumeError, Stopped, runnable_hints
 
     try:
         if args.command in NO_PARAMS:
@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"{args.config}: --seed {args.seed} is not one of run.seeds {run_seeds(params)}")
         COMMANDS[args.command][0](params, args)
     except (PipelineError, CorpusError, CorpusContentError, ResumeError, FileNotFoundError) as e:
-        print(f"error: {with_config(str(e), getattr(args, 'config', None), NO_PARAMS)}", file=sys.stderr)
+        print(f"error: {runnable_hints(str(e), getattr(args, 'config', None), NO_PARAMS)}", file=sys.stderr)
         return 2
     except OSError as e:  # disk full, quota, read-only or permission-denied output (nothing half-written stays)
         where = f" {e.filename}" if e.filename else ""  # read or written: the error says which went wrong

@@ -250,6 +250,7 @@ def _stash(params: dict, args) -> None:
 
 
 def _restore(params: dict, args) -> None:
+    from .io.errors import runnable_hints
     from .records.stash import not_asked_for, restore
     from .reporting.publish import check_name
 
@@ -258,8 +259,9 @@ def _restore(params: dict, args) -> None:
         raise ConfigError(f"restore --name {args.name}: {src / 'records'} holds no stash (no records.json); "
                           f"stashes: {sorted(p.parent.parent.name for p in src.parent.glob('*/records/records.json'))}")
     n, stale = restore(params, src)
-    print(f"restored {n} records from {src / 'records'} into {params['results_dir']}; `snakemake` plans what is "
-          f"left" + "".join(f"\n  not restored: {s}" for s in stale + not_asked_for(params, src)))
+    print(runnable_hints(f"restored {n} records from {src / 'records'} into {params['results_dir']}; `snakemake` "
+                         f"runs what is left", args.config)
+          + "".join(f"\n  not restored: {s}" for s in stale + not_asked_for(params, src)))
 
 
 def _restate(params: dict, args) -> None:

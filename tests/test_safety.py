@@ -411,22 +411,24 @@ def test_every_command_a_hint_suggests_names_the_params_file(capsys, proj, tmp_p
     `python -m pipeline_src CMD` or `snakemake` without --config, so following them ran params.yaml's config. The
     CLI now names the file in every command its one-line refusal suggests; a report with nothing summarised says
     so instead of a bare FileNotFoundError."""
-    from pipeline_src.io.errors import with_config
+    from pipeline_src.io.errors import runnable_hints
 
     cfg = proj[1]
     line = _refused(capsys, "report", "--config", str(cfg))
     assert f"{tmp_path / 'results' / 'summary.csv'} does not exist: nothing is summarised there yet" in line
     assert f"`python -m pipeline_src summarize --config {cfg}`" in line
-    assert f"`snakemake --config params={cfg}`" in line
+    assert f"`snakemake --cores all --config params={cfg}`" in line  # the fourth probe: no --cores, no run
     said = "rerun `python -m pipeline_src prepare --dataset d` (or `snakemake --cores all`), not `x`"
-    assert with_config(said, "my config.yaml") == ("rerun `python -m pipeline_src prepare --dataset d --config "
+    assert runnable_hints(said, "my config.yaml") == ("rerun `python -m pipeline_src prepare --dataset d --config "
                                                    "'my config.yaml'` (or `snakemake --cores all --config "
                                                    "params='my config.yaml'`), not `x`")
-    assert with_config(said, "params.yaml") == said  # the default needs no naming
-    named = "`python -m pipeline_src train --config a.yaml` and `snakemake t --config params=a.yaml`"
-    assert with_config(named, "b.yaml") == named  # a hint that names its file keeps it
+    assert runnable_hints(said, "params.yaml") == said  # the default needs no naming
+    named = "`python -m pipeline_src train --config a.yaml` and `snakemake t --cores 2 --config params=a.yaml`"
+    assert runnable_hints(named, "b.yaml") == named  # a hint that names its file and cores keeps them
+    assert runnable_hints("rerun `snakemake` (or `snakemake -n` to see)", "params.yaml") == \
+        "rerun `snakemake --cores all` (or `snakemake -n` to see)"  # a dry run needs no cores
     other = "`python -m pipeline_src advise --profile h100 --seconds 60 --dataset d`"
-    assert with_config(other, "b.yaml", {"advise"}) == other  # a command without --config gets none
+    assert runnable_hints(other, "b.yaml", {"advise"}) == other  # a command without --config gets none
 
 
 def test_two_trainers_cannot_write_one_run_and_a_stale_lock_is_taken_over(tmp_path, monkeypatch):

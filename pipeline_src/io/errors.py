@@ -74,19 +74,18 @@ def not_there(path) -> str:
     return "does not exist"
 
 
-def with_config(message: str, config: str | None, no_config: frozenset | set = frozenset()) -> str:
-    """``message`` with every command it suggests naming ``config`` (a params file other than ``params.yaml``):
-    `python -m pipeline_src CMD ...` gains ``--config FILE``, `snakemake ...` gains ``--config params=FILE``,
-    where the hint does not already say it (and the command takes one: not those in ``no_config``). A hint that
-    drops the file would run the default config instead."""
+def runnable_hints(message: str, config: str | None, no_config: frozenset | set = frozenset()) -> str:
+    """``message`` with every command it suggests runnable as written, where the hint does not already say so:
+    `snakemake ...` gains the ``--cores all`` it refuses to run without; and for a params file ``config`` other
+    than ``params.yaml``, `python -m pipeline_src CMD ...` gains ``--config FILE`` (unless CMD is one of
+    ``no_config``, which take none) and `snakemake ...` gains ``--config params=FILE``. A hint that drops the file
+    would run the default config instead."""
     import re
     import shlex
-
     from pathlib import Path
 
-    if not config or Path(config).resolve() == Path("params.yaml").resolve():
-        return message
-    quoted = shlex.quote(str(config))
+    other = bool(config) and Path(config).resolve() != Path("params.yaml").resolve()
+    quoted = shlex.quote(str(config)) if other else ""
 
     def cli(m: re.Match) -> str:
         command = m.group(1)
@@ -96,7 +95,10 @@ def with_config(message: str, config: str | None, no_config: frozenset | set = f
 
     def snakemake(m: re.Match) -> str:
         command = m.group(1)
-        return command if "--config" in command else f"{command} --config params={quoted}"
+        if "--cores" not in command and " -n" not in command and "--profile" not in command:
+            command = command.replace("snakemake", "snakemake --cores all", 1)
+        return command if "--config" in command or not other else f"{command} --config params={quoted}"
 
-    message = re.sub(r"(?<=`)(python -m pipeline_src [^`]*?)(?=`)", cli, message)
+    if other:
+        message = re.sub(r"(?<=`)(python -m pipeline_src [^`]*?)(?=`)", cli, message)
     return re.sub(r"(?<=`)(snakemake(?: [^`]*?)?)(?=`)", snakemake, message)
