@@ -273,6 +273,11 @@ def test_the_default_run_s_large_vocabulary_half_trains_frozen_tokens_with_its_c
     with pytest.raises(ConfigError, match=r"'training.budget_calibration' \(dataset zipf-5k\): benchmarks/elsewhere "
                                           r"is no publication \(no provenance.json\)"):
         validate(moved)
+    alone = copy.deepcopy(moved)  # the fourth probe: without frozen tokens it was not checked at all
+    alone["datasets"]["zipf-5k"]["training"]["budget_tokens_by_method"] = {}
+    with pytest.raises(ConfigError, match=r"'training.budget_calibration' \(dataset zipf-5k\): benchmarks/elsewhere "
+                                          r"is no publication"):
+        validate(alone)
 
 
 def test_one_long_run_gives_every_shorter_budget_to_the_bit_across_an_interruption(tiny_data, tmp_path):

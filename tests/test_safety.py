@@ -418,6 +418,8 @@ def test_every_command_a_hint_suggests_names_the_params_file(capsys, proj, tmp_p
     assert f"{tmp_path / 'results' / 'summary.csv'} does not exist: nothing is summarised there yet" in line
     assert f"`python -m pipeline_src summarize --config {cfg}`" in line
     assert f"`snakemake --cores all --config params={cfg}`" in line  # the fourth probe: no --cores, no run
+    line = _refused(capsys, "figures", "--config", str(cfg), "--dataset", "tiny")  # (fourth probe: a bare Errno 2)
+    assert "summary.csv does not exist: nothing is summarised there yet" in line
     said = "rerun `python -m pipeline_src prepare --dataset d` (or `snakemake --cores all`), not `x`"
     assert runnable_hints(said, "my config.yaml") == ("rerun `python -m pipeline_src prepare --dataset d --config "
                                                    "'my config.yaml'` (or `snakemake --cores all --config "

@@ -67,7 +67,7 @@ def _check_training(params: dict, name: str, source: str) -> None:
         for method in getattr(tc, key) if name in run_datasets(params) else ():  # a dataset not run is not held to
             if method not in params["methods"]:  # methods a file extending params.yaml may have replaced
                 raise undefined(source, f"training.{key}.{method} (dataset {name})", method, "methods", params)
-    if tc.budget_calibration and tc.budget_tokens_by_method and name in run_datasets(params):
+    if tc.budget_calibration and name in run_datasets(params):  # with frozen tokens or not (fourth probe)
         from ..io.paths import PROVENANCE, REPOSITORY
 
         calibration = REPOSITORY / "benchmarks" / tc.budget_calibration.split("/", 1)[-1]

@@ -354,8 +354,8 @@ def write(params: dict, dataset: str) -> list[Path]:
     plt = _plt()
     from .summarize import check_summary_current
 
+    check_summary_current(params)  # first: a folder with nothing summarised yet is said so, in one line
     summary = read_csv(paths.summary_path(params), "dataset", "method", "seed", "config_hash")
-    check_summary_current(params, summary)
     head = read_csv(paths.headline_path(params))
     history = read_csv(paths.history_path(params))
     if dataset not in set(head.dataset):
