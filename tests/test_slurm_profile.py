@@ -16,7 +16,8 @@ def _dry_run(tmp_path, settings: str | None, params: str | None = None,
         (tmp_path / "site.yaml").write_text(settings)
         env["LMBENCH_SLURM_SETTINGS"] = str(tmp_path / "site.yaml")
     else:
-        env["LMBENCH_SLURM_SETTINGS"] = str(tmp_path / "absent.yaml")  # never the developer's profiles/slurm/local.yaml
+        (tmp_path / "none.yaml").write_text("")  # no site settings, and never the developer's profiles/slurm/local.yaml
+        env["LMBENCH_SLURM_SETTINGS"] = str(tmp_path / "none.yaml")
     extra = ["--config", f"params={params}"] if params else []
     return subprocess.run([str(BIN / "snakemake"), "-n", "--forceall", "--profile", profile, *extra], cwd=ROOT,
                           capture_output=True, text=True, env=env, timeout=300)
@@ -98,3 +99,12 @@ def test_bad_site_settings_name_the_file_and_the_key(tmp_path, settings, message
     r = _dry_run(tmp_path, settings)
     assert r.returncode != 0
     assert str(tmp_path / "site.yaml") in r.stderr and message in r.stderr
+
+
+def test_a_settings_path_that_names_no_file_is_refused_not_ignored(tmp_path):
+    """The fourth probe's weak case: a mistyped $LMBENCH_SLURM_SETTINGS planned jobs with no account or partition."""
+    env = clean_env(tmp_path)
+    env["LMBENCH_SLURM_SETTINGS"] = str(tmp_path / "typo.yaml")
+    r = subprocess.run([str(BIN / "snakemake"), "-n", "--forceall", "--profile", "slurm"], cwd=ROOT,
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode != 0 and f"LMBENCH_SLURM_SETTINGS={tmp_path / 'typo.yaml'}: no such file" in r.stderr
