@@ -540,6 +540,10 @@ def test_snakemake_quotes_a_params_path_with_a_space(default_params, tmp_path):
     ("training: {lr: 1e-3}", "key 'training.lr': '1e-3' is a string to YAML (1.1 reads an exponent as a number only "
                              "with a dot and a sign: 1.0e-3, 1.0e+9); write 1.0e-03"),
     ("bench: {vocab_sizes: [1000, 1000]}", "key 'bench.vocab_sizes': [1000, 1000] has non-unique elements"),
+    # the fourth probe: a head option's type is a list, and the hint was missing there
+    ("methods: {plif: {type: plif, lr_scale: 1e9}}", "key 'methods.plif.lr_scale': '1e9' is a string to YAML (1.1 "
+                                                     "reads an exponent as a number only with a dot and a sign: "
+                                                     "1.0e-3, 1.0e+9); write 1.0e+09"),
 ])
 def test_values_the_schema_let_through_and_that_failed_later_are_refused(default_params, tmp_path, capsys, text, says):
     """The probe: a seed of 1.0 and 2.0 epochs passed the schema and failed deep inside (tracebacks); a seed of

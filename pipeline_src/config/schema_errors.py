@@ -23,6 +23,11 @@ def _number_text(text: str) -> bool:
     return True
 
 
+def _numeric(types) -> bool:
+    """A schema ``type`` that asks for a number: 'number', 'integer', or a list holding one."""
+    return bool(set([types] if isinstance(types, str) else types or ()) & {"number", "integer"})
+
+
 def _yaml_number(text: str) -> str:
     """``1e-3`` as YAML 1.1 reads a number: ``1.0e-03``."""
     mantissa, _, exponent = f"{float(text):e}".partition("e")
@@ -42,8 +47,8 @@ def format_error(err: jsonschema.ValidationError, source: str) -> str:
     elif err.validator == "type" and err.validator_value == "integer" and isinstance(err.instance, float) \
             and err.instance.is_integer():
         msg = f"{err.instance!r} is not an integer; write it as {int(err.instance)}"
-    elif err.validator == "type" and err.validator_value in ("number", "integer") and isinstance(err.instance, str) \
-            and _number_text(err.instance):
+    elif err.validator == "type" and _numeric(err.validator_value) and isinstance(err.instance, str) \
+            and _number_text(err.instance):  # a head option's type is a list (['number', 'integer'])
         msg = (f"{err.instance!r} is a string to YAML (1.1 reads an exponent as a number only with a dot and a sign: "
                f"1.0e-3, 1.0e+9); write {_yaml_number(err.instance)}")
     elif err.validator in ("pattern", "minLength") and "description" in err.schema:
