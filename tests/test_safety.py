@@ -488,3 +488,10 @@ def test_evaluate_of_a_run_still_being_trained_says_so(tmp_path):
             _refuse_while_training(run, "python -m pipeline_src train")
     (run / ".lock").write_text(json.dumps({"host": socket.gethostname(), "pid": 2 ** 22 + 12345}))  # no such process
     _refuse_while_training(run, "python -m pipeline_src train")  # stale: the missing model's own message follows
+    from pipeline_src.evaluation.run import _model
+    from pipeline_src.io.errors import ArtifactError
+
+    with pytest.raises(ArtifactError) as e:  # the fourth probe: "missing: delete it and rerun", of a missing file
+        _model(run, "cpu", "python -m pipeline_src train")
+    assert str(e.value) == (f"{run / 'model.pt'} is missing: the run has not trained to its end (one that diverged "
+                            f"leaves no model; its training log says so); run `python -m pipeline_src train`")

@@ -13,6 +13,18 @@ from ..io.digests import check_seal, sha256_of
 from ..io.errors import ConfigError
 
 
+def _model(run: Path, device, retrain: str) -> dict:
+    """The run's model.pt, or one line: missing (not trained to its end, or it diverged and left none: the
+    fourth probe's hint said to delete the missing file), or damaged (delete it and retrain)."""
+    from ..io.errors import ArtifactError
+    from ..training.checkpoints import load_torch
+
+    if not (run / paths.MODEL).is_file():
+        raise ArtifactError(f"{run / paths.MODEL} is missing: the run has not trained to its end (one that diverged "
+                            f"leaves no model; its training log says so); run `{retrain}`")
+    return load_torch(run / paths.MODEL, device, f"delete it and rerun `{retrain}`")
+
+
 def _refuse_while_training(run, retrain: str) -> None:
     """A run still being trained (its folder's lock held by a live process) has no model to score yet: say so,
     not that its model.pt is missing."""
@@ -46,11 +58,11 @@ def evaluate_run(params: dict, dataset: str, method: str, seed: int, device: tor
     _refuse_while_training(run, retrain)
     trained = None
     if cfg["training"].get("finetune_epochs"):  # the finetuned weights are the run's; the trained ones beside
-        trained = load_torch(run / paths.MODEL, device, f"delete it and rerun `{retrain}`")
+        trained = _model(run, device, retrain)
         check_model(run / paths.MODEL, trained, cfg, retrain)
         run, cfg = paths.finetune_dir(params, dataset, method, seed), finetune_config(cfg)
         retrain = retrain.replace(" train ", " finetune ")
-    ckpt = load_torch(run / paths.MODEL, device, f"delete it and rerun `{retrain}`")
+    ckpt = _model(run, device, retrain)
     check_model(run / paths.MODEL, ckpt, cfg, retrain)
     model = build_model(ckpt["config"], prepared).to(device)
     model.load_state_dict(ckpt["model"])
