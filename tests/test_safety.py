@@ -433,6 +433,19 @@ def test_every_command_a_hint_suggests_names_the_params_file(capsys, proj, tmp_p
     assert runnable_hints(other, "b.yaml", {"advise"}) == other  # a command without --config gets none
 
 
+def test_a_summarised_record_edited_under_its_own_seal_is_refused(capsys, proj, tmp_path):
+    """The fourth probe's weak case: a metrics.json whose nll was edited but whose seal was left as it was passed
+    report and publish (summary.json's record of the seal matched the stored seal; the content was not checked)."""
+    cfg = _one_run(capsys, proj)
+    assert _cli(capsys, "summarize", "--config", str(cfg), "--partial")[0] == 0
+    metrics = tmp_path / "results" / "runs" / "tiny" / "softmax" / "seed0" / "metrics.json"
+    rec = json.loads(metrics.read_text())
+    rec["splits"]["test"]["nll"] -= 1.0
+    metrics.write_text(json.dumps(rec))
+    line = _refused(capsys, "figures", "--config", str(cfg), "--dataset", "tiny")
+    assert f"{metrics} changed after" in line and "summarize" in line
+
+
 def test_two_trainers_cannot_write_one_run_and_a_stale_lock_is_taken_over(tmp_path, monkeypatch):
     import socket
 

@@ -20,7 +20,7 @@ from ..data.bands import BANDS
 from ..io import paths
 from ..io.artifacts import read_csv, read_json
 from ..io.atomic import atomic_path, write_json
-from ..io.digests import SEAL, check_file, check_seal, sha256_of
+from ..io.digests import SEAL, check_file, check_seal, sealed, sha256_of
 from ..io.errors import StaleError, not_there
 from .axis_tables import NAMES as AXIS_TABLES
 from .axis_tables import axis_tables
@@ -391,7 +391,8 @@ def check_tables(params: dict) -> dict | None:
         if not path.is_file():
             raise StaleError(f"{info} summarises {path}, which is gone: the tables hold a run no record backs; "
                              f"rerun the run (delete {paths.summary_path(params)} and run `snakemake`)")
-        if digest is not None and read_json(path).get(SEAL) != digest:
+        rec = read_json(path)
+        if digest is not None and (rec.get(SEAL) != digest or not sealed(rec)):  # the seal, and the content under it
             raise StaleError(f"{path} changed after {info} summarised it: rerun `python -m pipeline_src summarize`"
                              f" (or `snakemake`)")
     for name, digest in (made.get("tables") or {}).items():
