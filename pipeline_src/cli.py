@@ -285,6 +285,10 @@ def main(argv: list[str] | None = None) -> int:
     except Stopped as e:
         print(f"{e}", file=sys.stderr)
         return 128 + e.signum  # the shell's convention for "killed by signal N"
+    except KeyboardInterrupt:  # Ctrl-C outside training (which checkpoints and raises Stopped): no traceback
+        print(f"error: {args.command} interrupted (Ctrl-C); each of its outputs is written whole or not at all: "
+              f"rerun it to finish", file=sys.stderr)
+        return 130
     except (MemoryError, RuntimeError) as e:  # after Diverged and Stopped, RuntimeErrors of their own
         if not _out_of_memory(e):
             raise

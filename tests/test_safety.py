@@ -446,6 +446,19 @@ def test_a_summarised_record_edited_under_its_own_seal_is_refused(capsys, proj, 
     assert f"{metrics} changed after" in line and "summarize" in line
 
 
+def test_ctrl_c_outside_training_is_one_line(capsys, proj, monkeypatch):
+    """The fourth probe's weak case: Ctrl-C during publish or summarize printed a KeyboardInterrupt traceback."""
+    import pipeline_src.cli as cli
+
+    def interrupted(params, args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.COMMANDS, "summarize", (interrupted, *cli.COMMANDS["summarize"][1:]))
+    rc, _, err = _cli(capsys, "summarize", "--config", str(proj[1]))
+    assert rc == 130 and err.strip() == ("error: summarize interrupted (Ctrl-C); each of its outputs is written whole "
+                                         "or not at all: rerun it to finish")
+
+
 def test_two_trainers_cannot_write_one_run_and_a_stale_lock_is_taken_over(tmp_path, monkeypatch):
     import socket
 
