@@ -207,6 +207,12 @@ def test_restate_refuses_params_that_changed_beyond_statistics(tmp_path, monkeyp
     p["training"]["lr"] = 0.5  # a run setting: restating would mislabel the runs
     with pytest.raises(ConfigError, match="at key 'training.lr': restate changes statistics only"):
         pub.restate(p, ROOT / "params.yaml", "default", say=lambda s: None)
+    # the fourth probe: another params file (restate without --config reads params.yaml) is most likely the wrong
+    # --config, not an edit: the line names the file the publication was made from
+    smoke = ROOT / "config" / "smoke.yaml"
+    with pytest.raises(ConfigError, match=r"it was published from params.yaml: pass `--config params.yaml`, or "
+                                          r"`--as-published`"):
+        pub.restate(load(smoke), smoke, "default", say=lambda s: None)
 
 
 def test_restate_recomputes_the_budget_axis_under_the_new_statistics(tmp_path, monkeypatch):

@@ -330,8 +330,12 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
     key = first_difference({k: v for k, v in published.items() if k != "statistics"},
                             {k: v for k, v in params.items() if k != "statistics"})
     if key is not None:
-        raise ConfigError(f"{params_file} differs from the params {out} was published with at key '{key}': "
-                          f"restate changes statistics only; rerun the pipeline and publish instead")
+        made = prov.get("params_file")
+        other = made and Path(made).resolve() != Path(params_file).resolve()  # likely the wrong --config, not an edit
+        fix = (f"it was published from {made}: pass `--config {made}`, or `--as-published` to restate it under the "
+               f"statistics it was published with" if other else
+               "restate changes statistics only; rerun the pipeline and publish instead")
+        raise ConfigError(f"{params_file} differs from the params {out} was published with at key '{key}': {fix}")
     summary = read_published(out, "summary.csv", "nll")  # as published: a row edited since is refused
     head, con = verdict_tables(summary, params)
     tables = {"headline.csv": head, "contrasts.csv": con}
