@@ -459,6 +459,28 @@ def test_ctrl_c_outside_training_is_one_line(capsys, proj, monkeypatch):
                                          "or not at all: rerun it to finish")
 
 
+def test_a_run_made_by_hand_is_not_retrained_for_its_hash_files_first_appearance(capsys, proj, tmp_path):
+    """The fourth probe's weak case: a run trained and evaluated through the CLI, then `snakemake`, which wrote the
+    run's hash files newer than its model and so planned to train it again. A new hash file whose step's record is
+    already there under that very hash is written with the time 0; one made under another config is not."""
+    from pipeline_src.config import load
+    from pipeline_src.io import paths
+    from pipeline_src.records.hashes import record_hashes
+
+    p, cfg = proj
+    _one_run(capsys, proj)
+    params = load(str(cfg))
+    train, evaluate = (paths.run_hash_path(params, "tiny", "softmax", 0, s) for s in ("train", "evaluate"))
+    assert not train.exists()
+    record_hashes(params)
+    assert train.stat().st_mtime == 0 and evaluate.stat().st_mtime == 0
+    train.unlink(), evaluate.unlink()
+    p["datasets"]["tiny"]["training"]["lr"] = 0.02  # the run on disk is now another config's
+    write_params(p, cfg)
+    record_hashes(load(str(cfg)))
+    assert train.stat().st_mtime > 0 and evaluate.stat().st_mtime > 0
+
+
 def test_two_trainers_cannot_write_one_run_and_a_stale_lock_is_taken_over(tmp_path, monkeypatch):
     import socket
 

@@ -17,16 +17,13 @@ def step_hashes(params: dict, born: dict[Path, str] | None = None) -> dict[Path,
     the whole run config (``.evaluate``); the bench's and the matrix experiment's settings, with only the
     methods each reads. A tuned run's file holds its params-file settings (its selection is an input too).
     ``born``: :func:`born_old`'s files, when the caller has them already."""
-    from ..config import run_datasets, run_pairs, run_seeds
-    from ..config.runspec import resolve_run
+    from ..config import run_datasets
     from ..evaluation.reference import reference_config
 
     out = {}
-    for ds, method in run_pairs(params):
-        for seed in run_seeds(params):
-            spec = resolve_run(params, ds, method, seed=seed, as_written=True)
-            out[paths.run_hash_path(params, ds, method, seed, "train")] = spec.train_hash
-            out[paths.run_hash_path(params, ds, method, seed, "evaluate")] = spec.hash
+    for ds, method, seed, spec in _final_specs(params):
+        out[paths.run_hash_path(params, ds, method, seed, "train")] = spec.train_hash
+        out[paths.run_hash_path(params, ds, method, seed, "evaluate")] = spec.hash
     for ds in run_datasets(params):
         for name in params.get("references", {}):
             out[paths.reference_hash_path(params, ds, name)] = config_hash(reference_config(params, ds, name))
@@ -34,6 +31,32 @@ def step_hashes(params: dict, born: dict[Path, str] | None = None) -> dict[Path,
         used = {m: params["methods"][m] for m in params[step]["methods"]}
         out[paths.hashes_dir(params) / step] = config_hash({step: params[step], "methods": used, "seed": params["seed"]})
     return {**out, **(born if born is not None else born_old(params))}
+
+
+def _final_specs(params: dict):
+    """(dataset, method, seed, its spec as the params file writes it) of every final run."""
+    from ..config import run_pairs, run_seeds
+    from ..config.runspec import resolve_run
+
+    for ds, method in run_pairs(params):
+        for seed in run_seeds(params):
+            yield ds, method, seed, resolve_run(params, ds, method, seed=seed, as_written=True)
+
+
+def made_already(params: dict) -> set[Path]:
+    """The run hash files whose step's record is already there, made under that very hash (a run trained and
+    evaluated by hand through the CLI before Snakemake ever wrote its hash files): a new one of these is written
+    with the time 0, as :func:`born_old`'s, so Snakemake does not retrain a run for the file's first appearance."""
+    from ..config import run_hash, train_hash
+
+    out = set()
+    for ds, method, seed, spec in _final_specs(params):
+        for step, record, of in (("train", paths.TRAIN_RECORD, train_hash), ("evaluate", paths.METRICS, run_hash)):
+            rec = spec.out_dir / record
+            want = spec.train_hash if step == "train" else spec.hash
+            if rec.is_file() and of((read_json(rec).get("config") or {})) == want:
+                out.add(paths.run_hash_path(params, ds, method, seed, step))
+    return out
 
 
 def born_old(params: dict) -> dict[Path, str]:
@@ -77,6 +100,7 @@ def record_hashes(params: dict) -> list[Path]:
                           f"{info.stat().st_mtime_ns}{f' ({len(gone)} runs gone)' if gone else ''}\n")
     elif not sentinel.exists():
         want[sentinel] = "complete\n"
+    made = made_already(params) if any(not p.is_file() for p in want) else set()
     written, stamp = [], f"written {datetime.now(timezone.utc).isoformat()} by process {os.getpid()}\n"
     for path, text in want.items():
         if not path.is_file() or path.read_text().split("\n", 1)[0] != text.rstrip("\n"):
@@ -85,7 +109,7 @@ def record_hashes(params: dict) -> list[Path]:
             # its job's outputs but has the checksum its metadata recorded, so a setting changed back (after
             # `dvc repro` made the outputs under another) would otherwise rerun nothing
             write_text(path, text + stamp)
-            if new and path in born:
+            if new and (path in born or path in made):
                 os.utime(path, (0, 0))
             written.append(path)
     return written
