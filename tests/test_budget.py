@@ -74,21 +74,21 @@ def test_points_at_equal_data_validate_after_the_step_that_reaches_each_epoch_co
 def test_a_time_budget_keeps_validation_out_and_replays_as_the_tokens_it_reached(tiny_data, tmp_path, monkeypatch):
     import time
 
-    from pipeline_src.training import epoch
+    from pipeline_src.training.start import Run
 
     p, raw, prep = tiny_data
-    real = epoch.Run.validate
+    real = Run.validate
 
     def slow(self):  # validation that costs time: it must not be charged to the budget
         time.sleep(0.15)
         return real(self)
 
-    monkeypatch.setattr(epoch.Run, "validate", slow)
+    monkeypatch.setattr(Run, "validate", slow)
     timed = train(_cfg(p, budget_seconds=0.6, anytime_points=3), prep, tmp_path / "timed", CPU)
     b = timed["budget"]
     assert b["reached"]["seconds"] >= 0.6 and b["validation_s"] >= 3 * 0.15
     assert timed["wall_time_s"] >= b["reached"]["seconds"] + 3 * 0.15  # validation ran beside the budget
-    monkeypatch.setattr(epoch.Run, "validate", real)
+    monkeypatch.setattr(Run, "validate", real)
     replay = train(_cfg(p, budget_tokens=b["reached"]["tokens"]), prep, tmp_path / "replay", CPU)
     assert replay["budget"]["reached"]["tokens"] == b["reached"]["tokens"]
     assert replay["budget"]["reached"]["steps"] == b["reached"]["steps"]
@@ -117,20 +117,20 @@ def test_a_time_budgeted_run_resumes_only_on_a_machine_like_the_first(tiny_data,
     from pipeline_src.io.errors import ResumeError
     from pipeline_src.io.runtime import PROBE
     from pipeline_src.reporting.machine import timed_record
-    from pipeline_src.training import epoch
+    from pipeline_src.training import start  # where a call's machine is probed
 
     p, raw, prep = tiny_data
     cfg = _cfg(p, budget_seconds=0.5, anytime_points=1, budget_clock="cpu")
-    monkeypatch.setattr(epoch, "gemm_gflops", lambda clock: 60.0)
+    monkeypatch.setattr(start, "gemm_gflops", lambda clock: 60.0)
     assert train(cfg, prep, tmp_path / "run", CPU, stop_after_steps=5) is None
     first = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)["state"]["machines"]
     assert first == [{"kernels": torch.backends.cpu.get_cpu_capability(), "gemm_gflops": 60.0}]
-    monkeypatch.setattr(epoch, "kernels", lambda device: "OTHER")  # the next session lands on another machine
+    monkeypatch.setattr(start, "kernels", lambda device: "OTHER")  # the next session lands on another machine
     with pytest.raises(ResumeError, match=rf"started on {first[0]['kernels']} kernels and would resume on OTHER: its "
                                           r"remaining seconds would buy other tokens"):
         train(cfg, prep, tmp_path / "run", CPU)
     monkeypatch.undo()
-    monkeypatch.setattr(epoch, "gemm_gflops", lambda clock: 30.0)  # the same kernels, half the speed: resumed, recorded
+    monkeypatch.setattr(start, "gemm_gflops", lambda clock: 30.0)  # the same kernels, half the speed: resumed, recorded
     done = train(cfg, prep, tmp_path / "run", CPU)
     assert done["environment"]["gemm_probe"] == PROBE and done["budget"]["reached"]["seconds"] >= 0.5
     assert [c["gemm_gflops"] for c in done["environment"]["calls"]] == [60.0, 30.0]

@@ -260,7 +260,7 @@ def test_report_and_publish_refuse_a_bench_made_under_other_settings(default_par
     from pipeline_src.cost.bench import run_bench
     from pipeline_src.io.digests import DigestError
     from pipeline_src.io.errors import StaleError
-    from pipeline_src.reporting.summarize import check_bench
+    from pipeline_src.reporting.summary_checks import check_bench
 
     p = validate(tiny_params(default_params, tmp_path))
     run_bench(p, torch.device("cpu"))

@@ -200,7 +200,7 @@ def _check_splits(raw: Path, stats: dict, vocab: list[str]) -> list[str]:
         raise CorpusContentError(f"{raw / 'train.txt'}: no in-vocabulary token besides <eos>/<unk>")
     warnings = []
     for split in ("valid", "test"):
-        if stats[split]["tokens"] < 100:  # reporting.publish.MIN_SCORED_TOKENS
+        if stats[split]["tokens"] < 100:  # reporting.publication_files.MIN_SCORED_TOKENS
             warnings.append(f"{split}: {stats[split]['tokens']} tokens; a perplexity from fewer than 100 is noise, and "
                             f"publish refuses it")
         rate = stats[split]["oov_replaced"] / max(stats[split]["tokens"] - stats[split]["lines"], 1)

@@ -38,7 +38,6 @@ def compare_params(head: str, options: dict, against: str, name: str, datasets: 
     import re
 
     from ..heads.options import options_of
-    from ..reporting.publish import check_name
 
     if not re.match(NAME_PATTERN, name):
         raise ConfigError(f"compare --as {name!r}: a method name is letters, digits, '_', '.' and '-'")

@@ -352,7 +352,7 @@ def write(params: dict, dataset: str) -> list[Path]:
 
     matplotlib.use("agg")
     plt = _plt()
-    from .summarize import check_summary_current
+    from .summary_checks import check_summary_current
 
     check_summary_current(params)  # first: a folder with nothing summarised yet is said so, in one line
     summary = read_csv(paths.summary_path(params), "dataset", "method", "seed", "config_hash")

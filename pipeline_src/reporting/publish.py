@@ -16,20 +16,18 @@ run's file no longer matches what the current code produces.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
-import pandas as pd
-
-from ..config import first_difference, run_datasets, run_seeds
+from ..config import first_difference, run_seeds
 from ..io import paths
 from ..io.artifacts import read_csv, read_json
 from ..io.atomic import write_json, write_text
 from ..io.errors import ConfigError, OutputError
 from ..io.paths import REPOSITORY
 from ..io.tracked import allow_tracked
+from .publication_files import check_scored_tokens, copy_tables, stale_views, what_to_publish
 from .seals import check_publication, seal_provenance
 from .tables import render_table
 
@@ -115,11 +113,11 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     is replaced only with ``replace`` (its tables sit under prose written for that benchmark). ``trained_at``:
     the commit whose code trained the runs when it is not this one (a rerun in a worktree pinned at a commit,
     summarised and published here), recorded beside ``commit``."""
-    from .summarize import check_bench, check_summary_current
+    from .summary_checks import check_bench, check_summary_current
 
     out = check_name(name)
     results = Path(params["results_dir"])
-    kind, summary, command = _what_to_publish(params, params_file, results)  # stale results are said first
+    kind, summary, command = what_to_publish(params, params_file, results)  # stale results are said first
     _check_target(out, results, name, params, params_file, replace)
     runs = sorted((results / "runs").glob("*/*/seed*/metrics.json"))
     if kind == "refs" and runs:  # the count-based rows while a sweep runs (topics-kn): no seed, no run is claimed
@@ -127,7 +125,7 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
             f"(run `summarize` to publish the runs)")
     if kind == "runs":  # every run from this params file (and, when tuned, its selection)
         check_summary_current(params, summary)
-        _check_scored_tokens(summary, paths.summary_path(params))
+        check_scored_tokens(summary, paths.summary_path(params))
     if kind not in ("step", "cells"):
         check_bench(params, str(params_file))  # a bench.csv is copied whenever there is one
     dirty = _dirty_files(out)  # before this publication's own files change under benchmarks/
@@ -136,21 +134,6 @@ def publish(params: dict, params_file: Path, name: str, wall_time_s: float | Non
     with allow_tracked(out, *doc_files()):
         return _write_publication(params, params_file, name, out, results, kind, summary, command, dirty,
                                   wall_time_s, say, trained_at)
-
-
-MIN_SCORED_TOKENS = 100  # a perplexity from fewer tokens is noise, not a result (third probe: 4 test tokens)
-
-
-def _check_scored_tokens(summary: pd.DataFrame, path: Path) -> None:
-    """Refuse to publish a perplexity scored on fewer than MIN_SCORED_TOKENS tokens of a split."""
-    if "tokens" not in summary or "split" not in summary:
-        return
-    few = summary[pd.to_numeric(summary["tokens"], errors="coerce") < MIN_SCORED_TOKENS]
-    if len(few):
-        r = few.iloc[0]
-        raise ConfigError(f"{path}: {r.dataset}'s {r.split} split scored {int(r.tokens)} tokens, fewer than "
-                          f"{MIN_SCORED_TOKENS}: a perplexity from so few is noise, not one to publish; give the "
-                          f"dataset a longer {r.split} split (its corpus's {r.split}_tokens, or its {r.split} file)")
 
 
 def _commit(ref: str) -> str:
@@ -165,7 +148,7 @@ def _write_publication(params, params_file, name, out, results, kind, summary, c
                        say, trained_at: str | None = None) -> Path:
     from ..io.runtime import cpu_model  # (imports torch)
 
-    copied = _copy_tables(params, results, out, kind, say)
+    copied = copy_tables(params, results, out, kind, say)
     if dirty:
         say(f"warning: publishing from a tree with uncommitted changes ({len(dirty)} files: "
             f"{', '.join(dirty[:5])}{' ...' if len(dirty) > 5 else ''}); provenance.json records the commit "
@@ -212,98 +195,6 @@ def _check_target(out: Path, results: Path, name: str, params: dict, params_file
             raise OutputError(f"{out} was published from {prov.get('params_file')} whose config differs from "
                               f"{params_file}'s at key '{key}': its tables sit under that benchmark's prose in the "
                               f"README and docs; add --replace to publish over it, or choose another --name")
-
-
-NO_RUNS = {"dataset": [], "method": [], "seed": [], "config_hash": []}
-
-
-def _what_to_publish(params: dict, params_file: Path, results: Path) -> tuple[str, pd.DataFrame, str]:
-    """What ``results_dir`` holds to publish: ``runs`` (a summary), or alone a ``bench``, a ``step`` bench or
-    count-based ``refs``; its per-run rows (none but for runs) and the command that made it."""
-    summary = paths.summary_path(params)
-    if not summary.exists() and paths.bench_path(params).exists():  # `bench` alone: a timing table
-        bench_meta = read_json(paths.bench_path(params).with_suffix(".json"), "bench", "quick", "threads")
-        if bench_meta["bench"] != params["bench"] or bench_meta["quick"]:
-            raise ConfigError(f"{paths.bench_path(params)} was made by another bench config (or --quick): rerun "
-                              f"`python -m pipeline_src bench --config {params_file}` before publishing")
-        return "bench", pd.DataFrame(NO_RUNS), (f"python -m pipeline_src bench --config {params_file} "
-                                                f"--threads {bench_meta['threads']}")
-    if not summary.exists() and paths.step_bench_path(params).exists():  # `bench-step` alone: whole steps
-        meta = read_json(paths.step_bench_path(params).with_suffix(".json"), "step")
-        if meta["step"] != params["bench"].get("step"):
-            raise ConfigError(f"{paths.step_bench_path(params)} was made by another bench.step: rerun "
-                              f"`python -m pipeline_src bench-step --config {params_file}` before publishing")
-        return "step", pd.DataFrame(NO_RUNS), f"python -m pipeline_src bench-step --config {params_file}"
-    if not summary.exists() and paths.cell_bench_path(params).exists():  # `bench-cells` alone: the sweep's cells
-        meta = read_json(paths.cell_bench_path(params).with_suffix(".json"), "cells")
-        if meta["cells"] != params["bench"].get("cells"):
-            raise ConfigError(f"{paths.cell_bench_path(params)} was made by another bench.cells: rerun "
-                              f"`python -m pipeline_src bench-cells --config {params_file}` before publishing")
-        return "cells", pd.DataFrame(NO_RUNS), f"python -m pipeline_src bench-cells --config {params_file}"
-    if not summary.exists() and (results / "references").is_dir():  # `reference` alone: every dataset's, current
-        from .summarize import _write, reference_rows
-
-        _write(paths.references_summary_path(params), reference_rows(params, False, []))
-        return "refs", pd.DataFrame(NO_RUNS), " && ".join(
-            f"python -m pipeline_src reference --config {params_file} --dataset {d} --name {r}"
-            for d in run_datasets(params) for r in params.get("references", {}))
-    if not summary.exists():
-        raise ConfigError(f"{results} has no summary.csv, bench.csv, step-bench.csv, cell-bench.csv or references: "
-                          f"nothing to publish")
-    info = summary.with_suffix(".json")
-    partial = info.exists() and read_json(info, "partial")["partial"]  # then published after the finished runs
-    return "runs", read_csv(summary, "dataset", "method", "seed", "config_hash"), (
-        f"python -m pipeline_src summarize --partial --config {params_file}" if partial
-        else f"snakemake --cores all --config params={params_file}")
-
-
-def _copy_tables(params: dict, results: Path, out: Path, kind: str, say) -> list[str]:
-    """Copy the tables ``results_dir`` holds (of a summary, only those its summary.json lists) to ``out``,
-    removing what an earlier publication there copied and this one does not; the files copied."""
-    earlier = _earlier_files(out)
-    out.mkdir(parents=True, exist_ok=True)
-    info = paths.summary_path(params).with_suffix(".json")
-    alone = kind in ("bench", "step", "cells")  # a bench's tables, not a summary's
-    made = set(read_json(info).get("tables") or []) if info.is_file() and not alone else None
-    copied = []
-    for t in paths.TABLES:
-        if made is not None and t in paths.SUMMARY_TABLES and t not in made:
-            continue  # not this summary's (an earlier one's, made under other settings)
-        for f in _table_files(results, t):  # a table, or a folder's files (headline-metrics/)
-            (out / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(results / f, out / f)
-            copied.append(f)
-    stale = sorted(set(earlier or []) - set(copied))
-    for t in stale:  # only what the earlier publication itself copied; anything else in the folder stays
-        (out / t).unlink(missing_ok=True)
-    if earlier is not None:
-        say(f"replacing the earlier publication {out}" + (f"; removed its files this run does not make: "
-                                                            f"{', '.join(stale)}" if stale else ""))
-    return copied
-
-
-def _table_files(folder: Path, table: str) -> list[str]:
-    """``table`` under ``folder`` as the files a publication lists: itself, or, for a folder of tables, each of its
-    files (relative paths, in order); none where it is absent."""
-    path = folder / table
-    if table in paths.TABLE_FOLDERS:
-        return sorted(f.relative_to(folder).as_posix() for f in path.rglob("*") if f.is_file())
-    return [table] if path.is_file() else []
-
-
-def _is_table(name: str) -> bool:
-    """A publication's file that one of ``paths.TABLES`` made: the table itself or a file of a folder of tables."""
-    return name in paths.TABLES or name.split("/", 1)[0] in paths.TABLE_FOLDERS or name in LEGACY_TABLES
-
-
-LEGACY_TABLES = ("headline-metrics.json",)  # tables no longer made: a publication's copy is removed when it is remade
-
-
-def _stale_views(files: list[str], tables: dict) -> list[str]:
-    """Of a publication's ``files``, those a restate that writes ``tables`` leaves stale: a table no longer made,
-    or a file of a folder of tables remade whole without it (a method gone from headline-metrics/)."""
-    remade = {t.split("/", 1)[0] for t in tables if "/" in t} & set(paths.TABLE_FOLDERS)
-    return [f for f in files if f not in tables and (f in LEGACY_TABLES or ("/" in f and f.split("/", 1)[0] in remade))]
 
 
 def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
@@ -388,7 +279,7 @@ def _restated_ladder_tables(out: Path, prov: dict, summary, budget_advice, param
 def _write_restated(params, params_file, out, prov, prov_path, tables, dirty, say) -> None:
     from .summarize import gpu_cells_record
 
-    dropped = _stale_views(prov["files"], tables)
+    dropped = stale_views(prov["files"], tables)
     for f in dropped:  # a folder of tables remade whole (a method gone), or a table no longer made: not left behind
         (out / f).unlink(missing_ok=True)
     prov["files"] = [f for f in prov["files"] if f not in dropped]
@@ -417,18 +308,6 @@ def _write_restated(params, params_file, out, prov, prov_path, tables, dirty, sa
                         "statistics": params["statistics"]}
     write_json(prov_path, seal_provenance(prov, out))
     update_docs()
-
-
-def _earlier_files(out: Path) -> list[str] | None:
-    """The tables an earlier publication at ``out`` copied (its provenance.json), None if there is none."""
-    prov = out / paths.PROVENANCE
-    if not prov.is_file():
-        # records/ and earlier-data/: `stash` and the data its records were scored on (records/stash.py)
-        if out.is_dir() and any(f.name not in ("records", paths.EARLIER_DATA) for f in out.iterdir()):
-            raise OutputError(f"{out} exists and is not a publication (no provenance.json): refusing to write "
-                              f"into it; choose another --name")
-        return None
-    return [t for t in read_json(prov, "files")["files"] if _is_table(t)]
 
 
 def doc_files() -> list[Path]:

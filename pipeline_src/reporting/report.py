@@ -11,7 +11,7 @@ NOTEBOOK = REPOSITORY / "workflow" / "notebooks" / "report.ipynb"
 
 
 def render(params: dict, params_file: Path, notebook: Path = NOTEBOOK) -> Path:
-    from .summarize import check_bench, check_summary_current
+    from .summary_checks import check_bench, check_summary_current
 
     check_summary_current(params)  # the notebook reads the tables as they are: refuse them when stale
     check_bench(params, str(params_file))

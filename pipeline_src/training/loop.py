@@ -35,7 +35,8 @@ from ..io.atomic import exclusive, write_json
 from ..io.digests import seal
 from ..io.runtime import StopRequest
 from . import checkpoints
-from .epoch import end_epoch, finish, finished, setup, train_epoch
+from .epoch import end_epoch, finish, finished, train_epoch
+from .start import setup
 from .guard import Diverged
 
 
