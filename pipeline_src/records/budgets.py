@@ -66,8 +66,8 @@ def _budgets(name: str) -> dict:
         raise ConfigError(f"{pub / 'summary.csv'}: {r.method} seed {r.seed} at {r.dataset} ran under a time budget "
                           f"but has no tokens_reached: its method's budget cannot be frozen")
     if runs.empty:
-        calibrations = sorted({str(train_config(params, ds).budget_calibration) for ds in params["datasets"]
-                               if train_config(params, ds).budget_calibration})
+        settings = [train_config(params, ds).budget_calibration for ds in params["datasets"]]
+        calibrations = sorted({str(c) for c in settings if c})
         where = (f"; its budgets were frozen from {', '.join(calibrations)}: `python -m pipeline_src freeze-budgets "
                  f"--name {Path(calibrations[0]).name}`" if calibrations else "")
         raise NoBudget(f"{pub / 'summary.csv'}: no run under a time budget (budget_seconds) to freeze{where}")
