@@ -170,6 +170,7 @@ def test_a_cpu_clock_budget_counts_this_process_s_cpu_time_not_time_spent_waitin
     threads spinning would be CPU time too."""
     import time
 
+    from pipeline_src.config import TrainConfig
     from pipeline_src.training import budget, epoch
 
     p, raw, prep = tiny_data
@@ -193,7 +194,7 @@ def test_a_cpu_clock_budget_counts_this_process_s_cpu_time_not_time_spent_waitin
     assert w["steps"] <= 0.3 / 0.02 + 1  # the wall clock charges the waits: at most 16 steps
     assert c["steps"] > 2 * w["steps"] and c["seconds"] >= 0.3
     assert elapsed >= c["steps"] * 0.02 > c["seconds"]  # the waits were not charged
-    tc = epoch.TrainConfig(**{**run_config(p, "tiny", "softmax")["training"], "budget_clock": "cpu"})
+    tc = TrainConfig(**{**run_config(p, "tiny", "softmax")["training"], "budget_clock": "cpu"})
     with pytest.raises(ConfigError, match="key 'training.budget_clock': 'cpu' .* on cuda"):
         budget.step_clock(tc, torch.device("cuda"))
 
@@ -421,3 +422,18 @@ def test_a_point_the_run_cannot_reach_is_refused_before_the_first_step(tiny_data
     with pytest.raises(ConfigError, match=says):
         train(_cfg(p, valid_tokens=400, **training), prep, tmp_path / "run", CPU)
     assert not any((tmp_path / "run").glob("checkpoint*"))  # refused before the first step
+
+
+def test_the_reachable_tokens_are_the_targets_an_epoch_scores(tiny_data, tmp_path):
+    """A review's weak case: the bound was epochs x the split's tokens, but an epoch scores (rows - 1) x batch
+    targets, and ``max_steps_per_epoch`` cuts it to that many segments: a point just past either was accepted,
+    then dropped without a word."""
+    p, _, prep = tiny_data
+    from pipeline_src.data.prepare import load_split
+
+    rows = len(load_split(prep, "train")) // 8  # batch 8, bptt 10
+    for extra, most in (({}, 50 * (rows - 1) * 8), ({"max_steps_per_epoch": 2}, 50 * 2 * 10 * 8)):
+        with pytest.raises(ConfigError, match=rf"at most {most:,}\)"):
+            train(_cfg(p, budget_tokens=2 * most, snapshots=[[0.5, most + 8], [1.0, 2 * most]], valid_tokens=400,
+                       **extra), prep, tmp_path / "run", CPU)
+        assert not any((tmp_path / "run").glob("checkpoint*"))

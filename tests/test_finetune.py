@@ -91,3 +91,17 @@ def test_finetune_and_evaluate_through_the_cli(tiny, tmp_path, capsys):
     tiny["datasets"]["tiny"]["training"]["finetune_epochs"] = 0
     write_params(tiny, cfg)
     assert main(["finetune", *run]) == 2 and "finetune_epochs' is 0" in capsys.readouterr().err
+
+
+def test_finetuning_a_run_with_points_past_its_own_epochs_is_not_refused(tiny_data, tmp_path):
+    """A review's bad case: the trained run's anytime epochs (here 3, within its 4 epochs) lie past finetuning's
+    2 epochs; the reachability check of the trained run refused its finetuning, naming training.epochs (2)."""
+    p, _, prep = tiny_data
+    cfg = run_config(p, "tiny", "softmax")
+    cfg["training"].update(epochs=4, finetune_epochs=2, budget_tokens=10**6, anytime_epochs=[1, 3], valid_tokens=400)
+    validate({**p, "datasets": {"tiny": {**p["datasets"]["tiny"], "training": {
+        **p["datasets"]["tiny"].get("training", {}), **cfg["training"]}}}})
+    out = tmp_path / "run"
+    assert [pt["epochs"] for pt in train(cfg, prep, out, CPU)["budget"]["token_points"]] == [1, 3]
+    ft = train(finetune_config(cfg), prep, tmp_path / "ft", CPU, init=out / "model.pt")
+    assert ft["epochs"] <= 2 and (tmp_path / "ft" / "model.pt").is_file()

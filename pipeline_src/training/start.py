@@ -133,7 +133,8 @@ def setup(cfg: dict, prepared: Path, out_dir: Path, device: torch.device, init: 
               model.init_state(tc.batch_size, device), ParameterAverage(), None,
               unigram_nll(np.load(prepared / paths.NOISE)["counts"], valid_data.cpu().numpy()), Budget.of(tc),
               ladder=Ladder.of(tc))
-    _check_reachable(run)
+    if not run.finetune:  # finetuning's epochs are training.finetune_epochs, its points the trained run's
+        _check_reachable(run)
     if not _resume(run) and run.finetune:
         _start_finetuning(run, init)
     run.env_start = load_average()
@@ -154,7 +155,8 @@ def _check_reachable(run: Run) -> None:
     from ..config import ConfigError
 
     tc = run.tc
-    most = tc.epochs * run.train_data.numel()  # tokens: every training token once an epoch, at most
+    per_epoch = _epoch_tokens(run)
+    most = tc.epochs * per_epoch  # the tokens training.epochs can score, at most
     late = [e for e in tc.anytime_epochs if e > tc.epochs]
     if late:
         raise ConfigError(f"key 'training.anytime_epochs': epoch {late[0]:g} lies past training.epochs "
@@ -162,12 +164,24 @@ def _check_reachable(run: Run) -> None:
     far = [(m, t) for m, t in tc.snapshots if t > most]
     if far:
         raise ConfigError(f"key 'training.budget_points': the point {far[0][0]:g}x ({far[0][1]:,} tokens) lies past "
-                          f"what training.epochs allows ({tc.epochs} epochs of {run.train_data.numel():,} tokens: at "
+                          f"what training.epochs allows ({tc.epochs} epochs of {per_epoch:,} tokens: at "
                           f"most {most:,}); raise training.epochs or drop the point")
     if run.ladder is not None and run.ladder.top > most:
-        raise ConfigError(f"key 'training.epochs': {tc.epochs} epochs ({run.train_data.numel():,} tokens each, at "
+        raise ConfigError(f"key 'training.epochs': {tc.epochs} epochs ({per_epoch:,} tokens each, at "
                           f"most {most:,}) end before the ladder's rung {run.ladder.top:,} (training.ladder); raise "
                           f"training.epochs (it is only a bound under a ladder) or drop the rungs it cannot reach")
+
+
+def _epoch_tokens(run: Run) -> int:
+    """The targets one epoch scores: (rows - 1) x batch (the last row predicts nothing), cut by
+    ``max_steps_per_epoch`` to that many segments of ``bptt`` rows; with variable-length BPTT, whose segments
+    vary, the uncut count, an upper bound."""
+    tc = run.tc
+    rows, batch = run.train_data.shape[0], run.train_data.shape[1]  # train_data (rows, B)
+    targets = rows - 1
+    if tc.max_steps_per_epoch and not tc.variable_bptt:
+        targets = min(targets, tc.max_steps_per_epoch * tc.bptt)
+    return targets * batch
 
 
 def _resume(run: Run) -> bool:
