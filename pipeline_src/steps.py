@@ -157,6 +157,9 @@ def _matrix(params: dict, args) -> None:
     run(params, args.vocab, args.dim, args.seed, paths.matrix_fit_path(params, args.vocab, args.dim, args.seed))
 
 
+RESOLVED_MARK = "laid out by `python -m pipeline_src resolve`"  # the first line of what resolve writes
+
+
 def _resolve(params: dict, args) -> None:
     import yaml
 
@@ -165,8 +168,8 @@ def _resolve(params: dict, args) -> None:
     from .io.atomic import check_file_output, write_text
     from .io.errors import OutputError
 
-    text = (f"# {args.config} with its extends: chain laid out by `python -m pipeline_src resolve`; edit that "
-            f"file, not this one\n" + yaml.safe_dump(params, sort_keys=False, allow_unicode=True))
+    text = (f"# {args.config} with its extends: chain {RESOLVED_MARK}; edit that file, not this one\n"
+            + yaml.safe_dump(params, sort_keys=False, allow_unicode=True))
     if not args.out:
         print(text, end="")
         return
@@ -178,10 +181,12 @@ def _resolve(params: dict, args) -> None:
     # the one committed file it exists to write: the checkout's params.yaml (the documented DVC step), or with
     # --overwrite-config the params file it was asked to resolve
     ok = (root is not None and out == root / "params.yaml") or (args.overwrite_config and out == inputs[0])
-    if ok and uncommitted(out):  # the committed file it may replace holds an edit git does not have yet
-        raise OutputError(f"resolve --out {args.out}: it holds uncommitted changes (`git diff {args.out}`) that "
-                          f"replacing it would lose; commit them, or discard them (`git checkout -- {args.out}`), "
-                          f"then rerun")
+    own = out.is_file() and RESOLVED_MARK in out.read_text(errors="replace").split("\n", 1)[0]  # resolve's output
+    in_place = args.overwrite_config and out == inputs[0]  # the edit is what it lays out: nothing is lost
+    if ok and not own and not in_place and uncommitted(out):  # it would replace an edit git does not have yet
+        raise OutputError(f"resolve --out {args.out}: it holds uncommitted changes (`git diff HEAD {args.out}`) "
+                          f"that replacing it would lose; commit them, or discard them (`git checkout HEAD -- "
+                          f"{args.out}`), then rerun")
     with allow_tracked(*([out] if ok else [])):
         if out in inputs:
             if out != inputs[0] or not args.overwrite_config:

@@ -58,11 +58,21 @@ def test_resolve_never_overwrites_a_committed_file_whatever_it_is_called(capsys,
     # the fourth probe's bad case: an uncommitted edit of params.yaml was overwritten without a word
     (other / "params.yaml").write_text("seed: 1\n# my precious uncommitted note\n")
     line = _refused(capsys, "resolve", "--config", str(cfg), "--out", str(other / "params.yaml"))
-    assert "holds uncommitted changes" in line and "git checkout -- " in line
+    assert "holds uncommitted changes" in line and "git checkout HEAD -- " in line
     assert "precious" in (other / "params.yaml").read_text()
-    subprocess.run(["git", "checkout", "--", "params.yaml"], cwd=other, check=True)  # discarded: now it may go
+    subprocess.run(["git", "add", "params.yaml"], cwd=other, check=True)  # staged: `checkout --` would keep it
+    subprocess.run(["git", "checkout", "HEAD", "--", "params.yaml"], cwd=other, check=True)  # as the hint says
     assert main(["resolve", "--config", str(cfg), "--out", str(other / "params.yaml")]) == 0
     assert "resolve" in (other / "params.yaml").read_text()
+    # a review's bad cases: its own earlier output is no edit to keep (the same command twice), and
+    # --overwrite-config lays out the uncommitted edit it reads (what check-config's note suggests)
+    assert main(["resolve", "--config", str(cfg), "--out", str(other / "params.yaml")]) == 0
+    (other / "base.yaml").write_text((other / "params.yaml").read_text())
+    (other / "params.yaml").write_text("extends: base.yaml\nseed: 7\n")
+    assert main(["resolve", "--config", str(other / "params.yaml"), "--out", str(other / "params.yaml"),
+                 "--overwrite-config"]) == 0
+    text = (other / "params.yaml").read_text()
+    assert "extends" not in text.split("\n", 1)[1] and "seed: 7" in text
     # any writer: a file git tracks in any checkout is not an output
     with pytest.raises(OutputError, match="which git tracks"):
         atomic.write_json(other / "config/paper/_base.yaml", {"a": 1})
