@@ -21,8 +21,12 @@ def _prepare(params: dict, args) -> None:
     from .data.checks import check_raw
     from .data.prepare import prepare
 
+    from .config.runs import run_config
+
     out = paths.prepared_dir(params, args.dataset)
-    meta = prepare(check_raw(params, args.dataset), out, data_config(params, args.dataset))
+    method = params["run"]["methods"][0]  # the evaluation settings are the dataset's, the same for every method
+    eval_bs = run_config(params, args.dataset, method)["evaluation"]["batch_size"]
+    meta = prepare(check_raw(params, args.dataset), out, data_config(params, args.dataset), eval_bs)
     counts = ", ".join(f"{s} {v['tokens']:,}" for s, v in meta["splits"].items())
     print(f"wrote {out}: vocabulary {meta['vocab_size']:,}; tokens {counts}")
 

@@ -100,3 +100,18 @@ def test_noise_and_unigram_floats_are_the_same_bits_on_any_cpu():
     digest = lambda a: hashlib.sha256(a.tobytes()).hexdigest()[:16]  # noqa: E731
     assert digest(noise_probs(counts, 0.75)) == "8f7ca8ce5981ddf5"
     assert digest(unigram_log_probs(counts)) == "83148e316925c00b"
+
+
+def test_the_few_tokens_warning_counts_what_an_evaluation_scores(tmp_path):
+    """A review's weak case: 105 test tokens passed prepare's raw count, but an evaluation in batches of 10 scores
+    (105 // 10 - 1) x 10 = 90, and publish refused them. The warning now counts the scored tokens."""
+    line = " ".join(["a b c d e f g h i j k l m n"] * 7) + "\n"  # 98 words + <eos> = 99 a line
+    test = line + "a b c d e\n"  # 99 + 6 = 105 tokens
+    raw = _raw(tmp_path, line * 3, valid=line + line, test=test)
+    meta = prepare(raw, tmp_path / "out", CFG, eval_batch_size=10)
+    assert meta["splits"]["test"]["tokens"] == 105
+    assert [w for w in meta["warnings"] if w.startswith("test:")] == [
+        "test: 105 tokens, of which an evaluation in batches of 10 scores 90; a perplexity from fewer than 100 is "
+        "noise, and publish refuses it"]
+    assert not [w for w in meta["warnings"] if w.startswith("valid:")]  # 198 tokens: 180 scored
+    assert not prepare(raw, tmp_path / "one", CFG, eval_batch_size=1)["warnings"]  # 104 scored one row at a time

@@ -252,7 +252,8 @@ def test_a_perplexity_from_a_few_test_tokens_is_warned_at_prepare_and_refused_at
     assert re.search(r"tiny's test split scored \d\d tokens, fewer than 100: a perplexity from so few is noise", line)
     assert not (tmp_path / "benchmarks" / "few").exists()
     meta = json.loads((tmp_path / "data" / "prepared" / "tiny" / "meta.json").read_text())
-    assert any(re.match(r"test: \d\d tokens; a perplexity from fewer than 100 is noise", w) for w in meta["warnings"])
+    assert any(re.match(r"test: \d\d tokens, of which an evaluation in batches of 1 scores \d\d; a perplexity from "
+                        r"fewer than 100 is noise", w) for w in meta["warnings"])
 
 
 def test_publish_says_when_the_tree_has_uncommitted_changes(monkeypatch, proj, tmp_path):

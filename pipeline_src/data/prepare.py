@@ -190,7 +190,7 @@ def unigram_nll(counts: np.ndarray, ids: np.ndarray) -> float:
     return float(-unigram_log_probs(counts)[np.asarray(ids, dtype=np.int64).ravel()].mean())
 
 
-def _check_splits(raw: Path, stats: dict, vocab: list[str]) -> list[str]:
+def _check_splits(raw: Path, stats: dict, vocab: list[str], eval_batch_size: int = 1) -> list[str]:
     """Errors for unusable splits; warnings (returned) for high out-of-vocabulary rates."""
     for split in SPLITS:
         content = stats[split]["tokens"] - stats[split]["lines"]  # every line adds one <eos>
@@ -200,9 +200,11 @@ def _check_splits(raw: Path, stats: dict, vocab: list[str]) -> list[str]:
         raise CorpusContentError(f"{raw / 'train.txt'}: no in-vocabulary token besides <eos>/<unk>")
     warnings = []
     for split in ("valid", "test"):
-        if stats[split]["tokens"] < 100:  # reporting.publication_files.MIN_SCORED_TOKENS
-            warnings.append(f"{split}: {stats[split]['tokens']} tokens; a perplexity from fewer than 100 is noise, and "
-                            f"publish refuses it")
+        n = stats[split]["tokens"]
+        scored = max(n // eval_batch_size - 1, 0) * eval_batch_size  # batchify's rows, less the first of each
+        if scored < 100:  # reporting.publication_files.MIN_SCORED_TOKENS
+            warnings.append(f"{split}: {n} tokens, of which an evaluation in batches of {eval_batch_size} scores "
+                            f"{scored}; a perplexity from fewer than 100 is noise, and publish refuses it")
         rate = stats[split]["oov_replaced"] / max(stats[split]["tokens"] - stats[split]["lines"], 1)
         stats[split]["oov_rate"] = rate
         if rate > OOV_WARN:
@@ -211,7 +213,10 @@ def _check_splits(raw: Path, stats: dict, vocab: list[str]) -> list[str]:
     return warnings
 
 
-def prepare(raw: Path, out: Path, data_cfg: dict) -> dict:
+def prepare(raw: Path, out: Path, data_cfg: dict, eval_batch_size: int = 1) -> dict:
+    """``raw``'s splits as token ids in ``out`` (vocabulary, unigram noise, meta.json); ``eval_batch_size``, the
+    dataset's ``evaluation.batch_size``, sets how many test and valid tokens an evaluation scores (warned under
+    100)."""
     import sys
 
     tok = data_cfg["tokenizer"]
@@ -221,7 +226,7 @@ def prepare(raw: Path, out: Path, data_cfg: dict) -> dict:
             vocab, counts, stats = _prepare_word(raw, tok, tmp)
         else:
             vocab, counts, stats = _prepare_spm(raw, tok, data_cfg["seed"], tmp)
-        warnings = _check_splits(raw, stats, vocab)
+        warnings = _check_splits(raw, stats, vocab, eval_batch_size)
         for w in warnings:
             print(f"warning: {w}", file=sys.stderr)
         (tmp / paths.VOCAB).write_text("".join(f"{t}\n" for t in vocab), encoding="utf-8")
