@@ -480,6 +480,14 @@ def test_a_run_made_by_hand_is_not_retrained_for_its_hash_files_first_appearance
     write_params(p, cfg)
     record_hashes(load(str(cfg)))
     assert train.stat().st_mtime > 0 and evaluate.stat().st_mtime > 0
+    # a review's weak case: a damaged record (a JSON list, a config that is no mapping) was a traceback here;
+    # it is not made already, so its hash file is new and its step remakes it
+    train.unlink(), evaluate.unlink()
+    run = paths.run_dir(load(str(cfg)), "tiny", "softmax", 0)
+    (run / paths.TRAIN_RECORD).write_text("[1, 2]\n")
+    (run / paths.METRICS).write_text('{"config": {"training": 5}}\n')
+    record_hashes(load(str(cfg)))
+    assert train.stat().st_mtime > 0 and evaluate.stat().st_mtime > 0
 
 
 def test_two_trainers_cannot_write_one_run_and_a_stale_lock_is_taken_over(tmp_path, monkeypatch):

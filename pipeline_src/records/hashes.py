@@ -54,9 +54,22 @@ def made_already(params: dict) -> set[Path]:
         for step, record, of in (("train", paths.TRAIN_RECORD, train_hash), ("evaluate", paths.METRICS, run_hash)):
             rec = spec.out_dir / record
             want = spec.train_hash if step == "train" else spec.hash
-            if rec.is_file() and of((read_json(rec).get("config") or {})) == want:
+            if rec.is_file() and _made_under(rec, of) == want:
                 out.add(paths.run_hash_path(params, ds, method, seed, step))
     return out
+
+
+def _made_under(record: Path, of) -> str | None:
+    """The hash (``of``: train_hash or run_hash) of the config a record names; None for a damaged record (not
+    JSON, not a mapping, a config that is not one): such a record is not made already, and its step remakes it."""
+    from ..io.errors import ArtifactError
+
+    try:
+        rec = read_json(record)
+        cfg = rec.get("config") if isinstance(rec, dict) else None
+        return of(cfg) if isinstance(cfg, dict) else None
+    except (ArtifactError, AttributeError, TypeError, KeyError, ValueError):
+        return None
 
 
 def born_old(params: dict) -> dict[Path, str]:
