@@ -552,3 +552,32 @@ def test_evaluate_of_a_run_still_being_trained_says_so(tmp_path):
         _model(run, "cpu", "python -m pipeline_src train")
     assert str(e.value) == (f"{run / 'model.pt'} is missing: the run has not trained to its end (one that diverged "
                             f"leaves no model; its training log says so); run `python -m pipeline_src train`")
+
+
+def test_a_publish_interrupted_mid_copy_leaves_the_earlier_table_whole(monkeypatch, proj, tmp_path):
+    """A review's weak case: Ctrl-C says every output is written whole or not at all, but publish copied its
+    tables straight onto the publication's; a copy cut short left a truncated table there."""
+    import shutil
+    from pathlib import Path
+
+    from pipeline_src.reporting import publication_files
+    from pipeline_src.reporting import publish as pub
+
+    p, cfg = proj
+    monkeypatch.setattr(pub, "BENCHMARKS", tmp_path / "benchmarks")
+    monkeypatch.setattr(pub, "update_docs", lambda: [])
+    results = _bench_results(p)
+    out = pub.publish(p, cfg, "sweep")
+    first = (out / "bench.csv").read_text()
+    (results / "bench.csv").write_text("vocab,method\n" + "50,softmax\n" * 1000)
+
+    def cut_short(src, dst):  # half the file, then Ctrl-C
+        Path(dst).write_text(Path(src).read_text()[:100])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(publication_files.shutil, "copyfile", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        pub.publish(p, cfg, "sweep")
+    monkeypatch.setattr(publication_files.shutil, "copyfile", shutil.copyfile)
+    assert (out / "bench.csv").read_text() == first
+    assert not [f for f in out.iterdir() if ".tmp" in f.name]  # no temporary left beside it

@@ -11,6 +11,7 @@ import pandas as pd
 from ..config import run_datasets
 from ..io import paths
 from ..io.artifacts import read_csv, read_json
+from ..io.atomic import atomic_path
 from ..io.errors import ConfigError, OutputError
 
 
@@ -85,8 +86,8 @@ def copy_tables(params: dict, results: Path, out: Path, kind: str, say) -> list[
         if made is not None and t in paths.SUMMARY_TABLES and t not in made:
             continue  # not this summary's (an earlier one's, made under other settings)
         for f in table_files(results, t):  # a table, or a folder's files (headline-metrics/)
-            (out / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(results / f, out / f)
+            with atomic_path(out / f) as tmp:  # whole or not at all: an interrupted copy leaves the old file
+                shutil.copyfile(results / f, tmp)
             copied.append(f)
     stale = sorted(set(earlier or []) - set(copied))
     for t in stale:  # only what the earlier publication itself copied; anything else in the folder stays
