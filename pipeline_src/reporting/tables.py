@@ -318,6 +318,17 @@ def advice_markdown(table: pd.DataFrame, level: int = 95, publication: str | Non
 GLANCE_LEVEL = 95  # the glance's intervals and separation (Holm p < 0.05), for every publication it joins
 
 
+def partial_label(name: str, runs: dict) -> str:
+    """A publication's name in the glance, with what a partial one lacks (its provenance's ``runs``): runs not
+    finished, or, with every run there, the other outputs missing (matrix fits, references), by kind."""
+    if not runs.get("partial"):
+        return name
+    if runs.get("runs", 0) < runs.get("of", 0):
+        return f"{name} (partial: {runs['runs']} of {runs['of']} runs)"
+    kinds = sorted({m.split("/")[0] for m in runs.get("missing") or []})
+    return f"{name} (partial: all {runs.get('of')} runs; missing {len(runs.get('missing') or [])}: {', '.join(kinds)})"
+
+
 def glance_markdown(publications: list[str]) -> str:
     """The README's glance table: what to use in each dataset of each named publication (benchmarks/NAME), each
     recomputed from its per-seed test nll at ``GLANCE_LEVEL`` (a publication restated at another level keeps its
@@ -332,7 +343,7 @@ def glance_markdown(publications: list[str]) -> str:
         table = what_to_use(pd.read_csv(pub / "summary.csv"), pd.read_csv(pub / "headline.csv"),
                             pd.read_csv(refs) if refs.is_file() and refs.stat().st_size > 1 else None, level / 100)
         runs = (read_json(pub / paths.PROVENANCE).get("runs") or {}) if (pub / paths.PROVENANCE).is_file() else {}
-        label = f"{name} (partial: {runs['runs']} of {runs['of']} runs)" if runs.get("partial") else name
+        label = partial_label(name, runs)
         parts.append(advice_markdown(table, level, label).split("\n", 2))
     header = parts[0][:2]
     return "\n".join(header + [p[2].rstrip("\n") for p in parts]) + "\n"
