@@ -244,7 +244,7 @@ def _stash(params: dict, args) -> None:
     finals = read_json(out / "records" / paths.RECORDS_MANIFEST, "files")["files"]
     finals = [rel for rel in finals if rel.startswith("runs/")]
     if finals and params.get("keep_models", True):  # the stash holds no model.pt
-        print(f"note: {len(finals)} of them are final runs' files, which `restore` puts back only under "
+        print(f"note: the stash holds {len(finals)} final runs' files, which `restore` puts back only under "
               f"keep_models: false (keep_models is true in {args.config}: Snakemake would retrain a run restored "
               f"without its model.pt)")
 

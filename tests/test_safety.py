@@ -337,7 +337,7 @@ def test_stash_under_keep_models_true_says_its_final_runs_restore_only_under_fal
     cfg = _one_run(capsys, proj)
     rc, out, _ = _cli(capsys, "stash", "--name", "s", "--config", str(cfg))
     assert rc == 0 and out.splitlines()[-1] == (
-        f"note: 3 of them are final runs' files, which `restore` puts back only under keep_models: false "
+        f"note: the stash holds 3 final runs' files, which `restore` puts back only under keep_models: false "
         f"(keep_models is true in {cfg}: Snakemake would retrain a run restored without its model.pt)")
     write_params({**p, "keep_models": False}, cfg)
     rc, out, _ = _cli(capsys, "stash", "--name", "t", "--config", str(cfg))  # (s is another config's stash now)
