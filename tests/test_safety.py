@@ -509,8 +509,32 @@ def test_two_trainers_cannot_write_one_run_and_a_stale_lock_is_taken_over(tmp_pa
     # a SLURM job killed outright and requeued on another node finds its own lock: taken over
     (run / ".lock").write_text(json.dumps({"host": "node-17", "pid": 4242, "slurm_job": "991"}))
     monkeypatch.setenv("SLURM_JOB_ID", "991")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
     with atomic.exclusive(run, "train"):
         assert json.loads((run / ".lock").read_text())["host"] == socket.gethostname()
+    # a review's case: two steps of one allocation (one job, one start) both took the lock; now they exclude
+    # each other, on another node or on this one with the holder alive
+    for host, pid in (("node-17", 4242), (socket.gethostname(), os.getppid())):
+        (run / ".lock").write_text(json.dumps({"host": host, "pid": pid, "slurm_job": "991", "slurm_restart": 1}))
+        with pytest.raises(OutputError, match=f"on {host}"):
+            with atomic.exclusive(run, "train"):
+                pass
+    # stale twice in a row (another process took it over in between): refused, not run without the lock
+    (run / ".lock").write_text(json.dumps({"host": socket.gethostname(), "pid": int(dead)}))
+    real_open = os.open
+
+    def taken(path, *a, **k):
+        if str(path).endswith(".lock"):  # each try finds a lock again, each of a process gone by the time it reads
+            (run / ".lock").write_text(json.dumps({"host": socket.gethostname(), "pid": int(dead)}))
+            raise FileExistsError(path)
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(atomic.os, "open", taken)
+    with pytest.raises(OutputError, match="was taken over as this one started"):
+        with atomic.exclusive(run, "train"):
+            pass
+    monkeypatch.setattr(atomic.os, "open", real_open)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
     (run / ".lock").write_text(json.dumps({"host": "node-17", "pid": 4242, "slurm_job": "990"}))
     with pytest.raises(OutputError, match="on node-17"):  # another job's, on another node: refused
         with atomic.exclusive(run, "train"):

@@ -133,21 +133,24 @@ LOCK = ".lock"
 
 @contextlib.contextmanager
 def exclusive(directory: str | os.PathLike, what: str) -> Iterator[None]:
-    """Hold ``directory/.lock`` (host, process id, SLURM job id) while a step writes into ``directory``: a
-    second process is refused with one line; a lock whose process is gone (same host), or that the same SLURM
-    job left before it was requeued (on any node), is stale and taken over."""
+    """Hold ``directory/.lock`` (host, process id, SLURM job id and restart count) while a step writes into
+    ``directory``: a second process is refused with one line; a lock whose process is gone (same host), or that
+    the same SLURM job left before it was requeued (a lower ``SLURM_RESTART_COUNT``, on any node), is stale and
+    taken over. Two steps of one allocation (one job id, one restart count) exclude each other like any two."""
     import socket
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     lock = directory / LOCK
-    me = {"host": socket.gethostname(), "pid": os.getpid(), "slurm_job": os.environ.get("SLURM_JOB_ID")}
+    me = {"host": socket.gethostname(), "pid": os.getpid(), "slurm_job": os.environ.get("SLURM_JOB_ID"),
+          "slurm_restart": _int(os.environ.get("SLURM_RESTART_COUNT"))}
     for _ in range(2):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             owner = _owner(lock)
-            requeued = me["slurm_job"] is not None and owner.get("slurm_job") == me["slurm_job"]
+            requeued = (me["slurm_job"] is not None and owner.get("slurm_job") == me["slurm_job"]
+                        and _int(owner.get("slurm_restart")) < me["slurm_restart"])  # left by an earlier start
             if requeued or (owner.get("host") == me["host"] and not _alive(owner.get("pid"))):
                 lock.unlink(missing_ok=True)  # stale: its process is gone
                 continue
@@ -161,6 +164,9 @@ def exclusive(directory: str | os.PathLike, what: str) -> Iterator[None]:
             lock.unlink(missing_ok=True)
             raise
         break
+    else:  # stale twice: another process took the lock over in between, and holds it now
+        raise OutputError(f"{directory} is being written by another {what} ({lock} was taken over as this one "
+                          f"started); wait for it, or delete {lock} if no process holds it")
     try:
         yield
     finally:
@@ -184,6 +190,14 @@ def _owner(lock: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return owner if isinstance(owner, dict) else {}
+
+
+def _int(value) -> int:
+    """A restart count from the environment or a lock (absent or unreadable: 0, the first start)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _alive(pid) -> bool:
