@@ -229,7 +229,7 @@ def test_empty_split_is_an_error_and_a_high_oov_rate_a_warning(capsys, default_p
     assert _cli(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")[0] == 0
     rc, _, err = _cli(capsys, "prepare", "--config", str(cfg), "--dataset", "tiny")
     assert rc == 2 and "the train split has no tokens" in _one_line_error(err)
-    _local(p, tmp_path, {"train": "a b c\n" * 30, "valid": "a b x y z\n" * 20, "test": "a b c\n" * 25})
+    _local(p, tmp_path, {"train": "a b c\n" * 30, "valid": "a b x y z\n" * 20, "test": "a b c\n" * 27})
     cfg = write_params(p, tmp_path / "params.yaml")
     assert _cli(capsys, "fetch", "--config", str(cfg), "--dataset", "tiny")[0] == 0
     rc, _, err = _cli(capsys, "prepare", "--config", str(cfg), "--dataset", "tiny")
