@@ -437,3 +437,19 @@ def test_the_reachable_tokens_are_the_targets_an_epoch_scores(tiny_data, tmp_pat
             train(_cfg(p, budget_tokens=2 * most, snapshots=[[0.5, most + 8], [1.0, 2 * most]], valid_tokens=400,
                        **extra), prep, tmp_path / "run", CPU)
         assert not any((tmp_path / "run").glob("checkpoint*"))
+    # a second review: an anytime epoch is a whole pass's tokens, which the cut makes unreachable within the epochs
+    with pytest.raises(ConfigError, match=r"'training.anytime_epochs': epoch 2 .*max_steps_per_epoch \(2\)"):
+        train(_cfg(p, budget_tokens=10**6, anytime_epochs=[2], max_steps_per_epoch=2, valid_tokens=400), prep,
+              tmp_path / "run", CPU)
+    # variable-length BPTT cut by max_steps_per_epoch: the bound is what the epochs' own lengths score, exactly
+    def var(**training):  # 3 epochs of 2 variable-length steps each
+        cfg = _cfg(p, max_steps_per_epoch=2, variable_bptt=True, valid_tokens=400, **training)
+        cfg["training"]["epochs"] = 3
+        return cfg
+
+    scored = train(var(), prep, tmp_path / "var", CPU)["train_tokens"]
+    with pytest.raises(ConfigError, match=rf"at most {scored:,}\)"):
+        train(var(budget_tokens=2 * scored, snapshots=[[0.5, scored + 8], [1.0, 2 * scored]]), prep,
+              tmp_path / "var2", CPU)
+    assert train(var(budget_tokens=scored, snapshots=[[0.5, scored // 2], [1.0, scored]]), prep, tmp_path / "var3",
+                 CPU)["budget"]["reached"]["tokens"] == scored  # the bound itself is reached

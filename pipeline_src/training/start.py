@@ -155,33 +155,45 @@ def _check_reachable(run: Run) -> None:
     from ..config import ConfigError
 
     tc = run.tc
-    per_epoch = _epoch_tokens(run)
-    most = tc.epochs * per_epoch  # the tokens training.epochs can score, at most
+    most = _reachable_tokens(run)  # the tokens training.epochs can score, at most
+    per_epoch = f"{most // tc.epochs:,}" if not (tc.variable_bptt and tc.max_steps_per_epoch) else \
+        f"about {most // tc.epochs:,}"
     late = [e for e in tc.anytime_epochs if e > tc.epochs]
     if late:
         raise ConfigError(f"key 'training.anytime_epochs': epoch {late[0]:g} lies past training.epochs "
                           f"({tc.epochs}), so no validation would be made there; raise training.epochs or drop it")
+    full = (run.train_data.shape[0] - 1) * run.train_data.shape[1]  # an anytime epoch's tokens: a whole pass
+    cut = [e for e in tc.anytime_epochs if e * full > most]
+    if cut:
+        raise ConfigError(f"key 'training.anytime_epochs': epoch {cut[0]:g} ({cut[0] * full:,.0f} tokens, whole passes "
+                          f"over the split) lies past what training.max_steps_per_epoch ({tc.max_steps_per_epoch}) "
+                          f"lets {tc.epochs} epochs score (at most {most:,}); drop it or lift the cut")
     far = [(m, t) for m, t in tc.snapshots if t > most]
     if far:
         raise ConfigError(f"key 'training.budget_points': the point {far[0][0]:g}x ({far[0][1]:,} tokens) lies past "
-                          f"what training.epochs allows ({tc.epochs} epochs of {per_epoch:,} tokens: at "
+                          f"what training.epochs allows ({tc.epochs} epochs of {per_epoch} tokens: at "
                           f"most {most:,}); raise training.epochs or drop the point")
     if run.ladder is not None and run.ladder.top > most:
-        raise ConfigError(f"key 'training.epochs': {tc.epochs} epochs ({per_epoch:,} tokens each, at "
+        raise ConfigError(f"key 'training.epochs': {tc.epochs} epochs ({per_epoch} tokens each, at "
                           f"most {most:,}) end before the ladder's rung {run.ladder.top:,} (training.ladder); raise "
                           f"training.epochs (it is only a bound under a ladder) or drop the rungs it cannot reach")
 
 
-def _epoch_tokens(run: Run) -> int:
-    """The targets one epoch scores: (rows - 1) x batch (the last row predicts nothing), cut by
-    ``max_steps_per_epoch`` to that many segments of ``bptt`` rows; with variable-length BPTT, whose segments
-    vary, the uncut count, an upper bound."""
+def _reachable_tokens(run: Run) -> int:
+    """The targets ``training.epochs`` epochs score: each (rows - 1) x batch (the last row predicts nothing),
+    cut by ``max_steps_per_epoch`` to that many segments (of ``bptt`` rows, or with variable-length BPTT the
+    epoch's own lengths, fixed by (seed, epoch) as the epoch draws them)."""
     tc = run.tc
     rows, batch = run.train_data.shape[0], run.train_data.shape[1]  # train_data (rows, B)
-    targets = rows - 1
-    if tc.max_steps_per_epoch and not tc.variable_bptt:
-        targets = min(targets, tc.max_steps_per_epoch * tc.bptt)
-    return targets * batch
+    if not tc.max_steps_per_epoch:
+        return tc.epochs * (rows - 1) * batch
+    if not tc.variable_bptt:
+        return tc.epochs * min(rows - 1, tc.max_steps_per_epoch * tc.bptt) * batch
+    from ..data.batching import variable_lengths
+
+    cap = tc.bptt + tc.bptt_max_delta if tc.bptt_max_delta is not None else None
+    return batch * sum(sum(variable_lengths(rows, tc.bptt, run.cfg["seed"], e, cap)[:tc.max_steps_per_epoch])
+                       for e in range(tc.epochs))
 
 
 def _resume(run: Run) -> bool:
