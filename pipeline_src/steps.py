@@ -21,11 +21,10 @@ def _prepare(params: dict, args) -> None:
     from .data.checks import check_raw
     from .data.prepare import prepare
 
-    from .config.runs import run_config
+    from .config.runs import evaluation_config
 
     out = paths.prepared_dir(params, args.dataset)
-    method = params["run"]["methods"][0]  # the evaluation settings are the dataset's, the same for every method
-    eval_bs = run_config(params, args.dataset, method)["evaluation"]["batch_size"]
+    eval_bs = evaluation_config(params, args.dataset)["batch_size"]
     meta = prepare(check_raw(params, args.dataset), out, data_config(params, args.dataset), eval_bs)
     counts = ", ".join(f"{s} {v['tokens']:,}" for s, v in meta["splits"].items())
     print(f"wrote {out}: vocabulary {meta['vocab_size']:,}; tokens {counts}")
@@ -164,6 +163,19 @@ def _matrix(params: dict, args) -> None:
 RESOLVED_MARK = "laid out by `python -m pipeline_src resolve`"  # the first line of what resolve writes
 
 
+def _digest(body: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()[:16]
+
+
+def _resolved_unedited(text: str) -> bool:
+    """Whether ``text`` is what ``resolve`` wrote, unedited: its first line names resolve and the digest of
+    the rest (an edit of a committed, resolved params.yaml is kept like any other)."""
+    first, _, body = text.partition("\n")
+    return RESOLVED_MARK in first and first.rstrip().endswith(f"(sha256 {_digest(body)})")
+
+
 def _resolve(params: dict, args) -> None:
     import yaml
 
@@ -172,8 +184,9 @@ def _resolve(params: dict, args) -> None:
     from .io.atomic import check_file_output, write_text
     from .io.errors import OutputError
 
-    text = (f"# {args.config} with its extends: chain {RESOLVED_MARK}; edit that file, not this one\n"
-            + yaml.safe_dump(params, sort_keys=False, allow_unicode=True))
+    body = yaml.safe_dump(params, sort_keys=False, allow_unicode=True)
+    text = (f"# {args.config} with its extends: chain {RESOLVED_MARK}; edit that file, not this one "
+            f"(sha256 {_digest(body)})\n" + body)
     if not args.out:
         print(text, end="")
         return
@@ -185,7 +198,7 @@ def _resolve(params: dict, args) -> None:
     # the one committed file it exists to write: the checkout's params.yaml (the documented DVC step), or with
     # --overwrite-config the params file it was asked to resolve
     ok = (root is not None and out == root / "params.yaml") or (args.overwrite_config and out == inputs[0])
-    own = out.is_file() and RESOLVED_MARK in out.read_text(errors="replace").split("\n", 1)[0]  # resolve's output
+    own = out.is_file() and _resolved_unedited(out.read_text(errors="replace"))  # resolve's output, as it wrote it
     in_place = args.overwrite_config and out == inputs[0]  # the edit is what it lays out: nothing is lost
     if ok and not own and not in_place and uncommitted(out):  # it would replace an edit git does not have yet
         raise OutputError(f"resolve --out {args.out}: it holds uncommitted changes (`git diff HEAD {args.out}`) "

@@ -73,6 +73,13 @@ def test_resolve_never_overwrites_a_committed_file_whatever_it_is_called(capsys,
                  "--overwrite-config"]) == 0
     text = (other / "params.yaml").read_text()
     assert "extends" not in text.split("\n", 1)[1] and "seed: 7" in text
+    # but a resolved params.yaml, committed and then edited by hand, is an edit like any other (a second review)
+    subprocess.run(["git", "add", "params.yaml"], cwd=other, check=True)
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "resolved"], cwd=other,
+                   check=True)
+    (other / "params.yaml").write_text(text.replace("seed: 7", "seed: 12345"))
+    line = _refused(capsys, "resolve", "--config", str(cfg), "--out", str(other / "params.yaml"))
+    assert "holds uncommitted changes" in line and "seed: 12345" in (other / "params.yaml").read_text()
     # any writer: a file git tracks in any checkout is not an output
     with pytest.raises(OutputError, match="which git tracks"):
         atomic.write_json(other / "config/paper/_base.yaml", {"a": 1})

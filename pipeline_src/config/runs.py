@@ -20,6 +20,11 @@ def _merged(params: dict, dataset: str, section: str) -> dict:
     return merged
 
 
+def evaluation_config(params: dict, dataset: str) -> dict:
+    """The dataset's evaluation settings over the file's (the same for every method)."""
+    return _merged(params, dataset, "evaluation")
+
+
 def model_config(params: dict, dataset: str) -> ModelConfig:
     return ModelConfig(**_merged(params, dataset, "model"))
 

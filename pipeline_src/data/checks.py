@@ -102,7 +102,7 @@ def token_difference(earlier: dict, now: dict) -> str | None:
     for name in sorted((set(a) | set(b)) - {paths.NOISE}):
         if a.get(name) != b.get(name):
             return name
-    fields = sorted((set(earlier) | set(now)) - {"files"})
+    fields = sorted((set(earlier) | set(now)) - {"files", "warnings"})  # warnings: of the data and the eval batch
     return next((key for key in fields if earlier.get(key) != now.get(key)), None)
 
 
