@@ -535,6 +535,20 @@ def test_two_trainers_cannot_write_one_run_and_a_stale_lock_is_taken_over(tmp_pa
             pass
     monkeypatch.setattr(atomic.os, "open", real_open)
     monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
+    # read stale, then taken over by a live process before the removal (a second review): its lock is not removed
+    live = {"host": socket.gethostname(), "pid": os.getppid()}
+    (run / ".lock").write_text(json.dumps(live))
+    reads, real_owner = [], atomic._owner
+
+    def read_before_the_takeover(lock):
+        reads.append(lock)
+        return {"host": socket.gethostname(), "pid": int(dead)} if len(reads) == 1 else real_owner(lock)
+
+    monkeypatch.setattr(atomic, "_owner", read_before_the_takeover)
+    with pytest.raises(OutputError, match=f"process {os.getppid()} on"):
+        with atomic.exclusive(run, "train"):
+            pass
+    assert json.loads((run / ".lock").read_text()) == live and len(list(run.iterdir())) == 1  # nothing set aside
     (run / ".lock").write_text(json.dumps({"host": "node-17", "pid": 4242, "slurm_job": "990"}))
     with pytest.raises(OutputError, match="on node-17"):  # another job's, on another node: refused
         with atomic.exclusive(run, "train"):

@@ -152,8 +152,9 @@ def exclusive(directory: str | os.PathLike, what: str) -> Iterator[None]:
             requeued = (me["slurm_job"] is not None and owner.get("slurm_job") == me["slurm_job"]
                         and _int(owner.get("slurm_restart")) < me["slurm_restart"])  # left by an earlier start
             if requeued or (owner.get("host") == me["host"] and not _alive(owner.get("pid"))):
-                lock.unlink(missing_ok=True)  # stale: its process is gone
-                continue
+                if _take_stale(lock, owner, me):  # stale: its process is gone
+                    continue
+                owner = _owner(lock)  # another process took it over between our read and our removal
             raise OutputError(f"{directory} is being written by another {what} (process {owner.get('pid', '?')} "
                               f"on {owner.get('host', '?')}, {lock}); wait for it, or delete {lock} if that "
                               f"process is gone") from None
@@ -190,6 +191,26 @@ def _owner(lock: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return owner if isinstance(owner, dict) else {}
+
+
+def _take_stale(lock: Path, owner: dict, me: dict) -> bool:
+    """Remove a lock judged stale on what ``owner`` read, only if it still says so: it is renamed aside (one
+    atomic step, so no two processes remove it both) and its content checked; a lock another process wrote since
+    the read is put back, and False says the lock is held."""
+    aside = lock.with_name(f"{lock.name}.stale-{me['host']}-{me['pid']}")
+    try:
+        os.rename(lock, aside)
+    except FileNotFoundError:
+        return True  # already removed by another: try to take it
+    if _owner(aside) == owner:
+        aside.unlink(missing_ok=True)
+        return True
+    try:
+        os.link(aside, lock)  # a live holder's lock, back where it was (unless a third took the place meanwhile)
+    except FileExistsError:
+        pass
+    aside.unlink(missing_ok=True)
+    return False
 
 
 def _int(value) -> int:
