@@ -209,6 +209,9 @@ def _take_stale(lock: Path, owner: dict, me: dict) -> bool:
         os.link(aside, lock)  # a live holder's lock, back where it was (unless a third took the place meanwhile)
     except FileExistsError:
         pass
+    except OSError:  # a file system without hard links: put it back by renaming
+        os.replace(aside, lock)
+        return False
     aside.unlink(missing_ok=True)
     return False
 
