@@ -103,6 +103,6 @@ def test_finetuning_a_run_with_points_past_its_own_epochs_is_not_refused(tiny_da
         **p["datasets"]["tiny"].get("training", {}), **cfg["training"]}}}})
     out = tmp_path / "run"
     assert [pt["epochs"] for pt in train(cfg, prep, out, CPU)["budget"]["token_points"]] == [1, 3]
-    ft = train(finetune_config(cfg), prep, tmp_path / "ft", CPU, init=out / "model.pt")
+    train(finetune_config(cfg), prep, tmp_path / "ft", CPU, init=out / "model.pt")  # refused before the fix
     epochs = len((tmp_path / "ft" / "history.csv").read_text().splitlines()) - 1  # the finetuning's own epochs
     assert 1 <= epochs <= 2 and (tmp_path / "ft" / "model.pt").is_file()

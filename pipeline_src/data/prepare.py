@@ -198,13 +198,16 @@ def _check_splits(raw: Path, stats: dict, vocab: list[str], eval_batch_size: int
             raise CorpusContentError(f"{raw / (split + '.txt')}: the {split} split has no tokens (empty or whitespace only)")
     if len(vocab) <= 2 or stats["train"]["unk_rate"] >= 1.0:
         raise CorpusContentError(f"{raw / 'train.txt'}: no in-vocabulary token besides <eos>/<unk>")
+    from .batching import MIN_SCORED_TOKENS, scored_tokens
+
     warnings = []
     for split in ("valid", "test"):
         n = stats[split]["tokens"]
-        scored = max(n // eval_batch_size - 1, 0) * eval_batch_size  # batchify's rows, less the first of each
-        if scored < 100:  # reporting.publication_files.MIN_SCORED_TOKENS
+        scored = scored_tokens(n, eval_batch_size)
+        if scored < MIN_SCORED_TOKENS:
             warnings.append(f"{split}: {n} tokens, of which an evaluation in batches of {eval_batch_size} scores "
-                            f"{scored}; a perplexity from fewer than 100 is noise, and publish refuses it")
+                            f"{scored}; a perplexity from fewer than {MIN_SCORED_TOKENS} is noise, and publish "
+                            f"refuses it")
         rate = stats[split]["oov_replaced"] / max(stats[split]["tokens"] - stats[split]["lines"], 1)
         stats[split]["oov_rate"] = rate
         if rate > OOV_WARN:

@@ -9,13 +9,13 @@ from pathlib import Path
 import pandas as pd
 
 from ..config import run_datasets
+from ..data.batching import MIN_SCORED_TOKENS
 from ..io import paths
 from ..io.artifacts import read_csv, read_json
 from ..io.atomic import atomic_path
 from ..io.errors import ConfigError, OutputError
 
 
-MIN_SCORED_TOKENS = 100  # a perplexity from fewer tokens is noise, not a result (third probe: 4 test tokens)
 
 
 def check_scored_tokens(summary: pd.DataFrame, path: Path) -> None:

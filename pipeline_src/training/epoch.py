@@ -142,8 +142,7 @@ def _budget_step(run: Run, guard: LossGuard, bar) -> bool:
         p = anytime_point(st, run.budget, run.validate)
         print(f"anytime {p['point']}/{run.budget.points}: {p['train_seconds']:.1f} s, {p['tokens']:,} tokens, "
               f"valid ppl {p['valid_ppl']:.2f}", file=sys.stderr)
-    epoch_tokens = (run.train_data.shape[0] - 1) * run.train_data.shape[1]  # the tokens one epoch scores
-    while (epochs := run.budget.epochs_due(st, epoch_tokens)) is not None:
+    while (epochs := run.budget.epochs_due(st, run.epoch_targets)) is not None:
         _check(guard, bar, run)
         p = token_point(st, epochs, run.validate)
         print(f"equal data, {epochs:g} epochs: {p['tokens']:,} tokens, valid ppl {p['valid_ppl']:.2f}",

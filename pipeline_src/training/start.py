@@ -101,6 +101,11 @@ class Run:
                 "rng": rng_state(), "best_model": self.best_model,
                 **({"average": self.average.state_dict()} if self.average.active else {})}
 
+    @property
+    def epoch_targets(self) -> int:
+        """The targets one whole pass over the training split scores: (rows - 1) x batch."""
+        return (self.train_data.shape[0] - 1) * self.train_data.shape[1]
+
     def load_state(self, ck: dict) -> None:
         """Training as :meth:`state_dict` saved it (a checkpoint, or a ladder's fork)."""
         self.model.load_state_dict(ck["model"])
@@ -162,7 +167,7 @@ def _check_reachable(run: Run) -> None:
     if late:
         raise ConfigError(f"key 'training.anytime_epochs': epoch {late[0]:g} lies past training.epochs "
                           f"({tc.epochs}), so no validation would be made there; raise training.epochs or drop it")
-    full = (run.train_data.shape[0] - 1) * run.train_data.shape[1]  # an anytime epoch's tokens: a whole pass
+    full = run.epoch_targets  # an anytime epoch's tokens: a whole pass
     cut = [e for e in tc.anytime_epochs if e * full > most]
     if cut:
         raise ConfigError(f"key 'training.anytime_epochs': epoch {cut[0]:g} ({cut[0] * full:,.0f} tokens, whole passes "
@@ -186,7 +191,7 @@ def _reachable_tokens(run: Run) -> int:
     tc = run.tc
     rows, batch = run.train_data.shape[0], run.train_data.shape[1]  # train_data (rows, B)
     if not tc.max_steps_per_epoch:
-        return tc.epochs * (rows - 1) * batch
+        return tc.epochs * run.epoch_targets
     if not tc.variable_bptt:
         return tc.epochs * min(rows - 1, tc.max_steps_per_epoch * tc.bptt) * batch
     from ..data.batching import variable_lengths
