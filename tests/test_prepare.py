@@ -121,3 +121,12 @@ def test_the_few_tokens_warning_counts_what_an_evaluation_scores(tmp_path):
 
     a, b = (json.loads((tmp_path / d / "meta.json").read_text()) for d in ("out", "one"))
     assert a["warnings"] != b["warnings"] and token_difference(a, b) is None
+
+
+def test_the_scored_count_is_the_scored_positions():
+    from pipeline_src.data.batching import scored_positions
+    from pipeline_src.data.checks import scored_tokens
+
+    for n in (0, 5, 99, 105, 1000, 2049):
+        for b in (1, 4, 10, 64):
+            assert scored_tokens(n, b) == scored_positions(n, b).size, (n, b)

@@ -57,14 +57,6 @@ def variable_segments(data: Tensor, lengths: list[int], start: int = 0):
         i += t
 
 
-MIN_SCORED_TOKENS = 100  # a perplexity from fewer tokens is noise, not a result (third probe: 4 test tokens)
-
-
-def scored_tokens(n_tokens: int, batch_size: int) -> int:
-    """How many tokens an evaluation with ``batchify(., batch_size)`` scores: :func:`scored_positions`' count."""
-    return max(n_tokens // batch_size - 1, 0) * batch_size
-
-
 def scored_positions(n_tokens: int, batch_size: int) -> np.ndarray:
     """Stream indices of the tokens an evaluation with ``batchify(., batch_size)`` scores, in (T, B) order."""
     length = n_tokens // batch_size

@@ -18,6 +18,15 @@ from ..io.errors import StaleError
 FETCHED = paths.FETCHED
 
 
+MIN_SCORED_TOKENS = 100  # a perplexity from fewer tokens is noise, not a result (third probe: 4 test tokens)
+
+
+def scored_tokens(n_tokens: int, batch_size: int) -> int:
+    """How many tokens an evaluation with ``batchify(., batch_size)`` scores: the count of
+    ``batching.scored_positions`` (here, where no torch is imported)."""
+    return max(n_tokens // batch_size - 1, 0) * batch_size
+
+
 def fetch_config(params: dict, dataset: str) -> dict:
     """What determines a dataset's raw files: its corpus and the data seed."""
     return {"corpus": params["datasets"][dataset]["corpus"], "seed": params["seed"]}

@@ -198,7 +198,7 @@ def _check_splits(raw: Path, stats: dict, vocab: list[str], eval_batch_size: int
             raise CorpusContentError(f"{raw / (split + '.txt')}: the {split} split has no tokens (empty or whitespace only)")
     if len(vocab) <= 2 or stats["train"]["unk_rate"] >= 1.0:
         raise CorpusContentError(f"{raw / 'train.txt'}: no in-vocabulary token besides <eos>/<unk>")
-    from .batching import MIN_SCORED_TOKENS, scored_tokens
+    from .checks import MIN_SCORED_TOKENS, scored_tokens
 
     warnings = []
     for split in ("valid", "test"):

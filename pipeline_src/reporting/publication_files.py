@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..config import run_datasets
-from ..data.batching import MIN_SCORED_TOKENS
+from ..data.checks import MIN_SCORED_TOKENS
 from ..io import paths
 from ..io.artifacts import read_csv, read_json
 from ..io.atomic import atomic_path
