@@ -141,7 +141,7 @@ def _advise_line(profile: Path, datasets: list[str]) -> str:
 def _advise(params: dict, args) -> None:
     """What to use for ``--seconds`` of training on a profile's machine, read from a token-ladder publication."""
     from .io.artifacts import read_csv, read_json
-    from .reporting.profiles import advise, load_profile
+    from .reporting.profiles import advise, cell_shape, load_profile
     from .reporting.publish import check_name
     from .reporting.seals import check_publication
     from .reporting.tables import advice_markdown
@@ -156,11 +156,15 @@ def _advise(params: dict, args) -> None:
         raise ConfigError(f"advise --name {args.name}: {pub} is not a token-ladder publication (no ladder-advice.csv: "
                           f"its runs have no rungs to read); one of: {', '.join(ladders)}")
     profile, machine = load_profile(args.profile)
-    confidence = (read_json(pub / paths.PROVENANCE)["params"].get("statistics") or {}).get("confidence", 0.95)
+    published = read_json(pub / paths.PROVENANCE)["params"]
+    confidence = (published.get("statistics") or {}).get("confidence", 0.95)
+    shape = cell_shape(published["datasets"][args.dataset]) if args.dataset in published.get("datasets", {}) else None
     table, read = advise(read_csv(pub / "anytime.csv"), read_csv(pub / "summary.csv"), profile, args.seconds,
-                         args.dataset, confidence)
+                         args.dataset, confidence, shape)
     print(f"{args.dataset}, {args.seconds:g} s of training steps on {args.profile} ({machine}); each seed read from "
           f"its ladder in benchmarks/{args.name} (log-token interpolation between measured rungs):")
+    if len(read) and read.speed_from.iloc[0]:
+        print(f"  (the profile has no row for {args.dataset}: each method's tokens/s {read.speed_from.iloc[0]})")
     by = read.groupby("method").agg(tokens=("tokens", "first"), test_ppl=("test_nll", lambda x: math.exp(x.mean())),
                                     outside=("outside", "any"))
     for m, r in by.sort_values("tokens").iterrows():

@@ -170,3 +170,38 @@ def test_a_rate_sweep_sets_every_rate_tried_side_by_side_at_the_rungs_all_reache
     assert rows[3] == (f"| d, h | 8M | {math.exp(5.75):,.1f} | {math.exp(5.7):,.1f} | **{math.exp(5.65):,.1f}** | "
                        f"{math.exp(5.8):,.1f} | {math.exp(5.9):,.1f} |")
     assert f"**{math.exp(6.0):,.1f}**" in rows[2]  # at 0.5M the pick is best
+
+
+def test_several_ladder_publications_share_one_grid_each_row_its_dataset(profile_file, tmp_path, monkeypatch):
+    """The README's grids join the token-ladder publications (``ladders:`` / ``equal-times:`` blocks): one row per
+    dataset (per profile and dataset at equal time), a partial publication labelled, one not published yet said in
+    a line, and tokens/s read from other rows of a profile named under the grid."""
+    import json
+
+    from pipeline_src.io import paths
+    from pipeline_src.reporting.ladder_grids import equal_times_markdown, ladders_markdown
+
+    anytime, summary = _ladder()
+    runs = point_runs(anytime, summary)
+    advice = what_to_use_by_budget(runs, ranking(runs, "softmax"), None, 0.95)
+    out = ladder_tables.ladder_tables(anytime, summary, advice, _params(), {"d": 2_000_000})
+    for name, ds, prov in (("one", "d", {"runs": {}}), ("two", "e", {"runs": {"partial": True, "runs": 8, "of": 9}})):
+        pub = tmp_path / "benchmarks" / name
+        pub.mkdir(parents=True)
+        out["ladder-advice.csv"].assign(dataset=ds).to_csv(pub / "ladder-advice.csv", index=False)
+        out["equal-time.csv"].assign(dataset=ds, speed_from="interpolated in log |V| between x's and y's rows"
+                                     if ds == "e" else "").to_csv(pub / "equal-time.csv", index=False)
+        (pub / paths.PROVENANCE).write_text(json.dumps(prov))
+    monkeypatch.setattr(paths, "REPOSITORY", tmp_path)
+    grid = ladders_markdown(["one", "two", "three"]).splitlines()
+    assert [line.split(" | ")[0] for line in grid[2:4]] == ["| d, 3 seeds", "| e (partial: 8 of 9 runs), 3 seeds"]
+    assert grid[2].split(" | ")[1:] == equal_data_markdown(out["ladder-advice.csv"]).splitlines()[2].split(" | ")[1:]
+    assert grid[-1] == "*Not published yet: three.*"
+    times = equal_times_markdown(["one", "two"]).splitlines()
+    assert times[0] == ("| machine (profile) | dataset | a minute | every method inside (the fastest's top) | "
+                        "the slowest's top |")
+    row = times[2].split(" | ")
+    assert row[:2] == [f"| {profile_file}", "d"] and row[3].startswith("20,000 s (a's top): **a**")
+    assert row[4] == "400,000 s (softmax's top): softmax alone inside the measured range (outside it: a, b): no verdict |"
+    assert times[-1] == (f"*e on {profile_file}: each method's tokens/s interpolated in log |V| between x's and y's "
+                         f"rows (the profile has no row for e).*")

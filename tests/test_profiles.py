@@ -102,3 +102,51 @@ def test_the_advise_line_profile_prints_names_a_ladder_that_holds_the_dataset_or
     line = _advise_line(Path("p.csv"), ["synth-small"])
     assert "no published token ladder holds synth-small" in line and "zipf-10k (token-axis)" in line, line
     assert "advise --profile" not in line
+
+
+def _sized(rows: dict, shape: str = "S") -> pd.DataFrame:
+    """A profile whose datasets carry |V| and a shape: ``rows`` maps dataset -> (|V|, {method: tokens/s})."""
+    return pd.DataFrame([{"dataset": d, "method": m, "tokens_per_s": s, "vocab": v, "shape": shape}
+                         for d, (v, speed) in rows.items() for m, s in speed.items()])
+
+
+def test_a_dataset_the_profile_did_not_measure_is_read_between_the_vocabulary_sizes_around_it():
+    """WikiText-2 is in no committed profile: its tokens/s are read from the datasets of the same shapes, log
+    tokens/s linear in log |V| (hand computations), at the nearest size outside them, never across shapes."""
+    from pipeline_src.reporting.profiles import speeds
+
+    profile = _sized({"p": (1_000, {"a": 100.0, "b": 50.0}), "q": (100_000, {"a": 1.0, "b": 50.0})})
+    read, source = speeds(profile, "d", 10_000, "S")  # halfway in log |V|: sqrt(100 x 1) = 10; b flat at 50
+    assert read.to_dict() == pytest.approx({"a": 10.0, "b": 50.0})
+    assert source.startswith("interpolated in log |V| between p's and q's rows (|V| 1,000 and 100,000")
+    read, _ = speeds(profile, "d", 1_000 * 100 ** 0.25, "S")  # a quarter of the way: 100^(3/4)
+    assert read["a"] == pytest.approx(100 ** 0.75)
+    read, source = speeds(profile, "d", 1e6, "S")  # beyond the sizes measured: the nearest, not extrapolated
+    assert read.to_dict() == {"a": 1.0, "b": 50.0} and source.startswith("read at q's rows (|V| 100,000, the nearest")
+    assert speeds(profile, "d", 10_000, "T")[0].empty  # no dataset of its shapes measured
+    own, source = speeds(profile, "p", 10_000, "S")  # a dataset measured: its own rows, whatever its |V|
+    assert own.to_dict() == {"a": 100.0, "b": 50.0} and source == ""
+    assert speeds(profile.drop(columns=["vocab", "shape"]), "d", 10_000, "S")[0].empty  # a reader's own profile
+
+
+def test_the_vocabulary_reading_is_checked_on_the_profiles_inner_sizes():
+    from pipeline_src.reporting.profiles import speed_leave_one_out
+
+    power = _sized({"p": (1e3, {"a": 1e4}), "q": (1e4, {"a": 1e3}), "r": (1e5, {"a": 1e2})})  # tokens/s ~ 1/|V|
+    loo = speed_leave_one_out(power)
+    assert list(loo.dataset) == ["q"] and loo.ratio.iloc[0] == pytest.approx(1.0)  # a power law reads exactly
+    bent = _sized({"p": (1e3, {"a": 1e4}), "q": (1e4, {"a": 2e3}), "r": (1e5, {"a": 1e2})})
+    assert speed_leave_one_out(bent).ratio.iloc[0] == pytest.approx(0.5)  # read 1,000 where 2,000 was measured
+    assert speed_leave_one_out(bent.assign(shape=["S", "T", "S"])).empty  # q of other shapes: nothing inside
+
+
+def test_advise_reads_an_unmeasured_dataset_from_the_profiles_sizes_and_says_so():
+    anytime, summary = _ladder()  # dataset d, |V| 1000 in its summary
+    profile = _sized({"p": (100, {"a": 4000.0, "b": 1000.0, "softmax": 200.0}),
+                      "q": (10_000, {"a": 40.0, "b": 10.0, "softmax": 2.0})})
+    table, read = advise(anytime, summary, profile, 10_000, "d", shape="S")  # halfway: 400, 100, 20 tokens/s
+    by = read.groupby("method").tokens.first()
+    assert by.to_dict() == pytest.approx({"a": 4e6, "b": 1e6, "softmax": 2e5})
+    assert table.iloc[0].use == "a" and read.speed_from.str.startswith("interpolated in log |V| between p's").all()
+    with pytest.raises(ConfigError, match="the profile has no row for d's shapes"):
+        advise(anytime, summary, profile, 10_000, "d", shape="T")

@@ -20,11 +20,12 @@ import pandas as pd
 
 from ..io.errors import ConfigError
 from .advice import COLUMNS
-from .profiles import PROFILES, advise, ladder_points, leave_one_out, load_profile
+from .profiles import PROFILES, advise, cell_shape, ladder_points, leave_one_out, load_profile, speeds
 
 NAMES = ("ladder-advice.csv", "equal-time.csv", "ladder-loo.csv")
 SECONDS = 60.0  # the equal-time budget every grid shows: a minute of training steps
-EQUAL_TIME_COLUMNS = ["profile", "machine", "dataset", "seconds", "when", "tokens_read", "outside", *COLUMNS[1:]]
+EQUAL_TIME_COLUMNS = ["profile", "machine", "dataset", "seconds", "when", "speed_from", "tokens_read", "outside",
+                      *COLUMNS[1:]]
 
 
 def ladders(params: dict) -> dict[str, list[float]]:
@@ -53,7 +54,8 @@ def ladder_tables(anytime: pd.DataFrame, summary: pd.DataFrame, budget_advice: p
     points = ladder_points(anytime[anytime.dataset.isin(rungs)])
     confidence = params["statistics"]["confidence"]
     return {"ladder-advice.csv": advice, "ladder-loo.csv": leave_one_out(points),
-            "equal-time.csv": equal_time(anytime, summary, rungs, confidence)}
+            "equal-time.csv": equal_time(anytime, summary, rungs, confidence,
+                                         {ds: cell_shape(params["datasets"][ds]) for ds in rungs})}
 
 
 def _not_trained(params: dict, dataset: str, tokens: float) -> str:
@@ -75,29 +77,31 @@ def seconds_read(speed: pd.Series, top: float) -> list[tuple[float, str]]:
 
 
 def equal_time(anytime: pd.DataFrame, summary: pd.DataFrame, rungs: dict[str, list[float]],
-               confidence: float) -> pd.DataFrame:
-    """``equal-time.csv``: one row per (profile, dataset, seconds); a dataset the profile has no row for is
-    one row that says so."""
+               confidence: float, shapes: dict[str, str] | None = None) -> pd.DataFrame:
+    """``equal-time.csv``: one row per (profile, dataset, seconds); a dataset the profile has no row for, nor
+    rows of its shapes (``shapes``: each dataset's ``cell_shape``) to read it from, is one row that says so."""
     rows = []
     for name in PROFILES:
         profile, machine = load_profile(name)
         for ds, r in rungs.items():
-            speed = profile[profile.dataset == ds].set_index("method").tokens_per_s.astype(float)
+            vocab = summary[summary.dataset == ds].vocab.dropna() if "vocab" in summary else pd.Series(dtype=float)
+            speed, source = speeds(profile, ds, float(vocab.iloc[0]) if len(vocab) else None, (shapes or {}).get(ds))
             speed = speed[speed.index.isin(anytime[anytime.dataset == ds].method.unique())]
             if speed.empty:
                 rows.append({"profile": name, "machine": machine, "dataset": ds,
                              "when": f"{name} has no row for {ds}'s shapes"})
                 continue
             for seconds, when in seconds_read(speed, r[-1]):
-                rows.append({"profile": name, "machine": machine, "dataset": ds, "seconds": seconds,
-                             "when": when, **_reading(anytime, summary, profile, seconds, ds, confidence)})
+                rows.append({"profile": name, "machine": machine, "dataset": ds, "seconds": seconds, "when": when,
+                             "speed_from": source,
+                             **_reading(anytime, summary, profile, seconds, ds, confidence, (shapes or {}).get(ds))})
     return pd.DataFrame(rows).reindex(columns=EQUAL_TIME_COLUMNS)
 
 
-def _reading(anytime, summary, profile, seconds: float, dataset: str, confidence: float) -> dict:
+def _reading(anytime, summary, profile, seconds: float, dataset: str, confidence: float, shape: str | None) -> dict:
     """One equal-time verdict: the advice row's fields, each method's tokens, and those outside the ladder."""
     try:
-        table, read = advise(anytime, summary, profile, seconds, dataset, confidence)
+        table, read = advise(anytime, summary, profile, seconds, dataset, confidence, shape)
     except ConfigError:
         return {}
     tokens = read.groupby("method", sort=False).tokens.first().sort_values()
@@ -133,7 +137,8 @@ def equal_data_markdown(advice: pd.DataFrame) -> str:
 
 def equal_time_markdown(table: pd.DataFrame) -> str:
     """``equal-time.csv`` as a grid: one row per (profile, seconds), one column per dataset, each cell the method
-    to use at those seconds on that machine, read from the ladder, and the methods outside the measured rungs."""
+    to use at those seconds on that machine, read from the ladder, and the methods outside the measured rungs;
+    under it, where a dataset's tokens/s were read from other rows of the profile, which."""
     from .markdown import frame_markdown
 
     rows = []
@@ -145,12 +150,21 @@ def equal_time_markdown(table: pd.DataFrame) -> str:
             if pd.isna(r.seconds):
                 row[r.dataset] = "no profile row for its shapes"
                 continue
-            row[r.dataset] = _time_cell(r)
+            row[r.dataset] = time_cell(r)
         rows.append(row)
-    return frame_markdown(pd.DataFrame(rows))
+    return frame_markdown(pd.DataFrame(rows)) + speed_notes(table)
 
 
-def _time_cell(r) -> str:
+def speed_notes(table: pd.DataFrame) -> str:
+    """One line per (profile, dataset) whose tokens/s were not measured at its own shapes (``profiles.speeds``)."""
+    if "speed_from" not in table:
+        return ""
+    read = table[table.speed_from.fillna("").astype(str) != ""].drop_duplicates(["profile", "dataset"])
+    return "".join(f"\n*{r.dataset} on {r.profile}: each method's tokens/s {r.speed_from} (the profile has no row "
+                   f"for {r.dataset}).*\n" for r in read.itertuples())
+
+
+def time_cell(r) -> str:
     """One equal-time cell: ``budget_cell`` among the methods inside the measured rungs, and those outside."""
     from .advice import budget_cell
 

@@ -37,3 +37,14 @@ def frame_markdown(df: pd.DataFrame) -> str:
     """A DataFrame of already formatted cells as a Markdown table (empty cells stay empty)."""
     return markdown_table([str(c) for c in df.columns], ([("" if pd.isna(v) else str(v)) for v in r]
                                                           for r in df.itertuples(index=False))) + "\n"
+
+
+def partial_label(name: str, runs: dict) -> str:
+    """A publication's name in the glance (or its label in a ladder grid), with what a partial one lacks (its provenance's ``runs``): runs not
+    finished, or, with every run there, the other outputs missing (matrix fits, references), by kind."""
+    if not runs.get("partial"):
+        return name
+    if runs.get("runs", 0) < runs.get("of", 0):
+        return f"{name} (partial: {runs['runs']} of {runs['of']} runs)"
+    kinds = sorted({m.split("/")[0] for m in runs.get("missing") or []})
+    return f"{name} (partial: all {runs.get('of')} runs; missing {len(runs.get('missing') or [])}: {', '.join(kinds)})"

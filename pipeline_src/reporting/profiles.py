@@ -14,9 +14,15 @@ linear interpolation in log tokens between the two measured rungs around it (nev
 the measured range"), and the verdict is formed from those per-seed readings exactly as from measured ones
 (``advice.what_to_use``: chosen on validation, Holm-adjusted). Every reading is marked as read from the ladder.
 :func:`leave_one_out` checks the interpolation: each inner rung read from its neighbours against its measurement.
+
+A dataset the profile did not measure (WikiText-2 in the committed ones) is read from the profile's datasets of the
+same model and batch shapes (:func:`speeds`): each method's tokens/s linear in log |V| of log tokens/s between the
+two measured vocabulary sizes around the dataset's, or at the nearest one outside them, and every grid says which
+rows it read; :func:`speed_leave_one_out` checks that reading on the profile's own inner vocabulary sizes.
 """
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -33,7 +39,8 @@ GPU_NAMES = {"h100": "NVIDIA H100 80GB HBM3"}  # the bench's json names no GPU; 
 
 def load_profile(name: str) -> tuple[pd.DataFrame, str]:
     """A profile's (dataset, method, tokens_per_s) rows and the machine it names: a name of ``PROFILES`` or a
-    path to a cell-bench.csv (the reader's own ``profile``)."""
+    path to a cell-bench.csv (the reader's own ``profile``). Where the params it was measured under are known (a
+    committed profile's provenance), each row also carries its dataset's ``vocab`` and ``shape`` (``cell_shape``)."""
     path = REPOSITORY / PROFILES[name] / "cell-bench.csv" if name in PROFILES else Path(name)
     if not path.is_file():
         raise ConfigError(f"--profile {name}: no such profile (one of {sorted(PROFILES)}, or the cell-bench.csv "
@@ -42,11 +49,74 @@ def load_profile(name: str) -> tuple[pd.DataFrame, str]:
     meta_path = path.with_suffix(".json")
     meta = read_json(meta_path) if meta_path.is_file() else {}
     prov = path.parent / "provenance.json"
-    commit = read_json(prov).get("commit", "?")[:7] if prov.is_file() else None
+    prov = read_json(prov) if prov.is_file() else {}
+    commit = prov.get("commit", "?")[:7] if prov else None
     machine = (f"{meta.get('gpu') or GPU_NAMES.get(name) or meta.get('device', 'cpu')}, {meta.get('cpu_model', '?')} "
                f"host, {meta.get('threads', '?')} threads, torch {meta.get('torch', '?')}"
                + (f", measured at commit {commit}" if commit else ""))
-    return rows[["dataset", "method", "tokens_per_s"]], machine
+    rows = rows[["dataset", "method", "tokens_per_s"]].copy()
+    datasets = (prov.get("params") or {}).get("datasets") or {}
+    rows["vocab"] = [float(((datasets.get(d) or {}).get("corpus") or {}).get("vocab_size") or math.nan)
+                     for d in rows.dataset]
+    rows["shape"] = [cell_shape(datasets[d]) if d in datasets else None for d in rows.dataset]
+    return rows, machine
+
+
+def cell_shape(dataset_params: dict) -> str:
+    """What a training step's cost depends on besides |V| and the head: the dataset's model (encoder, widths,
+    layers, dropout, tying) and its batch (size, BPTT), as one comparable string."""
+    training = dataset_params.get("training") or {}
+    return json.dumps({"model": dataset_params.get("model") or {}, "batch_size": training.get("batch_size"),
+                       "bptt": training.get("bptt")}, sort_keys=True)
+
+
+def speeds(profile: pd.DataFrame, dataset: str, vocab: float | None = None,
+           shape: str | None = None) -> tuple[pd.Series, str]:
+    """Each method's tokens/s on ``profile`` for ``dataset`` (a Series by method) and where it came from: the
+    dataset's own rows ("" ), or, where the profile did not measure it but measured datasets of the same ``shape``
+    (``cell_shape``) at known |V|, each method read linearly in log |V| of log tokens/s between the two measured
+    vocabulary sizes around ``vocab`` (or at the nearest one, outside them), with a line naming the rows read.
+    Empty where neither."""
+    own = profile[profile.dataset == dataset]
+    if not own.empty:
+        return own.set_index("method").tokens_per_s.astype(float), ""
+    if vocab is None or shape is None or "shape" not in profile:
+        return pd.Series(dtype=float), ""
+    same = profile[(profile["shape"] == shape) & profile.vocab.notna()]
+    sizes = same.groupby("dataset").vocab.first().sort_values()
+    if sizes.empty:
+        return pd.Series(dtype=float), ""
+    below, above = sizes[sizes <= vocab], sizes[sizes >= vocab]
+    if len(below) and len(above):
+        pick = [below.index[-1], above.index[0]]
+    else:  # outside the measured sizes: the nearest one, never extrapolated
+        pick = [below.index[-1]] if len(below) else [above.index[0]]
+    if len(pick) == 1 or pick[0] == pick[1]:
+        d = pick[0]
+        return (same[same.dataset == d].set_index("method").tokens_per_s.astype(float),
+                f"read at {d}'s rows (|V| {sizes[d]:,.0f}, the nearest measured; the same model and batch)")
+    lo, hi = (same[same.dataset == d].set_index("method").tokens_per_s.astype(float) for d in pick)
+    methods = [m for m in lo.index if m in hi.index]
+    x = (math.log(vocab) - math.log(sizes[pick[0]])) / (math.log(sizes[pick[1]]) - math.log(sizes[pick[0]]))
+    read = pd.Series({m: math.exp((1 - x) * math.log(lo[m]) + x * math.log(hi[m])) for m in methods}, dtype=float)
+    return read, (f"interpolated in log |V| between {pick[0]}'s and {pick[1]}'s rows (|V| {sizes[pick[0]]:,.0f} and "
+                  f"{sizes[pick[1]]:,.0f}; the same model and batch)")
+
+
+def speed_leave_one_out(profile: pd.DataFrame) -> pd.DataFrame:
+    """The |V| reading checked on the profile itself: each dataset strictly inside the measured vocabulary sizes of
+    its shape read from the two around it (itself left out), against its measured tokens/s, per method."""
+    rows = []
+    known = profile[profile.vocab.notna() & profile["shape"].notna()] if "shape" in profile else profile.iloc[:0]
+    for shape, g in known.groupby("shape"):
+        sizes = g.groupby("dataset").vocab.first().sort_values()
+        for d in sizes.index[1:-1]:
+            read, source = speeds(g[g.dataset != d], d, float(sizes[d]), shape)
+            measured = g[g.dataset == d].set_index("method").tokens_per_s.astype(float)
+            for m in read.index.intersection(measured.index):
+                rows.append({"dataset": d, "vocab": sizes[d], "method": m, "measured": measured[m],
+                             "read": read[m], "ratio": read[m] / measured[m], "read_from": source})
+    return pd.DataFrame(rows, columns=["dataset", "vocab", "method", "measured", "read", "ratio", "read_from"])
 
 
 def ladder_points(anytime: pd.DataFrame) -> pd.DataFrame:
@@ -98,13 +168,16 @@ def leave_one_out(points: pd.DataFrame) -> pd.DataFrame:
 
 
 def advise(anytime: pd.DataFrame, summary: pd.DataFrame, profile: pd.DataFrame, seconds: float, dataset: str,
-           confidence: float = 0.95) -> tuple[pd.DataFrame, pd.DataFrame]:
+           confidence: float = 0.95, shape: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """What to use on ``dataset`` for ``seconds`` of training on ``profile``'s machine: the advice row (as
-    ``advice.what_to_use`` gives it, from the ladder's readings) and the per-method readings behind it."""
+    ``advice.what_to_use`` gives it, from the ladder's readings) and the per-method readings behind it, whose
+    ``speed_from`` says where the tokens/s came from (``speeds``; ``shape``: the dataset's ``cell_shape``, its |V|
+    is the summary's)."""
     from .advice import what_to_use
     from .budget_axis import point_runs, ranking
 
-    speed = profile[profile.dataset == dataset].set_index("method").tokens_per_s
+    vocab = summary[summary.dataset == dataset].vocab.dropna() if "vocab" in summary else pd.Series(dtype=float)
+    speed, source = speeds(profile, dataset, float(vocab.iloc[0]) if len(vocab) else None, shape)
     if speed.empty:
         raise ConfigError(f"the profile has no row for {dataset}'s shapes: measure them (`python -m pipeline_src "
                           f"profile`) or read a dataset it has ({sorted(profile.dataset.unique())})")
@@ -113,7 +186,7 @@ def advise(anytime: pd.DataFrame, summary: pd.DataFrame, profile: pd.DataFrame, 
                           f"({sorted(anytime.dataset.unique())})")
     points = ladder_points(anytime[anytime.dataset == dataset])
     methods = [m for m in points.method.unique() if m in speed.index]
-    read = readings(points, {m: seconds * float(speed[m]) for m in methods})
+    read = readings(points, {m: seconds * float(speed[m]) for m in methods}).assign(speed_from=source)
     inside = read[~read.outside & read.test_nll.notna()]
     if inside.empty:
         return pd.DataFrame(), read

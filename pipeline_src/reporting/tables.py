@@ -23,7 +23,7 @@ from .bench_tables import (
 from .axis_markdown import (  # noqa: F401 (the budget and token axes' tables, rendered here by name)
     axes_grid_markdown, axes_markdown, budget_ranking_markdown, cosine_markdown, crossovers_markdown,
     gpu_equal_time_markdown, rate_sweep_block, rates_markdown)
-from .markdown import fmt_ci, fmt_millions, fmt_num, frame_markdown, markdown_table
+from .markdown import fmt_ci, fmt_millions, fmt_num, frame_markdown, markdown_table, partial_label
 from .report_tables import (
     budget_fits_table,
     gpu_hours_people,
@@ -235,7 +235,8 @@ def render_table(path: str) -> str:
     publications whose files are what was published (``seals.check_publication``)."""
     from .seals import check_publication
 
-    if path.startswith(("glance:", "axes:", "cosine:", "rates:", "sweep:")):
+    if path.startswith(("glance:", "axes:", "cosine:", "rates:", "sweep:", "ladders:", "equal-times:",
+                            "speed-loo:")):
         levels = {}
         for name in path.split(":", 1)[1].split(","):
             if (REPOSITORY / "benchmarks" / name / paths.PROVENANCE).is_file():
@@ -258,6 +259,15 @@ def render_table(path: str) -> str:
         return rates_markdown(*path.split(":", 1)[1].split(","))
     if path.startswith("sweep:"):  # every rate tried where the best rate moved: the ladder, its checks, a retune
         return rate_sweep_block(*path.split(":", 1)[1].split(","))
+    if path.startswith("speed-loo:"):  # a profile's tokens/s read across |V|, checked on its own inner sizes
+        from .ladder_grids import speed_loo_markdown
+
+        return speed_loo_markdown(path.split(":", 1)[1].split(","))
+    if path.startswith(("ladders:", "equal-times:")):  # several token ladders' grids: equal data, equal time
+        from .ladder_grids import equal_times_markdown, ladders_markdown
+
+        names = path.split(":", 1)[1].split(",")
+        return ladders_markdown(names) if path.startswith("ladders:") else equal_times_markdown(names)
     memory = path.startswith("memory:")  # the topic language's rows against its two lines (its summary.csv)
     path = path.removeprefix("memory:")
     file = REPOSITORY / path
@@ -316,17 +326,6 @@ def advice_markdown(table: pd.DataFrame, level: int = 95, publication: str | Non
 
 
 GLANCE_LEVEL = 95  # the glance's intervals and separation (Holm p < 0.05), for every publication it joins
-
-
-def partial_label(name: str, runs: dict) -> str:
-    """A publication's name in the glance, with what a partial one lacks (its provenance's ``runs``): runs not
-    finished, or, with every run there, the other outputs missing (matrix fits, references), by kind."""
-    if not runs.get("partial"):
-        return name
-    if runs.get("runs", 0) < runs.get("of", 0):
-        return f"{name} (partial: {runs['runs']} of {runs['of']} runs)"
-    kinds = sorted({m.split("/")[0] for m in runs.get("missing") or []})
-    return f"{name} (partial: all {runs.get('of')} runs; missing {len(runs.get('missing') or [])}: {', '.join(kinds)})"
 
 
 def glance_markdown(publications: list[str]) -> str:
