@@ -195,7 +195,8 @@ def _step_options(sp, name: str) -> None:
     if name == "advise":
         sp.add_argument("--profile", required=True, help="cpu-thread, h100, or a cell-bench.csv from `profile`")
         sp.add_argument("--seconds", required=True, type=_seconds, help="training seconds on that machine")
-        sp.add_argument("--name", default="token-axis", help="the token-ladder publication (default token-axis)")
+        sp.add_argument("--name", default=None,
+                        help="the token-ladder publication (default: the one whose ladder holds --dataset)")
     if name == "device-check":
         sp.add_argument("--methods", required=True, help="comma-separated methods of the publication's ladders")
         sp.add_argument("--seconds", required=True, type=_seconds, help="training seconds each, on this device")

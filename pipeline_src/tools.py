@@ -122,12 +122,7 @@ def _profile(params: dict, args) -> None:
 def _advise_line(profile: Path, datasets: list[str]) -> str:
     """The ``advise`` command that reads this profile: the first of ``datasets`` that a published token ladder
     holds, with that publication's name; or, where none does, which datasets the ladders hold."""
-    from .io.artifacts import read_csv
-
-    held = {}  # dataset -> the first token-ladder publication (by name) that holds its rungs
-    for advice in sorted((paths.REPOSITORY / "benchmarks").glob("*/ladder-advice.csv")):
-        for d in read_csv(advice, "dataset")["dataset"].unique():
-            held.setdefault(str(d), advice.parent.name)
+    held = _ladders_held()
     for d in datasets:
         if d in held:
             return (f"`python -m pipeline_src advise --profile {profile} --seconds 60 --dataset {d} --name {held[d]}` "
@@ -138,6 +133,17 @@ def _advise_line(profile: Path, datasets: list[str]) -> str:
             f"config/token-axis.yaml)")
 
 
+def _ladders_held() -> dict[str, str]:
+    """Each dataset a published token ladder holds -> the first such publication by name."""
+    from .io.artifacts import read_csv
+
+    held = {}
+    for advice in sorted((paths.REPOSITORY / "benchmarks").glob("*/ladder-advice.csv")):
+        for d in read_csv(advice, "dataset")["dataset"].unique():
+            held.setdefault(str(d), advice.parent.name)
+    return held
+
+
 def _advise(params: dict, args) -> None:
     """What to use for ``--seconds`` of training on a profile's machine, read from a token-ladder publication."""
     from .io.artifacts import read_csv, read_json
@@ -146,6 +152,12 @@ def _advise(params: dict, args) -> None:
     from .reporting.seals import check_publication
     from .reporting.tables import advice_markdown
 
+    if args.name is None:  # the publication whose ladder holds the dataset
+        held = _ladders_held()
+        if args.dataset not in held:
+            raise ConfigError(f"advise --dataset {args.dataset}: no published token ladder holds it; the ladders hold: "
+                              f"{', '.join(f'{d} ({n})' for d, n in sorted(held.items())) or 'none yet'}")
+        args.name = held[args.dataset]
     pub = check_name(args.name, "advise")
     if not (pub / paths.PROVENANCE).is_file():
         raise ConfigError(f"advise --name {args.name}: {pub} is not published yet (run config/token-axis.yaml, then "

@@ -150,3 +150,15 @@ def test_advise_reads_an_unmeasured_dataset_from_the_profiles_sizes_and_says_so(
     assert table.iloc[0].use == "a" and read.speed_from.str.startswith("interpolated in log |V| between p's").all()
     with pytest.raises(ConfigError, match="the profile has no row for d's shapes"):
         advise(anytime, summary, profile, 10_000, "d", shape="T")
+
+
+def test_advise_finds_the_ladder_that_holds_the_dataset_or_names_those_there_are(capsys):
+    """Without --name, `advise` reads the published token ladder that holds --dataset (WikiText-2's is not
+    token-axis), and a dataset no ladder holds is one line naming the datasets the ladders hold."""
+    from pipeline_src.cli import main
+
+    assert main(["advise", "--profile", "cpu-thread", "--seconds", "60", "--dataset", "zipf-10k"]) == 0
+    assert "its ladder in benchmarks/token-axis (" in capsys.readouterr().out
+    assert main(["advise", "--profile", "cpu-thread", "--seconds", "60", "--dataset", "nosuch-language"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "no published token ladder holds it" in err[0] and "zipf-10k (token-axis)" in err[0]

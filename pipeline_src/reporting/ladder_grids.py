@@ -27,7 +27,7 @@ def _unpublished(names: list[str]) -> str:
     return f"\n*Not published yet: {', '.join(names)}.*\n" if names else ""
 
 
-WHEN_COLUMNS = (("a minute", "a minute"), ("the top rung for the fastest", "every method inside (the fastest's top)"),
+WHEN_COLUMNS = (("a minute", "a minute"), ("the top rung for the fastest", "the fastest's top rung"),
                 ("the top rung for the slowest", "the slowest's top"))
 
 

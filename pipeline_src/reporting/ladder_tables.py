@@ -66,13 +66,17 @@ def _not_trained(params: dict, dataset: str, tokens: float) -> str:
                      if m in params["run"].get("methods", tops) and top < tokens)
 
 
-def seconds_read(speed: pd.Series, top: float) -> list[tuple[float, str]]:
-    """The equal-time budgets a grid shows for one dataset on one profile (``speed``: tokens/s by method):
-    ``SECONDS``; the longest at which every method's tokens lie inside the ladder (the top over the fastest
-    method's tokens/s); and the seconds the top buys the slowest method (the faster ones are then outside)."""
+def seconds_read(speed: pd.Series, top: float, bottom: float) -> list[tuple[float, str]]:
+    """The equal-time budgets a grid shows for one dataset on one profile (``speed``: tokens/s by method; the
+    ladder from ``bottom`` to ``top`` tokens): ``SECONDS``; the top over the fastest method's tokens/s, the longest
+    time at which every method can lie inside the ladder (it does when the slowest then reaches ``bottom``: the
+    fastest is at most top / bottom times the slowest); and the seconds the top buys the slowest method (the faster
+    ones are then outside)."""
     fastest, slowest = speed.idxmax(), speed.idxmin()
+    inside = ("every method inside" if top / speed[fastest] * speed[slowest] >= bottom else
+              f"the slowest ({slowest}) below the ladder")
     return [(SECONDS, "a minute"),
-            (top / speed[fastest], f"the top rung for the fastest ({fastest}): every method inside"),
+            (top / speed[fastest], f"the top rung for the fastest ({fastest}): {inside}"),
             (top / speed[slowest], f"the top rung for the slowest ({slowest})")]
 
 
@@ -91,7 +95,7 @@ def equal_time(anytime: pd.DataFrame, summary: pd.DataFrame, rungs: dict[str, li
                 rows.append({"profile": name, "machine": machine, "dataset": ds,
                              "when": f"{name} has no row for {ds}'s shapes"})
                 continue
-            for seconds, when in seconds_read(speed, r[-1]):
+            for seconds, when in seconds_read(speed, r[-1], r[0]):
                 rows.append({"profile": name, "machine": machine, "dataset": ds, "seconds": seconds, "when": when,
                              "speed_from": source,
                              **_reading(anytime, summary, profile, seconds, ds, confidence, (shapes or {}).get(ds))})
@@ -156,12 +160,16 @@ def equal_time_markdown(table: pd.DataFrame) -> str:
 
 
 def speed_notes(table: pd.DataFrame) -> str:
-    """One line per (profile, dataset) whose tokens/s were not measured at its own shapes (``profiles.speeds``)."""
+    """One line per dataset and reading whose tokens/s were not measured at its own shapes (``profiles.speeds``),
+    naming the profiles read so."""
     if "speed_from" not in table:
         return ""
-    read = table[table.speed_from.fillna("").astype(str) != ""].drop_duplicates(["profile", "dataset"])
-    return "".join(f"\n*{r.dataset} on {r.profile}: each method's tokens/s {r.speed_from} (the profile has no row "
-                   f"for {r.dataset}).*\n" for r in read.itertuples())
+    read = table[table.speed_from.fillna("").astype(str) != ""]
+    lines = []
+    for (ds, source), g in read.groupby(["dataset", "speed_from"], sort=False):
+        profiles = " and ".join(dict.fromkeys(g.profile))
+        lines.append(f"\n*{ds} on {profiles}: no row of its own; each method's tokens/s {source}.*\n")
+    return "".join(lines)
 
 
 def time_cell(r) -> str:
