@@ -110,6 +110,13 @@ def test_the_budget_figure_draws_each_method_s_mean_over_seeds_against_the_multi
     labels = [ln.get_label() for ln in ax.get_lines()]
     assert "kn-3 (count-based)" in labels and "truth" in labels and "unigram (valid)" in labels
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0.25x", "1x", "3x", "10x"]
+    assert ax.get_ylim()[1] < math.exp(6.0) * 1.25 and not ax.texts  # every mean below the unigram: nothing clipped
+    # a method far above the unigram line at its first budget (WikiText-2's NCE at 0.5M: 166k against 1,000) would
+    # squeeze every learned curve into the axis's bottom: the axis ends at 1.25x the unigram's and says what it left off
+    runs = _runs({"softmax": [5.8, 5.4, 5.0, 4.6], "nce": [12.0, 5.1, 5.05, 5.0]})
+    ax = figures.budget_curves(runs, summary, refs, "d", style).axes[0]
+    assert ax.get_ylim()[1] == pytest.approx(math.exp(6.0) * 1.25)
+    assert [t.get_text() for t in ax.texts] == ["1 mean(s) above 504 (1.25x the unigram's), off the axis: did not learn"]
 
 
 def test_what_to_use_at_each_budget_is_the_best_learned_method_there_with_its_paired_margin():

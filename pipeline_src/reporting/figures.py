@@ -384,6 +384,9 @@ def write(params: dict, dataset: str) -> list[Path]:
     return out
 
 
+CLIP_OVER_UNIGRAM = 1.25  # the budget figure's axis ends a little above the unigram line: a mean above it did not learn
+
+
 def budget_curves(runs: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame | None, dataset: str, style: dict,
                   top_tokens: float | None = None):
     """Test perplexity against the budget (multiples of the sweep's, log axes) for one dataset's long runs
@@ -423,7 +426,13 @@ def budget_curves(runs: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame 
         ax.set_xticks(xs, [f"{x:g}x" for x in xs])
         ax.set_xlabel("training budget (multiples of the sweep's: the same seconds per method at 1x)")
     ax.minorticks_off()
-    _readable_axis(ax.yaxis, ax.set_yscale, pd.Series(shown))
+    top = float(line.iloc[0]) * CLIP_OVER_UNIGRAM if len(line) else math.inf
+    off = [v for v in shown if v > top]  # means of runs that did not learn: above the axis, said so
+    _readable_axis(ax.yaxis, ax.set_yscale, pd.Series([v for v in shown if v <= top] + ([top] if off else [])))
+    if off:
+        ax.set_ylim(top=top)
+        ax.text(0.01, 0.98, f"{len(off)} mean(s) above {top:,.0f} ({CLIP_OVER_UNIGRAM:g}x the unigram's), off the axis: "
+                f"did not learn", transform=ax.transAxes, va="top", fontsize=7)
     ax.set_ylabel("test perplexity")
     ax.set_title(f"{dataset}: the ranking as {'data' if top_tokens else 'compute'} grows")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
