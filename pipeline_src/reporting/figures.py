@@ -431,8 +431,8 @@ def budget_curves(runs: pd.DataFrame, summary: pd.DataFrame, refs: pd.DataFrame 
     _readable_axis(ax.yaxis, ax.set_yscale, pd.Series([v for v in shown if v <= top] + ([top] if off else [])))
     if off:
         ax.set_ylim(top=top)
-        ax.text(0.01, 0.98, f"{len(off)} mean(s) above {top:,.0f} ({CLIP_OVER_UNIGRAM:g}x the unigram's), off the axis: "
-                f"did not learn", transform=ax.transAxes, va="top", fontsize=7)
+        ax.text(0.01, 0.02, f"{len(off)} mean(s) above {top:,.0f} ({CLIP_OVER_UNIGRAM:g}x the unigram's), off the axis: "
+                f"did not learn", transform=ax.transAxes, va="bottom", fontsize=7)
     ax.set_ylabel("test perplexity")
     ax.set_title(f"{dataset}: the ranking as {'data' if top_tokens else 'compute'} grows")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
