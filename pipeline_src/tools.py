@@ -170,7 +170,7 @@ def _advise(params: dict, args) -> None:
     profile, machine = load_profile(args.profile)
     published = read_json(pub / paths.PROVENANCE)["params"]
     confidence = (published.get("statistics") or {}).get("confidence", 0.95)
-    shape = cell_shape(published["datasets"][args.dataset]) if args.dataset in published.get("datasets", {}) else None
+    shape = cell_shape(published, args.dataset)
     table, read = advise(read_csv(pub / "anytime.csv"), read_csv(pub / "summary.csv"), profile, args.seconds,
                          args.dataset, confidence, shape)
     print(f"{args.dataset}, {args.seconds:g} s of training steps on {args.profile} ({machine}); each seed read from "
@@ -180,8 +180,9 @@ def _advise(params: dict, args) -> None:
     by = read.groupby("method").agg(tokens=("tokens", "first"), test_ppl=("test_nll", lambda x: math.exp(x.mean())),
                                     outside=("outside", "any"))
     for m, r in by.sort_values("tokens").iterrows():
-        print(f"  {m}: {r.tokens:,.0f} tokens, " + ("outside the measured range" if r.outside else
-                                                     f"test ppl {r.test_ppl:,.1f} (read from the ladder)"))
+        print(f"  {m}: " + ("no tokens/s on this profile: not read" if math.isnan(r.tokens) else
+                            f"{r.tokens:,.0f} tokens, " + ("outside the measured range" if r.outside else
+                                                           f"test ppl {r.test_ppl:,.1f} (read from the ladder)")))
     if table.empty:
         print("no method's tokens fall inside the measured rungs: no verdict")
         return

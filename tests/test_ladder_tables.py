@@ -10,7 +10,7 @@ from test_profiles import RUNGS, _ladder
 from pipeline_src.reporting import ladder_tables
 from pipeline_src.reporting.budget_axis import point_runs, ranking
 from pipeline_src.reporting.advice import what_to_use_by_budget
-from pipeline_src.reporting.ladder_tables import (equal_data_markdown, equal_time, equal_time_markdown,
+from pipeline_src.reporting.ladder_tables import (equal_data_markdown, equal_time, equal_time_markdown, time_cell,
                                                   leave_one_out_markdown, seconds_read)
 
 SPEED = {"a": 400.0, "b": 100.0, "softmax": 20.0}
@@ -209,3 +209,45 @@ def test_several_ladder_publications_share_one_grid_each_row_its_dataset(profile
     assert row[4] == "400,000 s (softmax's top): softmax alone inside the measured range (outside it: a, b): no verdict |"
     assert times[-1] == (f"*e on {profile_file}: no row of its own; each method's tokens/s interpolated in log |V| "
                          f"between x's and y's rows.*")
+
+
+def test_the_ladder_tables_read_a_dataset_the_profile_lacks_from_its_rows_of_the_same_shape(monkeypatch):
+    """ladder_tables -> equal_time -> advise with the dataset's resolved shape: a profile that measured only
+    other sizes at d's shapes reads d between them and says so; one method it lacks is named in the cell."""
+    from pipeline_src.reporting.profiles import cell_shape
+
+    anytime, summary = _ladder()  # d: |V| 1000
+    params = {**_params(), "model": {"emb_dim": 8, "hidden_dim": 8, "layers": 1, "dropout": 0.0, "tie_weights": False},
+              "training": {
+        "epochs": 1, "batch_size": 4, "bptt": 5, "optimizer": "adam", "lr": 0.01, "clip": 1.0, "lr_decay": 2,
+        "eval_batch_size": 4}}
+    shape = cell_shape(params, "d")
+    sized = pd.DataFrame([{"dataset": ds, "method": m, "tokens_per_s": s * k, "vocab": v, "shape": shape}
+                          for ds, v, k in (("p", 100.0, 10.0), ("q", 10_000.0, 0.1))
+                          for m, s in SPEED.items() if m != "b"])
+    monkeypatch.setattr(ladder_tables, "PROFILES", {"mine": None})
+    monkeypatch.setattr(ladder_tables, "load_profile", lambda name: (sized, "a machine"))
+    runs = point_runs(anytime, summary)
+    advice = what_to_use_by_budget(runs, ranking(runs, "softmax"), None, 0.95)
+    eq = ladder_tables.ladder_tables(anytime, summary, advice, params, {"d": 2_000_000})["equal-time.csv"]
+    assert shape is not None and eq.speed_from.str.startswith("interpolated in log |V| between p's and q's rows").all()
+    r = eq[eq.when.str.startswith("the top rung for the fastest")].iloc[0]  # halfway in log |V|: SPEED itself
+    assert r.seconds == pytest.approx(8e6 / 400)  # a, the fastest, at 400 tokens/s
+    assert r.tokens_read == "softmax 0.4M; a 8M" and r.no_speed == "b"
+    assert time_cell(r).endswith("; no tokens/s on the profile: b")
+    assert "no row of its own" in equal_time_markdown(eq)
+
+
+def test_the_joined_grids_refuse_a_publication_that_is_no_ladder_and_the_speed_check_checks_its_profiles(
+        monkeypatch):
+    from pipeline_src.io.errors import ConfigError
+    from pipeline_src.reporting import seals
+    from pipeline_src.reporting.ladder_grids import ladders_markdown
+    from pipeline_src.reporting.tables import render_table
+
+    with pytest.raises(ConfigError, match="benchmarks/default is published but is no token-ladder publication"):
+        ladders_markdown(["token-axis", "default"])
+    checked = []
+    monkeypatch.setattr(seals, "check_publication", lambda folder: checked.append(folder.name))
+    render_table("speed-loo:cpu-thread,h100")
+    assert checked == ["bench-cells", "bench-cells-gpu"]  # an edited profile is refused, as every table's source

@@ -162,3 +162,67 @@ def test_advise_finds_the_ladder_that_holds_the_dataset_or_names_those_there_are
     assert main(["advise", "--profile", "cpu-thread", "--seconds", "60", "--dataset", "nosuch-language"]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and "no published token ladder holds it" in err[0] and "zipf-10k (token-axis)" in err[0]
+
+
+def test_sizes_that_are_one_size_read_there_and_a_method_measured_on_one_side_only_is_not_invented():
+    """The review's cases: two measured datasets of the target's |V| (a ZeroDivisionError), |V| counted with and
+    without <eos> (10,000 against 10,001), and a method only one of the two bracketing datasets measured."""
+    from pipeline_src.reporting.profiles import speed_leave_one_out, speeds
+
+    profile = _sized({"p": (1_000, {"a": 100.0, "b": 50.0}), "p2": (1_000, {"a": 90.0, "b": 40.0}),
+                      "q": (100_000, {"a": 1.0})})
+    read, source = speeds(profile, "d", 1_000, "S")
+    assert read.to_dict() == {"a": 100.0, "b": 50.0} and "(|V| 1,000, the same size" in source
+    assert speeds(profile, "d", 1_001, "S")[0].to_dict() == {"a": 100.0, "b": 50.0}  # <eos> counted: one size
+    read, _ = speeds(profile[profile.dataset != "p2"], "d", 10_000, "S")
+    assert read.to_dict() == pytest.approx({"a": 10.0})  # b: measured below only, so not read (not extrapolated)
+    assert speed_leave_one_out(profile).empty  # p and p2 share a size: neither lies between two others
+    assert speed_leave_one_out(_sized({"p": (1e3, {"a": 1.0}), "p2": (1e3, {"a": 1.0}), "p3": (1e3, {"a": 1.0})})).empty
+
+
+def test_a_ladder_method_without_tokens_s_is_named_beside_the_verdict_and_none_at_all_is_one_line():
+    anytime, summary = _ladder()
+    profile = pd.DataFrame({"dataset": "d", "method": ["a", "softmax"], "tokens_per_s": [400.0, 20.0]})
+    table, read = advise(anytime, summary, profile, 10_000, "d")
+    assert read[read.no_speed].method.tolist() == ["b"] and read[read.no_speed].tokens.isna().all()
+    assert table.iloc[0].use == "a" and table.iloc[0].methods == 1  # b not read; the softmax below its ladder
+    with pytest.raises(ConfigError, match=r"tokens/s for none of the ladder's methods at d \(it has \['x', 'y'\]"):
+        advise(anytime, summary, profile.assign(method=["x", "y"]), 10_000, "d")
+
+
+def test_a_cell_shape_is_the_resolved_model_and_batch_of_the_run():
+    """The dataset's keys over the file's: bptt 35 inherited and written out are one shape; another optimizer or
+    BPTT is another; a dataset the params lack has none."""
+    import copy
+
+    from pipeline_src.config import load
+    from pipeline_src.reporting.profiles import cell_shape
+
+    params = load("config/token-axis.yaml")
+    written = copy.deepcopy(params)
+    written["datasets"]["zipf-10k"]["training"]["bptt"] = params["datasets"]["zipf-10k"]["training"].get(
+        "bptt", params["training"]["bptt"])
+    assert cell_shape(params, "zipf-10k") == cell_shape(written, "zipf-10k")
+    for key, value in (("optimizer", "sgd"), ("bptt", 70)):
+        other = copy.deepcopy(params)
+        other["datasets"]["zipf-10k"]["training"][key] = value
+        assert cell_shape(other, "zipf-10k") != cell_shape(params, "zipf-10k")
+    assert cell_shape(params, "nosuch") is None
+
+
+def test_the_committed_profiles_read_wikitext_2_between_their_zipf_rows(capsys):
+    """The wiring end to end: the committed profiles carry |V| and the resolved shapes of their cells, WikiText-2's
+    ladder has the same shapes, and `advise --dataset wikitext-2` reads it between zipf-10k's and zipf-100k's rows."""
+    import json
+
+    from pipeline_src.cli import main
+    from pipeline_src.io.paths import REPOSITORY
+    from pipeline_src.reporting.profiles import cell_shape
+
+    rows, _ = load_profile("cpu-thread")
+    cells = rows.groupby("dataset").agg(vocab=("vocab", "first"), shape=("shape", "first"))
+    assert cells.loc["zipf-10k"].vocab == 10_000 and cells.loc["zipf-100k"].vocab == 100_000
+    published = json.loads((REPOSITORY / "benchmarks/token-axis-wt2/provenance.json").read_text())["params"]
+    assert cells.loc["zipf-10k", "shape"] == cells.loc["zipf-100k", "shape"] == cell_shape(published, "wikitext-2")
+    assert main(["advise", "--profile", "h100", "--seconds", "60", "--dataset", "wikitext-2"]) == 0
+    assert "interpolated in log |V| between zipf-10k's and zipf-100k's rows" in capsys.readouterr().out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..io.errors import ConfigError
 from .ladder_tables import time_cell, equal_data_markdown, speed_notes
 from .markdown import frame_markdown, partial_label
 from .profiles import load_profile, speed_leave_one_out
@@ -59,16 +60,17 @@ def equal_times_markdown(publications: list[str]) -> str:
 def speed_loo_markdown(profiles: list[str]) -> str:
     """The |V| reading checked on each named profile (``profiles.speed_leave_one_out``): one row per method, one
     column per (profile, dataset read), the tokens/s read from the neighbouring vocabulary sizes over the measured."""
-    cols = {}
+    cols, notes = {}, []
     for name in profiles:
         loo = speed_leave_one_out(load_profile(name)[0])
         for ds, g in loo.groupby("dataset", sort=False):
-            pair = g.read_from.iloc[0].split(" rows ")[0].removeprefix("interpolated in log |V| between ")
-            cols[f"{name}: {ds} read from {pair}"] = g.set_index("method").ratio
+            cols[f"{name}: {ds}"] = g.set_index("method").ratio
+            notes.append(f"\n*{name}: {ds} {g.read_from.iloc[0]}, itself left out.*\n")
     if not cols:
-        return "*No profile has a vocabulary size between two others of its shapes: nothing to check.*\n"
+        return ("*No profile named has a vocabulary size between two others of its shapes (or its sizes are unknown: "
+                "a profile of your own carries no params): nothing to check.*\n")
     frame = pd.DataFrame(cols).map(lambda x: "—" if pd.isna(x) else f"{x:.2f}x")
-    return frame_markdown(frame.rename_axis("method (read / measured tokens/s)").reset_index())
+    return frame_markdown(frame.rename_axis("method (read / measured tokens/s)").reset_index()) + "".join(notes)
 
 
 def _published(publications: list[str], file: str):
@@ -79,8 +81,11 @@ def _published(publications: list[str], file: str):
 
     for name in publications:
         pub = REPOSITORY / "benchmarks" / name
-        if not (pub / paths.PROVENANCE).is_file() or not (pub / file).is_file():
+        if not (pub / paths.PROVENANCE).is_file():
             yield name, None, ""
             continue
+        if not (pub / file).is_file():
+            raise ConfigError(f"results-table of {', '.join(publications)}: benchmarks/{name} is published but is no "
+                              f"token-ladder publication (it has no {file})")
         runs = read_json(pub / paths.PROVENANCE).get("runs") or {}
         yield name, pd.read_csv(pub / file), partial_label("", runs)

@@ -25,7 +25,7 @@ from .profiles import PROFILES, advise, cell_shape, ladder_points, leave_one_out
 NAMES = ("ladder-advice.csv", "equal-time.csv", "ladder-loo.csv")
 SECONDS = 60.0  # the equal-time budget every grid shows: a minute of training steps
 EQUAL_TIME_COLUMNS = ["profile", "machine", "dataset", "seconds", "when", "speed_from", "tokens_read", "outside",
-                      *COLUMNS[1:]]
+                      "no_speed", *COLUMNS[1:]]
 
 
 def ladders(params: dict) -> dict[str, list[float]]:
@@ -55,7 +55,7 @@ def ladder_tables(anytime: pd.DataFrame, summary: pd.DataFrame, budget_advice: p
     confidence = params["statistics"]["confidence"]
     return {"ladder-advice.csv": advice, "ladder-loo.csv": leave_one_out(points),
             "equal-time.csv": equal_time(anytime, summary, rungs, confidence,
-                                         {ds: cell_shape(params["datasets"][ds]) for ds in rungs})}
+                                         {ds: cell_shape(params, ds) for ds in rungs})}
 
 
 def _not_trained(params: dict, dataset: str, tokens: float) -> str:
@@ -108,9 +108,10 @@ def _reading(anytime, summary, profile, seconds: float, dataset: str, confidence
         table, read = advise(anytime, summary, profile, seconds, dataset, confidence, shape)
     except ConfigError:
         return {}
-    tokens = read.groupby("method", sort=False).tokens.first().sort_values()
+    tokens = read[~read.no_speed].groupby("method", sort=False).tokens.first().sort_values()
     out = {"tokens_read": "; ".join(f"{m} {t / 1e6:.3g}M" for m, t in tokens.items()),
-           "outside": ", ".join(sorted(read[read.outside].method.unique()))}
+           "outside": ", ".join(sorted(read[read.outside].method.unique())),
+           "no_speed": ", ".join(sorted(read[read.no_speed].method.unique()))}
     if not table.empty:
         out.update({k: v for k, v in table.iloc[0].items() if k in COLUMNS[1:]})
     return out
@@ -173,15 +174,18 @@ def speed_notes(table: pd.DataFrame) -> str:
 
 
 def time_cell(r) -> str:
-    """One equal-time cell: ``budget_cell`` among the methods inside the measured rungs, and those outside."""
+    """One equal-time cell: ``budget_cell`` among the methods inside the measured rungs, those outside, and those
+    the profile has no tokens/s for (never read, so never silently left out)."""
     from .advice import budget_cell
 
     outside = r.outside if isinstance(r.outside, str) and r.outside else ""
+    unmeasured = getattr(r, "no_speed", "")
+    unmeasured = f"; no tokens/s on the profile: {unmeasured}" if isinstance(unmeasured, str) and unmeasured else ""
     if not isinstance(r.use, str):
-        return "no method inside the measured range" if outside else budget_cell(r)
+        return ("no method inside the measured range" if outside else budget_cell(r)) + unmeasured
     if outside and not isinstance(r.runner_up, str):
-        return f"{r.use} alone inside the measured range (outside it: {outside}): no verdict"
-    return budget_cell(r) + (f"; outside the measured range: {outside}" if outside else "")
+        return f"{r.use} alone inside the measured range (outside it: {outside}): no verdict" + unmeasured
+    return budget_cell(r) + (f"; outside the measured range: {outside}" if outside else "") + unmeasured
 
 
 def leave_one_out_markdown(loo: pd.DataFrame) -> str:

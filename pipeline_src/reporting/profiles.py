@@ -22,6 +22,7 @@ rows it read; :func:`speed_leave_one_out` checks that reading on the profile's o
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -55,67 +56,78 @@ def load_profile(name: str) -> tuple[pd.DataFrame, str]:
                f"host, {meta.get('threads', '?')} threads, torch {meta.get('torch', '?')}"
                + (f", measured at commit {commit}" if commit else ""))
     rows = rows[["dataset", "method", "tokens_per_s"]].copy()
-    datasets = (prov.get("params") or {}).get("datasets") or {}
+    params = prov.get("params") or {}
+    datasets = params.get("datasets") or {}
     rows["vocab"] = [float(((datasets.get(d) or {}).get("corpus") or {}).get("vocab_size") or math.nan)
                      for d in rows.dataset]
-    rows["shape"] = [cell_shape(datasets[d]) if d in datasets else None for d in rows.dataset]
+    rows["shape"] = [cell_shape(params, d) for d in rows.dataset]
     return rows, machine
 
 
-def cell_shape(dataset_params: dict) -> str:
-    """What a training step's cost depends on besides |V| and the head: the dataset's model (encoder, widths,
-    layers, dropout, tying) and its batch (size, BPTT), as one comparable string."""
-    training = dataset_params.get("training") or {}
-    return json.dumps({"model": dataset_params.get("model") or {}, "batch_size": training.get("batch_size"),
-                       "bptt": training.get("bptt")}, sort_keys=True)
+def cell_shape(params: dict, dataset: str) -> str | None:
+    """What a training step's cost depends on besides |V| and the head, as one comparable string: the dataset's
+    model (encoder, widths, layers, dropout, tying) and its batch, BPTT, optimizer and precision, each as the run
+    resolves it (the file's top-level sections under the dataset's own keys). None where ``params`` cannot say."""
+    from ..config.runs import model_config, train_config
+
+    try:
+        model, training = model_config(params, dataset), train_config(params, dataset)
+    except (KeyError, TypeError):  # a dataset the params lack, or settings of another version
+        return None
+    return json.dumps({"model": dataclasses.asdict(model), "batch_size": training.batch_size, "bptt": training.bptt,
+                       "optimizer": training.optimizer, "precision": training.precision}, sort_keys=True)
+
+
+SAME_SIZE = 1e-3  # vocabulary sizes within 0.1% are one size (a corpus's vocab_size, and the model's |V| with <eos>)
 
 
 def speeds(profile: pd.DataFrame, dataset: str, vocab: float | None = None,
            shape: str | None = None) -> tuple[pd.Series, str]:
     """Each method's tokens/s on ``profile`` for ``dataset`` (a Series by method) and where it came from: the
     dataset's own rows ("" ), or, where the profile did not measure it but measured datasets of the same ``shape``
-    (``cell_shape``) at known |V|, each method read linearly in log |V| of log tokens/s between the two measured
-    vocabulary sizes around ``vocab`` (or at the nearest one, outside them), with a line naming the rows read.
-    Empty where neither."""
+    (``cell_shape``) at known |V|: at one of the same size, else each method read linearly in log |V| of log
+    tokens/s between the two measured vocabulary sizes around ``vocab`` (a method only where both measured it), or
+    at the nearest size outside them, never extrapolated; with a line naming the rows read. Empty where neither."""
     own = profile[profile.dataset == dataset]
     if not own.empty:
         return own.set_index("method").tokens_per_s.astype(float), ""
-    if vocab is None or shape is None or "shape" not in profile:
+    if vocab is None or not vocab > 0 or shape is None or "shape" not in profile:
         return pd.Series(dtype=float), ""
     same = profile[(profile["shape"] == shape) & profile.vocab.notna()]
-    sizes = same.groupby("dataset").vocab.first().sort_values()
+    sizes = same.groupby("dataset").vocab.first().sort_values(kind="stable")  # a tie: the first by name
     if sizes.empty:
         return pd.Series(dtype=float), ""
-    below, above = sizes[sizes <= vocab], sizes[sizes >= vocab]
-    if len(below) and len(above):
-        pick = [below.index[-1], above.index[0]]
-    else:  # outside the measured sizes: the nearest one, never extrapolated
-        pick = [below.index[-1]] if len(below) else [above.index[0]]
-    if len(pick) == 1 or pick[0] == pick[1]:
-        d = pick[0]
-        return (same[same.dataset == d].set_index("method").tokens_per_s.astype(float),
-                f"read at {d}'s rows (|V| {sizes[d]:,.0f}, the nearest measured; the same model and batch)")
-    lo, hi = (same[same.dataset == d].set_index("method").tokens_per_s.astype(float) for d in pick)
-    methods = [m for m in lo.index if m in hi.index]
-    x = (math.log(vocab) - math.log(sizes[pick[0]])) / (math.log(sizes[pick[1]]) - math.log(sizes[pick[0]]))
-    read = pd.Series({m: math.exp((1 - x) * math.log(lo[m]) + x * math.log(hi[m])) for m in methods}, dtype=float)
-    return read, (f"interpolated in log |V| between {pick[0]}'s and {pick[1]}'s rows (|V| {sizes[pick[0]]:,.0f} and "
-                  f"{sizes[pick[1]]:,.0f}; the same model and batch)")
+    rows = {d: same[same.dataset == d].set_index("method").tokens_per_s.astype(float) for d in sizes.index}
+    level = sizes[(sizes / vocab - 1).abs() <= SAME_SIZE]
+    below, above = sizes[sizes < vocab], sizes[sizes > vocab]
+    if len(level) or not (len(below) and len(above)):
+        d = level.index[0] if len(level) else below.index[-1] if len(below) else above.index[0]
+        why = "the same size" if len(level) else "the nearest measured"
+        return rows[d], f"read at {d}'s rows (|V| {sizes[d]:,.0f}, {why}; the same model and batch)"
+    lo, hi = below.index[-1], above.index[0]
+    x = (math.log(vocab) - math.log(sizes[lo])) / (math.log(sizes[hi]) - math.log(sizes[lo]))
+    read = pd.Series({m: math.exp((1 - x) * math.log(rows[lo][m]) + x * math.log(rows[hi][m]))
+                      for m in rows[lo].index if m in rows[hi].index}, dtype=float)
+    return read, (f"interpolated in log |V| between {lo}'s and {hi}'s rows (|V| {sizes[lo]:,.0f} and "
+                  f"{sizes[hi]:,.0f}; the same model and batch)")
 
 
 def speed_leave_one_out(profile: pd.DataFrame) -> pd.DataFrame:
-    """The |V| reading checked on the profile itself: each dataset strictly inside the measured vocabulary sizes of
-    its shape read from the two around it (itself left out), against its measured tokens/s, per method."""
+    """The |V| reading checked on the profile itself: each dataset whose size lies strictly between two other sizes
+    measured at its shape, read from them (itself left out), against its measured tokens/s, per method."""
     rows = []
     known = profile[profile.vocab.notna() & profile["shape"].notna()] if "shape" in profile else profile.iloc[:0]
     for shape, g in known.groupby("shape"):
-        sizes = g.groupby("dataset").vocab.first().sort_values()
-        for d in sizes.index[1:-1]:
-            read, source = speeds(g[g.dataset != d], d, float(sizes[d]), shape)
-            measured = g[g.dataset == d].set_index("method").tokens_per_s.astype(float)
-            for m in read.index.intersection(measured.index):
-                rows.append({"dataset": d, "vocab": sizes[d], "method": m, "measured": measured[m],
-                             "read": read[m], "ratio": read[m] / measured[m], "read_from": source})
+        sizes = g.groupby("dataset").vocab.first()
+        for d, v in sizes.items():
+            others = sizes.drop(d)
+            if (others < v * (1 - SAME_SIZE)).any() and (others > v * (1 + SAME_SIZE)).any() and \
+                    not ((others / v - 1).abs() <= SAME_SIZE).any():
+                read, source = speeds(g[g.dataset != d], d, float(v), shape)
+                measured = g[g.dataset == d].set_index("method").tokens_per_s.astype(float)
+                for m in read.index.intersection(measured.index):
+                    rows.append({"dataset": d, "vocab": v, "method": m, "measured": measured[m],
+                                 "read": read[m], "ratio": read[m] / measured[m], "read_from": source})
     return pd.DataFrame(rows, columns=["dataset", "vocab", "method", "measured", "read", "ratio", "read_from"])
 
 
@@ -172,7 +184,7 @@ def advise(anytime: pd.DataFrame, summary: pd.DataFrame, profile: pd.DataFrame, 
     """What to use on ``dataset`` for ``seconds`` of training on ``profile``'s machine: the advice row (as
     ``advice.what_to_use`` gives it, from the ladder's readings) and the per-method readings behind it, whose
     ``speed_from`` says where the tokens/s came from (``speeds``; ``shape``: the dataset's ``cell_shape``, its |V|
-    is the summary's)."""
+    is the summary's) and whose ``no_speed`` marks a ladder method the profile has no tokens/s for (not read)."""
     from .advice import what_to_use
     from .budget_axis import point_runs, ranking
 
@@ -186,8 +198,16 @@ def advise(anytime: pd.DataFrame, summary: pd.DataFrame, profile: pd.DataFrame, 
                           f"({sorted(anytime.dataset.unique())})")
     points = ladder_points(anytime[anytime.dataset == dataset])
     methods = [m for m in points.method.unique() if m in speed.index]
-    read = readings(points, {m: seconds * float(speed[m]) for m in methods}).assign(speed_from=source)
-    inside = read[~read.outside & read.test_nll.notna()]
+    if not methods:
+        raise ConfigError(f"the profile has tokens/s for none of the ladder's methods at {dataset} (it has "
+                          f"{sorted(speed.index)}; the ladder {sorted(points.method.unique())})")
+    unmeasured = [m for m in points.method.unique() if m not in speed.index]  # named beside the verdict, not read
+    read = readings(points, {m: seconds * float(speed[m]) for m in methods}).assign(no_speed=False)
+    if unmeasured:
+        read = pd.concat([read, pd.DataFrame({"dataset": dataset, "method": unmeasured, "outside": False,
+                                              "no_speed": True})], ignore_index=True)
+    read = read.assign(speed_from=source)
+    inside = read[~read.outside & ~read.no_speed & read.test_nll.notna()]
     if inside.empty:
         return pd.DataFrame(), read
     pts = pd.DataFrame({"dataset": inside.dataset, "method": inside.method, "seed": inside.seed,

@@ -239,6 +239,12 @@ def render_table(path: str) -> str:
                             "speed-loo:")):
         levels = {}
         for name in path.split(":", 1)[1].split(","):
+            if path.startswith("speed-loo:"):  # names of profiles: their bench publications
+                from .profiles import PROFILES
+
+                if name in PROFILES:
+                    check_publication(REPOSITORY / PROFILES[name])
+                continue
             if (REPOSITORY / "benchmarks" / name / paths.PROVENANCE).is_file():
                 check_publication(REPOSITORY / "benchmarks" / name)
                 params = read_json(REPOSITORY / "benchmarks" / name / paths.PROVENANCE).get("params") or {}
