@@ -251,3 +251,20 @@ def test_the_joined_grids_refuse_a_publication_that_is_no_ladder_and_the_speed_c
     monkeypatch.setattr(seals, "check_publication", lambda folder: checked.append(folder.name))
     render_table("speed-loo:cpu-thread,h100")
     assert checked == ["bench-cells", "bench-cells-gpu"]  # an edited profile is refused, as every table's source
+
+
+def test_the_equal_time_rows_and_grid_name_the_options_a_profile_measured_at_other_than_the_picks(profile_file,
+                                                                                                    monkeypatch):
+    from pipeline_src.reporting import profiles
+
+    anytime, summary = _ladder()
+    rows = pd.DataFrame({"dataset": "d", "method": list(SPEED), "tokens_per_s": list(SPEED.values()),
+                         "options": ['{"negatives": 100}', "{}", "{}"]})
+    monkeypatch.setattr(ladder_tables, "load_profile", lambda name: (rows, "a machine"))
+    picks = {("d", "a"): {"negatives": 800}, ("d", "b"): {}, ("e", "a"): {"negatives": 100}}
+    eq = equal_time(anytime, summary, {"d": RUNGS}, 0.95, None, picks)
+    assert set(eq.options_differ) == {"a (negatives 100, trained at 800)"}
+    assert (f"*{profile_file}, d: tokens/s measured at other head options than the ladder's picks trained with, so "
+            f"those methods' tokens at equal time are those options': a (negatives 100, trained at 800).*"
+            ) in equal_time_markdown(eq)
+    assert profiles.options_differ(rows, {"a": {"negatives": 100}}) == ""

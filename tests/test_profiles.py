@@ -226,3 +226,24 @@ def test_the_committed_profiles_read_wikitext_2_between_their_zipf_rows(capsys):
     assert cells.loc["zipf-10k", "shape"] == cells.loc["zipf-100k", "shape"] == cell_shape(published, "wikitext-2")
     assert main(["advise", "--profile", "h100", "--seconds", "60", "--dataset", "wikitext-2"]) == 0
     assert "interpolated in log |V| between zipf-10k's and zipf-100k's rows" in capsys.readouterr().out
+
+
+def test_a_profile_measured_at_other_head_options_than_the_picks_is_named():
+    """The committed profiles measured NCE and sampled softmax at 100 negatives (params.yaml's), while the ladders'
+    tuning picked 800: their tokens at equal time are the 100 negatives' and the grids must say so."""
+    from pipeline_src.reporting.profiles import options_differ, picked_options
+
+    tuning = pd.DataFrame([
+        {"dataset": "d", "method": "nce", "selected": True, "opt_negatives": 800.0, "opt_div_value": math.nan},
+        {"dataset": "d", "method": "nce", "selected": False, "opt_negatives": 50.0, "opt_div_value": math.nan},
+        {"dataset": "d", "method": "adaptive-softmax", "selected": True, "opt_negatives": math.nan,
+         "opt_div_value": 3.2632872550738194},
+        {"dataset": "d", "method": "softmax", "selected": True, "opt_negatives": math.nan, "opt_div_value": math.nan}])
+    picks = {m: o for (d, m), o in picked_options(tuning).items()}
+    assert picks == {"nce": {"negatives": 800}, "adaptive-softmax": {"div_value": 3.2632872550738194}, "softmax": {}}
+    rows, _ = load_profile("cpu-thread")  # params.yaml's settings over each head's defaults
+    assert options_differ(rows, picks) == ("adaptive-softmax (div_value 4, trained at 3.26); "
+                                           "nce (negatives 100, trained at 800)")
+    assert options_differ(rows, {"nce": {"negatives": 100}, "softmax": {}}) == ""
+    assert options_differ(rows.drop(columns=["options"]), picks) == ""  # a reader's own profile: unknown
+    assert picked_options(None) == {} and picked_options(tuning.drop(columns=["selected"])) == {}

@@ -20,12 +20,13 @@ import pandas as pd
 
 from ..io.errors import ConfigError
 from .advice import COLUMNS
-from .profiles import PROFILES, advise, cell_shape, ladder_points, leave_one_out, load_profile, speeds
+from .profiles import (PROFILES, advise, cell_shape, ladder_points, leave_one_out, load_profile, options_differ,
+                       picked_options, speeds)
 
 NAMES = ("ladder-advice.csv", "equal-time.csv", "ladder-loo.csv")
 SECONDS = 60.0  # the equal-time budget every grid shows: a minute of training steps
-EQUAL_TIME_COLUMNS = ["profile", "machine", "dataset", "seconds", "when", "speed_from", "tokens_read", "outside",
-                      "no_speed", *COLUMNS[1:]]
+EQUAL_TIME_COLUMNS = ["profile", "machine", "dataset", "seconds", "when", "speed_from", "options_differ", "tokens_read",
+                      "outside", "no_speed", *COLUMNS[1:]]
 
 
 def ladders(params: dict) -> dict[str, list[float]]:
@@ -39,9 +40,10 @@ def ladders(params: dict) -> dict[str, list[float]]:
 
 
 def ladder_tables(anytime: pd.DataFrame, summary: pd.DataFrame, budget_advice: pd.DataFrame | None,
-                  params: dict, split_tokens: dict[str, int | None]) -> dict:
+                  params: dict, split_tokens: dict[str, int | None], tuning: pd.DataFrame | None = None) -> dict:
     """The tables above by file name; empty when no dataset trained a ladder. ``split_tokens``: each ladder
-    dataset's training split in tokens (None where unknown), for the epochs a rung is."""
+    dataset's training split in tokens (None where unknown), for the epochs a rung is; ``tuning``: the trials
+    (``tuning.csv``), whose picks' options the equal-time rows set beside the options each profile measured."""
     rungs = {ds: r for ds, r in ladders(params).items() if (anytime.dataset == ds).any()}
     if not rungs or budget_advice is None or budget_advice.empty:
         return {}
@@ -55,7 +57,7 @@ def ladder_tables(anytime: pd.DataFrame, summary: pd.DataFrame, budget_advice: p
     confidence = params["statistics"]["confidence"]
     return {"ladder-advice.csv": advice, "ladder-loo.csv": leave_one_out(points),
             "equal-time.csv": equal_time(anytime, summary, rungs, confidence,
-                                         {ds: cell_shape(params, ds) for ds in rungs})}
+                                         {ds: cell_shape(params, ds) for ds in rungs}, picked_options(tuning))}
 
 
 def _not_trained(params: dict, dataset: str, tokens: float) -> str:
@@ -81,9 +83,12 @@ def seconds_read(speed: pd.Series, top: float, bottom: float) -> list[tuple[floa
 
 
 def equal_time(anytime: pd.DataFrame, summary: pd.DataFrame, rungs: dict[str, list[float]],
-               confidence: float, shapes: dict[str, str] | None = None) -> pd.DataFrame:
+               confidence: float, shapes: dict[str, str] | None = None,
+               picks: dict[tuple[str, str], dict] | None = None) -> pd.DataFrame:
     """``equal-time.csv``: one row per (profile, dataset, seconds); a dataset the profile has no row for, nor
-    rows of its shapes (``shapes``: each dataset's ``cell_shape``) to read it from, is one row that says so."""
+    rows of its shapes (``shapes``: each dataset's ``cell_shape``) to read it from, is one row that says so. Each
+    row names the methods whose tokens/s the profile measured at other head options than ``picks`` (the tuning's,
+    by (dataset, method)) trained them with."""
     rows = []
     for name in PROFILES:
         profile, machine = load_profile(name)
@@ -95,9 +100,10 @@ def equal_time(anytime: pd.DataFrame, summary: pd.DataFrame, rungs: dict[str, li
                 rows.append({"profile": name, "machine": machine, "dataset": ds,
                              "when": f"{name} has no row for {ds}'s shapes"})
                 continue
+            differ = options_differ(profile, {m: o for (d, m), o in (picks or {}).items() if d == ds})
             for seconds, when in seconds_read(speed, r[-1], r[0]):
                 rows.append({"profile": name, "machine": machine, "dataset": ds, "seconds": seconds, "when": when,
-                             "speed_from": source,
+                             "speed_from": source, "options_differ": differ,
                              **_reading(anytime, summary, profile, seconds, ds, confidence, (shapes or {}).get(ds))})
     return pd.DataFrame(rows).reindex(columns=EQUAL_TIME_COLUMNS)
 
@@ -161,15 +167,22 @@ def equal_time_markdown(table: pd.DataFrame) -> str:
 
 
 def speed_notes(table: pd.DataFrame) -> str:
-    """One line per dataset and reading whose tokens/s were not measured at its own shapes (``profiles.speeds``),
-    naming the profiles read so."""
-    if "speed_from" not in table:
-        return ""
-    read = table[table.speed_from.fillna("").astype(str) != ""]
+    """The lines under an equal-time grid: each dataset whose tokens/s were not measured at its own shapes
+    (``profiles.speeds``), and each profile whose tokens/s are of other head options than the ladder's picks
+    (``profiles.options_differ``), naming the profiles and datasets."""
     lines = []
-    for (ds, source), g in read.groupby(["dataset", "speed_from"], sort=False):
-        profiles = " and ".join(dict.fromkeys(g.profile))
-        lines.append(f"\n*{ds} on {profiles}: no row of its own; each method's tokens/s {source}.*\n")
+    for column, say in (("speed_from", "{ds} on {who}: no row of its own; each method's tokens/s {what}."),
+                        ("options_differ", "{who}, {ds}: tokens/s measured at other head options than the ladder's "
+                                           "picks trained with, so those methods' tokens at equal time are those "
+                                           "options': {what}.")):
+        if column not in table:
+            continue
+        hit = table[table[column].fillna("").astype(str) != ""]
+        key = ["dataset", column] if column == "speed_from" else ["profile", column]
+        for (first, what), g in hit.groupby(key, sort=False):
+            ds = first if column == "speed_from" else " and ".join(dict.fromkeys(g.dataset))
+            who = " and ".join(dict.fromkeys(g.profile)) if column == "speed_from" else first
+            lines.append("\n*" + say.format(ds=ds, who=who, what=what) + "*\n")
     return "".join(lines)
 
 

@@ -61,7 +61,62 @@ def load_profile(name: str) -> tuple[pd.DataFrame, str]:
     rows["vocab"] = [float(((datasets.get(d) or {}).get("corpus") or {}).get("vocab_size") or math.nan)
                      for d in rows.dataset]
     rows["shape"] = [cell_shape(params, d) for d in rows.dataset]
+    rows["options"] = [json.dumps(measured_options(params, m), sort_keys=True) if params else None
+                       for m in rows.method]
     return rows, machine
+
+
+def measured_options(params: dict, method: str) -> dict:
+    """A method's head options as a profile measured them: the params' settings over the head's defaults."""
+    from ..heads.options import option_defaults
+
+    spec = (params.get("methods") or {}).get(method) or {}
+    try:
+        defaults = option_defaults(spec.get("type", method))
+    except Exception:  # a type this version does not know: its written settings only
+        defaults = {}
+    return {**defaults, **{k: v for k, v in spec.items() if k != "type"}}
+
+
+def picked_options(tuning: pd.DataFrame | None) -> dict[tuple[str, str], dict]:
+    """The options each (dataset, method) of a ladder trained with, as its tuning picked them (``tuning.csv``'s
+    selected rows, their ``opt_*`` columns); empty without tuning."""
+    if tuning is None or tuning.empty or "selected" not in tuning:
+        return {}
+    out = {}
+    for r in tuning[tuning.selected.astype(str) == "True"].to_dict("records"):
+        opts = {k[4:]: v for k, v in r.items() if k.startswith("opt_") and not pd.isna(v)}
+        out[(r["dataset"], r["method"])] = {k: int(v) if isinstance(v, float) and v.is_integer() else v
+                                            for k, v in opts.items()}
+    return out
+
+
+def options_differ(profile: pd.DataFrame, picks: dict[str, dict]) -> str:
+    """Where the profile measured a method at other head options than the ladder trained it with (``picks``:
+    method -> its picked options): "nce (negatives 100, trained at 800); ...", or ""."""
+    out = []
+    if "options" not in profile:
+        return ""
+    measured = profile.dropna(subset=["options"]).groupby("method").options.first()
+    for m, pick in sorted(picks.items()):
+        if m not in measured.index:
+            continue
+        have = json.loads(measured[m])
+        diff = [f"{k} {_opt(have.get(k))}, trained at {_opt(v)}" for k, v in sorted(pick.items())
+                if not _same_option(have.get(k), v)]
+        if diff:
+            out.append(f"{m} ({'; '.join(diff)})")
+    return "; ".join(out)
+
+
+def _same_option(a, b) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-9)
+    return a == b
+
+
+def _opt(v) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
 
 
 def cell_shape(params: dict, dataset: str) -> str | None:

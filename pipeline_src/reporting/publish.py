@@ -272,7 +272,11 @@ def _restated_ladder_tables(out: Path, prov: dict, summary, budget_advice, param
     check_digest(out, "ladder-advice.csv")
     old = read_csv(out / "ladder-advice.csv").dropna(subset=["epochs"])
     split = {d: int(round(float((g.tokens / g.epochs).median()))) for d, g in old.groupby("dataset")}
-    made = ladder_tables(read_csv(out / "anytime.csv"), summary, budget_advice, params, split)
+    tuning = None
+    if "tuning.csv" in prov["files"]:
+        check_digest(out, "tuning.csv")
+        tuning = read_csv(out / "tuning.csv")
+    made = ladder_tables(read_csv(out / "anytime.csv"), summary, budget_advice, params, split, tuning)
     return {name: made[name] for name in NAMES if name in made}
 
 

@@ -126,16 +126,16 @@ def summarize(params: dict, partial: bool = False, one_machine: bool = True) -> 
     refs = tables[paths.references_summary_path(params)]
     tables.update({Path(params["results_dir"]) / name: frame  # the budget axis, when long runs kept points
                    for name, frame in axis_tables(tables[paths.anytime_path(params)], df, refs, params).items()})
-    tables.update({Path(params["results_dir"]) / name: frame  # a token ladder: equal data and equal time
-                   for name, frame in ladder_tables(tables[paths.anytime_path(params)], df,
-                                                    tables.get(Path(params["results_dir"]) / "budget-advice.csv"),
-                                                    params, _split_tokens(params)).items()})
-    timed = runs.timed
+    timed, trials = runs.timed, None
     if (params.get("tuning") or {}).get("enabled"):
         trials, tcurves = tuning_tables(params, partial, missing)
         tables[paths.tuning_summary_path(params)] = trials
         tables[paths.tuning_curves_path(params)] = tcurves
         timed = timed + trial_records(params, trials)
+    tables.update({Path(params["results_dir"]) / name: frame  # a token ladder: equal data and equal time
+                   for name, frame in ladder_tables(tables[paths.anytime_path(params)], df,
+                                                    tables.get(Path(params["results_dir"]) / "budget-advice.csv"),
+                                                    params, _split_tokens(params), trials).items()})
     timed = [t for t in timed if t]
     accepted = {}
     if one_machine:
