@@ -113,10 +113,37 @@ def _profile(params: dict, args) -> None:
     p["bench"]["cells"] = {"datasets": run_datasets(p), "methods": list(p["run"]["methods"]), "min_seconds": 1,
                            "rounds": 1}
     p["results_dir"] = str(Path(params["results_dir"]) / "profile")
+    picks = ladder_picks(run_datasets(p), list(p["run"]["methods"]))
+    for m, options in picks.items():  # measured at the head options the published ladder trained with
+        p["methods"][m] = {**p["methods"][m], **options}
+    if any(picks.values()):
+        print("at the published ladders' picks: " + "; ".join(
+            f"{m} {', '.join(f'{k} {v}' for k, v in o.items())}" for m, o in picks.items() if o))
     table = run_cell_bench(p, _device(p, args))
     out = paths.cell_bench_path(p)
     print(table[["dataset", "method", "tokens_per_s"]].to_string(index=False))
     print(f"wrote {out}: {_advise_line(out, run_datasets(p))}")
+
+
+def ladder_picks(datasets: list[str], methods: list[str]) -> dict[str, dict]:
+    """The head options the published token ladders holding ``datasets`` picked for each of ``methods`` (their
+    ``tuning.csv``); one line naming the method when two of those ladders picked differently."""
+    from .io.artifacts import read_csv
+    from .reporting.profiles import picked_options
+
+    held, picks = _ladders_held(), {}
+    for d in datasets:
+        if d not in held or not (paths.REPOSITORY / "benchmarks" / held[d] / "tuning.csv").is_file():
+            continue
+        for (ds, m), options in picked_options(read_csv(paths.REPOSITORY / "benchmarks" / held[d] /
+                                                        "tuning.csv")).items():
+            if ds != d or m not in methods:
+                continue
+            if m in picks and picks[m] != options:
+                raise ConfigError(f"profile: the ladders picked {m} with {picks[m]} and {options} ({d}): profile "
+                                  f"one dataset's config at a time")
+            picks[m] = options
+    return picks
 
 
 def _advise_line(profile: Path, datasets: list[str]) -> str:

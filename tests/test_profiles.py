@@ -247,3 +247,27 @@ def test_a_profile_measured_at_other_head_options_than_the_picks_is_named():
     assert options_differ(rows, {"nce": {"negatives": 100}, "softmax": {}}) == ""
     assert options_differ(rows.drop(columns=["options"]), picks) == ""  # a reader's own profile: unknown
     assert picked_options(None) == {} and picked_options(tuning.drop(columns=["selected"])) == {}
+
+
+def test_profile_measures_at_the_head_options_the_published_ladder_picked(tmp_path, monkeypatch):
+    """`profile` benches each method at the options the ladder holding the dataset trained with (NCE and sampled
+    softmax at 800 negatives on both published ladders), and refuses in one line where two ladders disagree."""
+    import shutil
+
+    from pipeline_src.io import paths
+    from pipeline_src.tools import ladder_picks
+
+    picks = ladder_picks(["wikitext-2", "zipf-10k"], ["nce", "sampled-softmax", "adaptive-softmax", "softmax"])
+    assert picks["nce"] == {"negatives": 800} and picks["sampled-softmax"] == {"negatives": 800}
+    assert picks["adaptive-softmax"] == {"div_value": pytest.approx(3.2632872550738194)} and picks["softmax"] == {}
+    assert ladder_picks(["nosuch-language"], ["nce"]) == {}
+    for name in ("one", "two"):
+        shutil.copytree(paths.REPOSITORY / "benchmarks" / "token-axis", tmp_path / "benchmarks" / name)
+    tuning = pd.read_csv(tmp_path / "benchmarks" / "two" / "tuning.csv")
+    tuning.loc[tuning.method == "nce", "opt_negatives"] = 50.0
+    tuning.assign(dataset="other").to_csv(tmp_path / "benchmarks" / "two" / "tuning.csv", index=False)
+    advice = pd.read_csv(tmp_path / "benchmarks" / "two" / "ladder-advice.csv")
+    advice.assign(dataset="other").to_csv(tmp_path / "benchmarks" / "two" / "ladder-advice.csv", index=False)
+    monkeypatch.setattr(paths, "REPOSITORY", tmp_path)
+    with pytest.raises(ConfigError, match="profile: the ladders picked nce with"):
+        ladder_picks(["zipf-10k", "other"], ["nce"])

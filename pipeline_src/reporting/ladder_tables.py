@@ -169,7 +169,7 @@ def equal_time_markdown(table: pd.DataFrame) -> str:
 def speed_notes(table: pd.DataFrame) -> str:
     """The lines under an equal-time grid: each dataset whose tokens/s were not measured at its own shapes
     (``profiles.speeds``), and each profile whose tokens/s are of other head options than the ladder's picks
-    (``profiles.options_differ``), naming the profiles and datasets."""
+    (``profiles.options_differ``), one line per reading, naming the profiles and datasets it holds for."""
     lines = []
     for column, say in (("speed_from", "{ds} on {who}: no row of its own; each method's tokens/s {what}."),
                         ("options_differ", "{who}, {ds}: tokens/s measured at other head options than the ladder's "
@@ -178,12 +178,10 @@ def speed_notes(table: pd.DataFrame) -> str:
         if column not in table:
             continue
         hit = table[table[column].fillna("").astype(str) != ""]
-        key = ["dataset", column] if column == "speed_from" else ["profile", column]
-        for (first, what), g in hit.groupby(key, sort=False):
-            ds = first if column == "speed_from" else " and ".join(dict.fromkeys(g.dataset))
-            who = " and ".join(dict.fromkeys(g.profile)) if column == "speed_from" else first
-            lines.append("\n*" + say.format(ds=ds, who=who, what=what) + "*\n")
-    return "".join(lines)
+        for what, g in hit.groupby(column, sort=False):
+            ds, who = (" and ".join(dict.fromkeys(g[c])) for c in ("dataset", "profile"))
+            lines.append("*" + say.format(ds=ds, who=who, what=what) + "*")
+    return "\n" + " ".join(lines) + "\n" if lines else ""  # one paragraph under the grid
 
 
 def time_cell(r) -> str:
