@@ -113,12 +113,18 @@ def _profile(params: dict, args) -> None:
     p["bench"]["cells"] = {"datasets": run_datasets(p), "methods": list(p["run"]["methods"]), "min_seconds": 1,
                            "rounds": 1}
     p["results_dir"] = str(Path(params["results_dir"]) / "profile")
-    picks = ladder_picks(run_datasets(p), list(p["run"]["methods"]))
-    for m, options in picks.items():  # measured at the head options the published ladder trained with
-        p["methods"][m] = {**p["methods"][m], **options}
-    if any(picks.values()):
-        print("at the published ladders' picks: " + "; ".join(
+    held = _ladders_held()
+    datasets = run_datasets(p)
+    picks = ladder_picks(datasets, list(p["run"]["methods"]))
+    if any(picks.values()) and all(d in held for d in datasets):
+        for m, options in picks.items():  # measured at the head options the published ladder trained with
+            p["methods"][m] = {**p["methods"][m], **options}
+        print(f"at the picks of {', '.join(sorted({held[d] for d in datasets}))}: " + "; ".join(
             f"{m} {', '.join(f'{k} {v}' for k, v in o.items())}" for m, o in picks.items() if o))
+    elif any(picks.values()):  # one dataset's picks are no other's: measured at the params' options, said so
+        print(f"at the params' head options: no published ladder holds {', '.join(d for d in datasets if d not in held)}"
+              f", so the picks of the ladders holding {', '.join(d for d in datasets if d in held)} are not applied "
+              f"(profile a config of those datasets alone for them)")
     table = run_cell_bench(p, _device(p, args))
     out = paths.cell_bench_path(p)
     print(table[["dataset", "method", "tokens_per_s"]].to_string(index=False))
@@ -174,7 +180,7 @@ def _ladders_held() -> dict[str, str]:
 def _advise(params: dict, args) -> None:
     """What to use for ``--seconds`` of training on a profile's machine, read from a token-ladder publication."""
     from .io.artifacts import read_csv, read_json
-    from .reporting.profiles import advise, cell_shape, load_profile
+    from .reporting.profiles import advise, cell_shape, load_profile, options_differ, picked_options
     from .reporting.publish import check_name
     from .reporting.seals import check_publication
     from .reporting.tables import advice_markdown
@@ -204,6 +210,12 @@ def _advise(params: dict, args) -> None:
           f"its ladder in benchmarks/{args.name} (log-token interpolation between measured rungs):")
     if len(read) and read.speed_from.iloc[0]:
         print(f"  (the profile has no row for {args.dataset}: each method's tokens/s {read.speed_from.iloc[0]})")
+    if (pub / "tuning.csv").is_file():
+        picks = {m: o for (d, m), o in picked_options(read_csv(pub / "tuning.csv")).items() if d == args.dataset}
+        differ = options_differ(profile, picks)
+        if differ:
+            print(f"  (tokens/s measured at other head options than the ladder's picks trained with: {differ}; "
+                  f"those methods' tokens are those options')")
     by = read.groupby("method").agg(tokens=("tokens", "first"), test_ppl=("test_nll", lambda x: math.exp(x.mean())),
                                     outside=("outside", "any"))
     for m, r in by.sort_values("tokens").iterrows():

@@ -158,7 +158,9 @@ def test_advise_finds_the_ladder_that_holds_the_dataset_or_names_those_there_are
     from pipeline_src.cli import main
 
     assert main(["advise", "--profile", "cpu-thread", "--seconds", "60", "--dataset", "zipf-10k"]) == 0
-    assert "its ladder in benchmarks/token-axis (" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "its ladder in benchmarks/token-axis (" in out
+    assert "other head options than the ladder's picks trained with: " in out and "nce (negatives 100, trained at 800)" in out
     assert main(["advise", "--profile", "cpu-thread", "--seconds", "60", "--dataset", "nosuch-language"]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and "no published token ladder holds it" in err[0] and "zipf-10k (token-axis)" in err[0]
@@ -246,6 +248,8 @@ def test_a_profile_measured_at_other_head_options_than_the_picks_is_named():
                                            "nce (negatives 100, trained at 800)")
     assert options_differ(rows, {"nce": {"negatives": 100}, "softmax": {}}) == ""
     assert options_differ(rows.drop(columns=["options"]), picks) == ""  # a reader's own profile: unknown
+    near = pd.DataFrame({"method": ["adaptive-softmax"], "options": ['{"div_value": 3.26}']})
+    assert options_differ(near, picks) == "adaptive-softmax (div_value 3.26, trained at 3.26328726)"  # not "3.26, 3.26"
     assert picked_options(None) == {} and picked_options(tuning.drop(columns=["selected"])) == {}
 
 
@@ -271,3 +275,34 @@ def test_profile_measures_at_the_head_options_the_published_ladder_picked(tmp_pa
     monkeypatch.setattr(paths, "REPOSITORY", tmp_path)
     with pytest.raises(ConfigError, match="profile: the ladders picked nce with"):
         ladder_picks(["zipf-10k", "other"], ["nce"])
+
+
+def test_the_profile_command_benches_at_the_picks_only_where_a_ladder_holds_every_dataset(monkeypatch, capsys):
+    """`profile --config config/token-axis-wt2.yaml` benches NCE at WikiText-2's pick (800 negatives); a config
+    with a dataset no ladder holds is benched at the params' options, and says why."""
+    import copy
+    import types
+
+    from pipeline_src.config import load
+    from pipeline_src.cost import cells
+    from pipeline_src.tools import _profile
+
+    seen = []
+
+    def bench(p, device):
+        seen.append(copy.deepcopy(p))
+        return pd.DataFrame({"dataset": ["x"], "method": ["nce"], "tokens_per_s": [1.0]})
+
+    monkeypatch.setattr(cells, "run_cell_bench", bench)
+    params = load("config/token-axis-wt2.yaml")
+    _profile(params, types.SimpleNamespace(threads=1))
+    assert seen[-1]["methods"]["nce"]["negatives"] == 800 and seen[-1]["methods"]["adaptive-softmax"]["div_value"] \
+        == pytest.approx(3.2632872550738194)
+    assert "at the picks of token-axis-wt2: " in capsys.readouterr().out
+    mixed = copy.deepcopy(params)
+    mixed["run"]["datasets"] = ["wikitext-2", "zipf-100k"]
+    mixed["datasets"]["zipf-100k"] = load("config/token-axis-100k.yaml")["datasets"]["zipf-100k"]
+    _profile(mixed, types.SimpleNamespace(threads=1))
+    assert seen[-1]["methods"]["nce"]["negatives"] == params["methods"]["nce"]["negatives"] == 100
+    assert "no published ladder holds zipf-100k, so the picks of the ladders holding wikitext-2 are not applied" \
+        in capsys.readouterr().out

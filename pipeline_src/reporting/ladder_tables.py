@@ -177,10 +177,16 @@ def speed_notes(table: pd.DataFrame) -> str:
                                            "options': {what}.")):
         if column not in table:
             continue
-        hit = table[table[column].fillna("").astype(str) != ""]
+        hit = table[table[column].map(lambda v: isinstance(v, str) and v != "")]
         for what, g in hit.groupby(column, sort=False):
-            ds, who = (" and ".join(dict.fromkeys(g[c])) for c in ("dataset", "profile"))
-            lines.append("*" + say.format(ds=ds, who=who, what=what) + "*")
+            by = {p: list(dict.fromkeys(d.dataset)) for p, d in g.groupby("profile", sort=False)}
+            if len({tuple(v) for v in by.values()}) == 1:  # every profile at the same datasets
+                ds, who = " and ".join(next(iter(by.values()))), " and ".join(by)
+            else:  # the pairs as they are, not their cross product
+                ds, who = "", "; ".join(f"{p} at {' and '.join(d)}" for p, d in by.items())
+            text = say.format(ds=ds, who=who, what=what)
+            lines.append("*" + (text.replace(" on ", "", 1) if not ds and column == "speed_from" else
+                                text.replace(", :", ":", 1)) + "*")
     return "\n" + " ".join(lines) + "\n" if lines else ""  # one paragraph under the grid
 
 

@@ -102,7 +102,7 @@ def options_differ(profile: pd.DataFrame, picks: dict[str, dict]) -> str:
         if m not in measured.index:
             continue
         have = json.loads(measured[m])
-        diff = [f"{k} {_opt(have.get(k))}, trained at {_opt(v)}" for k, v in sorted(pick.items())
+        diff = [f"{k} {_opt(have.get(k), v)}, trained at {_opt(v, have.get(k))}" for k, v in sorted(pick.items())
                 if not _same_option(have.get(k), v)]
         if diff:
             out.append(f"{m} ({'; '.join(diff)})")
@@ -115,8 +115,12 @@ def _same_option(a, b) -> bool:
     return a == b
 
 
-def _opt(v) -> str:
-    return f"{v:.3g}" if isinstance(v, float) else str(v)
+def _opt(v, other=None) -> str:
+    """An option's value for people: 3 significant digits, more where the other value reads the same at 3."""
+    if not isinstance(v, float):
+        return str(v)
+    short = f"{v:.3g}"
+    return f"{v:.9g}" if isinstance(other, (int, float)) and f"{float(other):.3g}" == short else short
 
 
 def cell_shape(params: dict, dataset: str) -> str | None:
