@@ -137,17 +137,20 @@ def ladder_picks(datasets: list[str], methods: list[str]) -> dict[str, dict]:
     from .io.artifacts import read_csv
     from .reporting.profiles import picked_options
 
+    from .reporting.published_rows import check_digest
+
     held, picks = _ladders_held(), {}
     for d in datasets:
-        if d not in held or not (paths.REPOSITORY / "benchmarks" / held[d] / "tuning.csv").is_file():
+        pub = paths.REPOSITORY / "benchmarks" / held.get(d, "")
+        if d not in held or not (pub / "tuning.csv").is_file():
             continue
-        for (ds, m), options in picked_options(read_csv(paths.REPOSITORY / "benchmarks" / held[d] /
-                                                        "tuning.csv")).items():
+        check_digest(pub, "tuning.csv")  # an edited table is refused, as everywhere it is read
+        for (ds, m), options in picked_options(read_csv(pub / "tuning.csv")).items():
             if ds != d or m not in methods:
                 continue
             if m in picks and picks[m] != options:
-                raise ConfigError(f"profile: the ladders picked {m} with {picks[m]} and {options} ({d}): profile "
-                                  f"one dataset's config at a time")
+                raise ConfigError(f"profile: the ladders picked {m} with {picks[m]} and {options} ({d}, "
+                                  f"benchmarks/{held[d]}): profile one dataset's config at a time")
             picks[m] = options
     return picks
 

@@ -273,7 +273,16 @@ def test_profile_measures_at_the_head_options_the_published_ladder_picked(tmp_pa
     advice = pd.read_csv(tmp_path / "benchmarks" / "two" / "ladder-advice.csv")
     advice.assign(dataset="other").to_csv(tmp_path / "benchmarks" / "two" / "ladder-advice.csv", index=False)
     monkeypatch.setattr(paths, "REPOSITORY", tmp_path)
-    with pytest.raises(ConfigError, match="profile: the ladders picked nce with"):
+    from pipeline_src.io.errors import ArtifactError
+
+    with pytest.raises(ArtifactError, match="two/tuning.csv: not the file that was published"):
+        ladder_picks(["zipf-10k", "other"], ["nce"])  # an edited table is refused
+    import json
+
+    prov = json.loads((tmp_path / "benchmarks" / "two" / "provenance.json").read_text())
+    del prov["runs"]["tables"]["tuning.csv"]  # as a publication of other picks would record them: no stale digest
+    (tmp_path / "benchmarks" / "two" / "provenance.json").write_text(json.dumps(prov))
+    with pytest.raises(ConfigError, match=r"profile: the ladders picked nce with .* \(other, benchmarks/two\)"):
         ladder_picks(["zipf-10k", "other"], ["nce"])
 
 
