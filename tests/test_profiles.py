@@ -81,7 +81,7 @@ def test_the_committed_profiles_name_their_machine():
 
     from pipeline_src.io.paths import REPOSITORY
 
-    made = json.loads((REPOSITORY / "benchmarks" / "bench-cells" / "provenance.json").read_text())["commit"][:7]
+    made = json.loads((REPOSITORY / "benchmarks" / "bench-cells-ladder" / "provenance.json").read_text())["commit"][:7]
     assert (rows.tokens_per_s > 0).all() and "1 threads" in machine and f"measured at commit {made}" in machine
     with pytest.raises(ConfigError, match="--profile nope: no such profile"):
         load_profile("nope")
@@ -228,11 +228,15 @@ def test_the_committed_profiles_read_wikitext_2_between_their_zipf_rows(capsys):
     assert cells.loc["zipf-10k", "shape"] == cells.loc["zipf-100k", "shape"] == cell_shape(published, "wikitext-2")
     assert main(["advise", "--profile", "h100", "--seconds", "60", "--dataset", "wikitext-2"]) == 0
     assert "interpolated in log |V| between zipf-10k's and zipf-100k's rows" in capsys.readouterr().out
+    assert "wikitext-2" in set(rows.dataset)  # the cpu-thread profile measured it: its own rows, nothing read
+    assert main(["advise", "--profile", "cpu-thread", "--seconds", "60", "--dataset", "wikitext-2"]) == 0
+    assert "interpolated" not in capsys.readouterr().out
 
 
 def test_a_profile_measured_at_other_head_options_than_the_picks_is_named():
-    """The committed profiles measured NCE and sampled softmax at 100 negatives (params.yaml's), while the ladders'
-    tuning picked 800: their tokens at equal time are the 100 negatives' and the grids must say so."""
+    """The committed h100 profile measured NCE and sampled softmax at 100 negatives (params.yaml's), while the
+    ladders' tuning picked 800: their tokens at equal time are the 100 negatives' and the grids must say so; the
+    cpu-thread profile (benchmarks/bench-cells-ladder) was measured at the picks, and nothing is named."""
     from pipeline_src.reporting.profiles import options_differ, picked_options
 
     tuning = pd.DataFrame([
@@ -243,9 +247,10 @@ def test_a_profile_measured_at_other_head_options_than_the_picks_is_named():
         {"dataset": "d", "method": "softmax", "selected": True, "opt_negatives": math.nan, "opt_div_value": math.nan}])
     picks = {m: o for (d, m), o in picked_options(tuning).items()}
     assert picks == {"nce": {"negatives": 800}, "adaptive-softmax": {"div_value": 3.2632872550738194}, "softmax": {}}
-    rows, _ = load_profile("cpu-thread")  # params.yaml's settings over each head's defaults
+    rows, _ = load_profile("h100")  # params.yaml's settings over each head's defaults
     assert options_differ(rows, picks) == ("adaptive-softmax (div_value 4, trained at 3.26); "
                                            "nce (negatives 100, trained at 800)")
+    assert options_differ(load_profile("cpu-thread")[0], picks) == ""
     assert options_differ(rows, {"nce": {"negatives": 100}, "softmax": {}}) == ""
     assert options_differ(rows.drop(columns=["options"]), picks) == ""  # a reader's own profile: unknown
     near = pd.DataFrame({"method": ["adaptive-softmax"], "options": ['{"div_value": 3.26}']})

@@ -260,7 +260,7 @@ def test_restate_reads_a_ladder_s_equal_time_on_the_profiles_as_they_are_now(tmp
     monkeypatch.setattr(pub, "BENCHMARKS", tmp_path)
     monkeypatch.setattr(pub, "update_docs", lambda: [])
     shutil.copytree(ROOT / "benchmarks" / "token-axis", tmp_path / "token-axis", ignore=shutil.ignore_patterns("records"))
-    cpu = pd.read_csv(ROOT / "benchmarks" / "bench-cells" / "cell-bench.csv")
+    cpu = pd.read_csv(ROOT / "benchmarks" / "bench-cells-ladder" / "cell-bench.csv")
     faster = tmp_path / "fast" / "cell-bench.csv"
     faster.parent.mkdir()
     cpu.assign(tokens_per_s=2 * cpu.tokens_per_s).to_csv(faster, index=False)

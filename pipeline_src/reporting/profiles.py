@@ -34,7 +34,7 @@ from ..io.artifacts import read_csv, read_json
 from ..io.errors import ConfigError
 from ..io.paths import REPOSITORY
 
-PROFILES = {"cpu-thread": "benchmarks/bench-cells", "h100": "benchmarks/bench-cells-gpu"}
+PROFILES = {"cpu-thread": "benchmarks/bench-cells-ladder", "h100": "benchmarks/bench-cells-gpu"}
 GPU_NAMES = {"h100": "NVIDIA H100 80GB HBM3"}  # the bench's json names no GPU; docs/bench.md records the one lent
 
 
