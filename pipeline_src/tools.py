@@ -183,7 +183,7 @@ def _ladders_held() -> dict[str, str]:
 def _advise(params: dict, args) -> None:
     """What to use for ``--seconds`` of training on a profile's machine, read from a token-ladder publication."""
     from .io.artifacts import read_csv, read_json
-    from .reporting.profiles import advise, cell_shape, load_profile, options_differ, picked_options
+    from .reporting.profiles import advise, cell_shape, load_profile, options_differ, trained_options
     from .reporting.publish import check_name
     from .reporting.seals import check_publication
     from .reporting.tables import advice_markdown
@@ -207,18 +207,18 @@ def _advise(params: dict, args) -> None:
     published = read_json(pub / paths.PROVENANCE)["params"]
     confidence = (published.get("statistics") or {}).get("confidence", 0.95)
     shape = cell_shape(published, args.dataset)
-    table, read = advise(read_csv(pub / "anytime.csv"), read_csv(pub / "summary.csv"), profile, args.seconds,
-                         args.dataset, confidence, shape)
+    summary = read_csv(pub / "summary.csv")
+    table, read = advise(read_csv(pub / "anytime.csv"), summary, profile, args.seconds, args.dataset, confidence, shape)
     print(f"{args.dataset}, {args.seconds:g} s of training steps on {args.profile} ({machine}); each seed read from "
           f"its ladder in benchmarks/{args.name} (log-token interpolation between measured rungs):")
     if len(read) and read.speed_from.iloc[0]:
         print(f"  (the profile has no row for {args.dataset}: each method's tokens/s {read.speed_from.iloc[0]})")
-    if (pub / "tuning.csv").is_file():
-        picks = {m: o for (d, m), o in picked_options(read_csv(pub / "tuning.csv")).items() if d == args.dataset}
-        differ = options_differ(profile, picks)
-        if differ:
-            print(f"  (tokens/s measured at other head options than the ladder's picks trained with: {differ}; "
-                  f"those methods' tokens are those options')")
+    tuning = read_csv(pub / "tuning.csv") if (pub / "tuning.csv").is_file() else None
+    ran = [(args.dataset, m) for m in summary.loc[summary.dataset == args.dataset, "method"].unique()]
+    differ = options_differ(profile, {m: o for (d, m), o in trained_options(published, tuning, ran).items()})
+    if differ:
+        print(f"  (tokens/s measured at other head options than the ladder trained with: {differ}; "
+              f"those methods' tokens are those options')")
     by = read.groupby("method").agg(tokens=("tokens", "first"), test_ppl=("test_nll", lambda x: math.exp(x.mean())),
                                     outside=("outside", "any"))
     for m, r in by.sort_values("tokens").iterrows():

@@ -98,3 +98,20 @@ def test_a_run_without_a_ladder_is_refused(tiny, tmp_path):
         published_config(pub, "tiny", "softmax", 1)
     with pytest.raises(ConfigError, match="holds no final run of tiny/nce seed 1"):
         published_config(pub, "tiny", "nce", 1)
+
+
+def test_the_check_names_a_profile_measured_at_other_head_options_than_its_runs():
+    """device-check trains each method with its published run's options; where the profile it reads beside measured
+    other ones (the h100 profile's 100 negatives against the picks' 800), the table says so under it."""
+    from pipeline_src.reporting.profiles import load_profile, measured_options, options_differ
+
+    rows, _ = load_profile("h100")
+    differ = options_differ(rows[rows.dataset == "zipf-10k"],
+                            {"nce": measured_options({"methods": {"nce": {"type": "nce", "negatives": 800, "chunk_size": 128}}}, "nce")})
+    assert differ == "nce (negatives 100, trained at 800)"
+    table = pd.DataFrame([{"method": "nce", "tokens_per_s_here": 1.0, "tokens_here": 1e6, "test_ppl_here": 300.0,
+                           "ladder_ppl_at_tokens_here": 301.0, "profile_tokens": 2e6,
+                           "ladder_ppl_at_profile_tokens": 290.0, "profile_options_differ": differ}])
+    assert markdown(table).endswith("*The profile measured at other head options than these runs trained with: nce "
+                                    "(negatives 100, trained at 800); its tokens in T are those options'.*\n")
+    assert "other head options" not in markdown(table.assign(profile_options_differ=""))

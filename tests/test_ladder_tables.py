@@ -264,7 +264,7 @@ def test_the_equal_time_rows_and_grid_name_the_options_a_profile_measured_at_oth
     picks = {("d", "a"): {"negatives": 800}, ("d", "b"): {}, ("e", "a"): {"negatives": 100}}
     eq = equal_time(anytime, summary, {"d": RUNGS}, 0.95, None, picks)
     assert set(eq.options_differ) == {"a (negatives 100, trained at 800)"}
-    assert (f"*{profile_file}, d: tokens/s measured at other head options than the ladder's picks trained with, so "
+    assert (f"*{profile_file}, d: tokens/s measured at other head options than the ladder trained with, so "
             f"those methods' tokens at equal time are those options': a (negatives 100, trained at 800).*"
             ) in equal_time_markdown(eq)
     assert profiles.options_differ(rows, {"a": {"negatives": 100}}) == ""
@@ -277,7 +277,7 @@ def test_the_notes_under_a_grid_name_the_profile_and_dataset_pairs_they_hold_for
     table = pd.DataFrame({"profile": ["cpu", "cpu", "gpu"], "dataset": ["d", "e", "d"], "options_differ": note,
                           "speed_from": [math.nan, math.nan, math.nan]})
     assert speed_notes(table) == (f"\n*cpu at d and e; gpu at d: tokens/s measured at other head options than the "
-                                  f"ladder's picks trained with, so those methods' tokens at equal time are those "
+                                  f"ladder trained with, so those methods' tokens at equal time are those "
                                   f"options': {note}.*\n")
     both = pd.DataFrame({"profile": ["cpu", "gpu"], "dataset": "d", "options_differ": note, "speed_from": "x"})
     assert speed_notes(both).startswith("\n*d on cpu and gpu: no row of its own; each method's tokens/s x.* "

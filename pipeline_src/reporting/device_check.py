@@ -28,10 +28,11 @@ from ..io import paths
 from ..io.artifacts import read_csv, read_json
 from ..io.atomic import atomic_path, write_json
 from ..io.errors import ConfigError
-from .profiles import ladder_points, load_profile, readings
+from .profiles import ladder_points, load_profile, measured_options, options_differ, readings
 
 COLUMNS = ["dataset", "method", "seed", "seconds", "tokens_per_s_here", "tokens_here", "test_ppl_here",
-           "ladder_ppl_at_tokens_here", "profile_tokens", "ladder_ppl_at_profile_tokens", "ladder_seeds"]
+           "ladder_ppl_at_tokens_here", "profile_tokens", "ladder_ppl_at_profile_tokens", "ladder_seeds",
+           "profile_options_differ"]
 
 
 def published_config(pub: Path, dataset: str, method: str, seed: int) -> dict:
@@ -76,8 +77,8 @@ def check(params: dict, pub: Path, dataset: str, methods: list[str], seconds: fl
     prepared = check_prepared(params, dataset)
     points = ladder_points(read_csv(pub / "anytime.csv"))
     points = points[points.dataset == dataset]
-    speed, machine = load_profile(profile)
-    speed = speed[speed.dataset == dataset].set_index("method").tokens_per_s.astype(float)
+    measured, machine = load_profile(profile)
+    speed = measured[measured.dataset == dataset].set_index("method").tokens_per_s.astype(float)
     rows = []
     for m in methods:
         cfg = published_config(pub, dataset, m, seed)
@@ -103,7 +104,9 @@ def check(params: dict, pub: Path, dataset: str, methods: list[str], seconds: fl
                      "test_ppl_here": math.exp(test["nll"]),
                      "ladder_ppl_at_tokens_here": _mean_ppl(own, tokens),
                      "profile_tokens": at_profile, "ladder_ppl_at_profile_tokens": _mean_ppl(own, at_profile),
-                     "ladder_seeds": own.seed.nunique()})
+                     "ladder_seeds": own.seed.nunique(),  # the profile's options against this run's (its pick's)
+                     "profile_options_differ": options_differ(
+                         measured[measured.dataset == dataset], {m: measured_options({"methods": {m: cfg["method"]}}, m)})})
     table = pd.DataFrame(rows, columns=COLUMNS)
     with atomic_path(out / "device-check.csv") as tmp:
         table.to_csv(tmp, index=False)
@@ -152,4 +155,6 @@ def markdown(table: pd.DataFrame) -> str:
         "ladder at those tokens": table.ladder_ppl_at_tokens_here.map(ppl),
         "profile's tokens in T": table.profile_tokens.map(lambda x: "no row" if pd.isna(x) else f"{x / 1e6:.2f}M"),
         "ladder at the profile's tokens": table.ladder_ppl_at_profile_tokens.map(ppl)})
-    return frame_markdown(t)
+    differ = "; ".join(x for x in table.get("profile_options_differ", pd.Series(dtype=object)).dropna() if x)
+    return frame_markdown(t) + (f"\n*The profile measured at other head options than these runs trained with: "
+                                f"{differ}; its tokens in T are those options'.*\n" if differ else "")

@@ -21,7 +21,7 @@ import pandas as pd
 from ..io.errors import ConfigError
 from .advice import COLUMNS
 from .profiles import (PROFILES, advise, cell_shape, ladder_points, leave_one_out, load_profile, options_differ,
-                       picked_options, speeds)
+                       speeds, trained_options)
 
 NAMES = ("ladder-advice.csv", "equal-time.csv", "ladder-loo.csv")
 SECONDS = 60.0  # the equal-time budget every grid shows: a minute of training steps
@@ -43,7 +43,8 @@ def ladder_tables(anytime: pd.DataFrame, summary: pd.DataFrame, budget_advice: p
                   params: dict, split_tokens: dict[str, int | None], tuning: pd.DataFrame | None = None) -> dict:
     """The tables above by file name; empty when no dataset trained a ladder. ``split_tokens``: each ladder
     dataset's training split in tokens (None where unknown), for the epochs a rung is; ``tuning``: the trials
-    (``tuning.csv``), whose picks' options the equal-time rows set beside the options each profile measured."""
+    (``tuning.csv``): the options each run trained with (the params' and the picks', ``trained_options``) are set
+    beside the options each profile measured, in the equal-time rows."""
     rungs = {ds: r for ds, r in ladders(params).items() if (anytime.dataset == ds).any()}
     if not rungs or budget_advice is None or budget_advice.empty:
         return {}
@@ -57,7 +58,12 @@ def ladder_tables(anytime: pd.DataFrame, summary: pd.DataFrame, budget_advice: p
     confidence = params["statistics"]["confidence"]
     return {"ladder-advice.csv": advice, "ladder-loo.csv": leave_one_out(points),
             "equal-time.csv": equal_time(anytime, summary, rungs, confidence,
-                                         {ds: cell_shape(params, ds) for ds in rungs}, picked_options(tuning))}
+                                         {ds: cell_shape(params, ds) for ds in rungs},
+                                         trained_options(params, tuning, _pairs(summary)))}
+
+
+def _pairs(summary: pd.DataFrame) -> list[tuple[str, str]]:
+    return list(summary[["dataset", "method"]].drop_duplicates().itertuples(index=False, name=None))
 
 
 def _not_trained(params: dict, dataset: str, tokens: float) -> str:
@@ -87,8 +93,8 @@ def equal_time(anytime: pd.DataFrame, summary: pd.DataFrame, rungs: dict[str, li
                picks: dict[tuple[str, str], dict] | None = None) -> pd.DataFrame:
     """``equal-time.csv``: one row per (profile, dataset, seconds); a dataset the profile has no row for, nor
     rows of its shapes (``shapes``: each dataset's ``cell_shape``) to read it from, is one row that says so. Each
-    row names the methods whose tokens/s the profile measured at other head options than ``picks`` (the tuning's,
-    by (dataset, method)) trained them with."""
+    row names the methods whose tokens/s the profile measured at other head options than the ladder trained them
+    with (``picks``, by (dataset, method): ``profiles.trained_options``)."""
     rows = []
     for name in PROFILES:
         profile, machine = load_profile(name)
@@ -168,12 +174,12 @@ def equal_time_markdown(table: pd.DataFrame) -> str:
 
 def speed_notes(table: pd.DataFrame) -> str:
     """The lines under an equal-time grid: each dataset whose tokens/s were not measured at its own shapes
-    (``profiles.speeds``), and each profile whose tokens/s are of other head options than the ladder's picks
+    (``profiles.speeds``), and each profile whose tokens/s are of other head options than the ladder trained with
     (``profiles.options_differ``), one line per reading, naming the profiles and datasets it holds for."""
     lines = []
     for column, say in (("speed_from", "{ds} on {who}: no row of its own; each method's tokens/s {what}."),
-                        ("options_differ", "{who}, {ds}: tokens/s measured at other head options than the ladder's "
-                                           "picks trained with, so those methods' tokens at equal time are those "
+                        ("options_differ", "{who}, {ds}: tokens/s measured at other head options than the ladder "
+                                           "trained with, so those methods' tokens at equal time are those "
                                            "options': {what}.")):
         if column not in table:
             continue

@@ -91,9 +91,18 @@ def picked_options(tuning: pd.DataFrame | None) -> dict[tuple[str, str], dict]:
     return out
 
 
+def trained_options(params: dict, tuning: pd.DataFrame | None, pairs) -> dict[tuple[str, str], dict]:
+    """The head options each (dataset, method) of ``pairs`` (a ladder's runs) trained with, whole: the params'
+    settings over the head's defaults (``measured_options``), the tuning's pick over those (``picked_options``). A
+    ladder trained from frozen settings, without tuning, has its params' alone."""
+    picks = picked_options(tuning)
+    return {(ds, m): {**measured_options(params, m), **picks.get((ds, m), {})} for ds, m in pairs}
+
+
 def options_differ(profile: pd.DataFrame, picks: dict[str, dict]) -> str:
     """Where the profile measured a method at other head options than the ladder trained it with (``picks``:
-    method -> its picked options): "nce (negatives 100, trained at 800); ...", or ""."""
+    method -> the options it trained with, ``trained_options``'s or a tuning's picks alone): "nce (negatives
+    100, trained at 800); ...", or ""."""
     out = []
     if "options" not in profile:
         return ""
