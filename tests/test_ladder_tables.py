@@ -283,3 +283,5 @@ def test_the_notes_under_a_grid_name_the_profile_and_dataset_pairs_they_hold_for
     assert speed_notes(both).startswith("\n*d on cpu and gpu: no row of its own; each method's tokens/s x.* "
                                         "*cpu and gpu, d: tokens/s measured")
     assert speed_notes(both.assign(options_differ=math.nan, speed_from=math.nan)) == ""
+    apart = pd.DataFrame({"profile": ["cpu", "gpu"], "dataset": ["d", "e"], "options_differ": "", "speed_from": "x"})
+    assert speed_notes(apart) == "\n*cpu at d; gpu at e: no row of its own; each method's tokens/s x.*\n"

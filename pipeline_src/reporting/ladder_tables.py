@@ -177,22 +177,20 @@ def speed_notes(table: pd.DataFrame) -> str:
     (``profiles.speeds``), and each profile whose tokens/s are of other head options than the ladder trained with
     (``profiles.options_differ``), one line per reading, naming the profiles and datasets it holds for."""
     lines = []
-    for column, say in (("speed_from", "{ds} on {who}: no row of its own; each method's tokens/s {what}."),
-                        ("options_differ", "{who}, {ds}: tokens/s measured at other head options than the ladder "
-                                           "trained with, so those methods' tokens at equal time are those "
-                                           "options': {what}.")):
+    for column, same, tail in (
+            ("speed_from", "{ds} on {who}", "no row of its own; each method's tokens/s {what}."),
+            ("options_differ", "{who}, {ds}", "tokens/s measured at other head options than the ladder trained with, "
+                                              "so those methods' tokens at equal time are those options': {what}.")):
         if column not in table:
             continue
         hit = table[table[column].map(lambda v: isinstance(v, str) and v != "")]
         for what, g in hit.groupby(column, sort=False):
-            by = {p: list(dict.fromkeys(d.dataset)) for p, d in g.groupby("profile", sort=False)}
-            if len({tuple(v) for v in by.values()}) == 1:  # every profile at the same datasets
-                ds, who = " and ".join(next(iter(by.values()))), " and ".join(by)
+            by = {p: " and ".join(dict.fromkeys(d.dataset)) for p, d in g.groupby("profile", sort=False)}
+            if len(set(by.values())) == 1:  # every profile at the same datasets: "d on p and q" / "p and q, d"
+                head = same.format(ds=next(iter(by.values())), who=" and ".join(by))
             else:  # the pairs as they are, not their cross product
-                ds, who = "", "; ".join(f"{p} at {' and '.join(d)}" for p, d in by.items())
-            text = say.format(ds=ds, who=who, what=what)
-            lines.append("*" + (text.replace(" on ", "", 1) if not ds and column == "speed_from" else
-                                text.replace(", :", ":", 1)) + "*")
+                head = "; ".join(f"{p} at {d}" for p, d in by.items())
+            lines.append(f"*{head}: {tail.format(what=what)}*")
     return "\n" + " ".join(lines) + "\n" if lines else ""  # one paragraph under the grid
 
 
