@@ -59,10 +59,23 @@ def fetched(tiny, tmp_path):
     return validate(tiny)
 
 
-def test_each_method_trains_the_tokens_its_seconds_buy_here_and_sits_beside_the_ladder(fetched, tmp_path):
+def test_each_method_trains_the_tokens_its_seconds_buy_here_and_sits_beside_the_ladder(fetched, tmp_path,
+                                                                                          monkeypatch):
+    from pipeline_src.reporting import device_check
+    from pipeline_src.reporting.profiles import measured_options
+
     p = fetched
     methods = ["softmax", "sampled-softmax"]
     pub, profile = _publication(p, tmp_path, methods)
+    ran = {m: measured_options({"methods": {m: published_config(pub, "tiny", m, 1)["method"]}}, m) for m in methods}
+    other = {**ran, "sampled-softmax": {**ran["sampled-softmax"], "negatives": ran["sampled-softmax"]["negatives"] + 1}}
+    real = device_check.load_profile  # the profile as measured at the softmax's options and one more negative
+
+    def load_profile(name):
+        rows, machine = real(name)
+        return rows.assign(options=rows.method.map(lambda m: json.dumps(other[m], sort_keys=True))), machine
+
+    monkeypatch.setattr(device_check, "load_profile", load_profile)
     table = check(p, pub, "tiny", methods, seconds=1.0, seed=1, profile=profile, out=tmp_path / "out",
                   device=CPU, calibrate_s=1.5).set_index("method")
     for m in methods:
@@ -85,8 +98,12 @@ def test_each_method_trains_the_tokens_its_seconds_buy_here_and_sits_beside_the_
         assert (math.isnan(expected) and math.isnan(r.ladder_ppl_at_tokens_here)) or \
             r.ladder_ppl_at_tokens_here == pytest.approx(expected)
     assert json.loads((tmp_path / "out" / "device-check.json").read_text())["device"] == "cpu"
+    k = ran["sampled-softmax"]["negatives"]
+    assert table.loc["softmax"].profile_options_differ == ""
+    assert table.loc["sampled-softmax"].profile_options_differ == f"sampled-softmax (negatives {k + 1}, trained at {k})"
     text = markdown(table.reset_index())
     assert "| outside the measured range |" in text and f"| {_ladder_ppl(2000.0):,.1f} |" in text
+    assert f"other head options than these runs trained with: sampled-softmax (negatives {k + 1}" in text
 
 
 def test_a_run_without_a_ladder_is_refused(tiny, tmp_path):

@@ -35,7 +35,8 @@ def test_the_budgets_read_are_a_minute_and_the_top_rung_for_the_fastest_and_the_
     got = seconds_read(pd.Series(SPEED), 8e6, 1e6)
     assert [s for s, _ in got] == [60.0, 8e6 / 400, 8e6 / 20]
     # a is 20x the softmax, the ladder 8x: when a reaches 8M the softmax is at 0.4M, below the ladder (WikiText-2
-    # on one CPU thread: NCE 43x the softmax, a 32x ladder); 10x the slowest's speed or less, every method inside
+    # on one CPU thread at params.yaml's 100 negatives: NCE 43x the softmax, a 32x ladder); 10x or less, every method
+    # inside
     assert got[1][1] == "the top rung for the fastest (a): the slowest (softmax) below the ladder"
     assert "slowest (softmax)" in got[2][1]
     assert seconds_read(pd.Series({"a": 200.0, "softmax": 25.0}), 8e6, 1e6)[1][1].endswith("(a): every method inside")

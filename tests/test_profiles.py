@@ -214,9 +214,10 @@ def test_a_cell_shape_is_the_resolved_model_and_batch_of_the_run():
     assert cell_shape(params, "nosuch") is None
 
 
-def test_the_committed_profiles_read_wikitext_2_between_their_zipf_rows(capsys):
+def test_a_profile_without_wikitext_2_reads_it_between_its_zipf_rows_and_one_with_it_reads_its_own(capsys):
     """The wiring end to end: the committed profiles carry |V| and the resolved shapes of their cells, WikiText-2's
-    ladder has the same shapes, and `advise --dataset wikitext-2` reads it between zipf-10k's and zipf-100k's rows."""
+    ladder has the same shapes, and `advise --dataset wikitext-2` on h100 (which did not measure it) reads it between
+    zipf-10k's and zipf-100k's rows, while cpu-thread (bench-cells-ladder measured it) reads its own row."""
     import json
 
     from pipeline_src.cli import main
@@ -346,3 +347,22 @@ def test_the_options_a_ladder_trained_with_are_its_params_under_its_picks_and_a_
     assert frozen["nce"]["negatives"] == 100
     assert options_differ(rows, frozen) == ("adaptive-softmax (div_value 3.26, trained at 4); nce (negatives 800, "
                                             "trained at 100); sampled-softmax (negatives 800, trained at 100)")
+
+
+def test_a_list_valued_pick_is_a_list_in_memory_and_read_back_from_tuning_csv(tmp_path):
+    """Adaptive softmax's cutoffs are a list: the in-memory tuning frame holds it as one (pd.isna on it raised), the
+    committed tuning.csv as its text; both are the list the run trained with, and a profile measured at the same list
+    is not named. NaN on both sides is no difference."""
+    from pipeline_src.reporting.profiles import options_differ, picked_options
+
+    tuning = pd.DataFrame({"dataset": ["d", "d"], "method": ["adaptive-softmax", "nce"], "selected": [True, True],
+                           "opt_cutoffs": [[2000, 5000], math.nan], "opt_negatives": [math.nan, 800.0]})
+    tuning.to_csv(tmp_path / "tuning.csv", index=False)
+    for frame in (tuning, pd.read_csv(tmp_path / "tuning.csv")):
+        picks = {m: o for (d, m), o in picked_options(frame).items()}
+        assert picks == {"adaptive-softmax": {"cutoffs": [2000, 5000]}, "nce": {"negatives": 800}}
+    rows = pd.DataFrame({"method": ["adaptive-softmax", "nce"],
+                         "options": ['{"cutoffs": [2000, 5000], "x": NaN}', '{"negatives": 800}']})
+    assert options_differ(rows, {**picks, "adaptive-softmax": {"cutoffs": [2000, 5000], "x": math.nan}}) == ""
+    assert options_differ(rows, {"adaptive-softmax": {"cutoffs": [2000, 6000]}}) == \
+        "adaptive-softmax (cutoffs [2000, 5000], trained at [2000, 6000])"

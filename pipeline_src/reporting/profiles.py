@@ -5,7 +5,8 @@ the machine: each seed's validation and test nll at every rung of the same ladde
 is what does: each method's measured training tokens/s at the cell's shapes on one kind of machine, a
 ``cell-bench.csv`` (``python -m pipeline_src bench-cells``):
 
-- ``cpu-thread``: one CPU thread (``benchmarks/bench-cells``, the machine and kernels its json names);
+- ``cpu-thread``: one CPU thread (``benchmarks/bench-cells-ladder``: the ladders' methods at their picks, the machine
+  and kernels its json names);
 - ``h100``: one GPU (``benchmarks/bench-cells-gpu``; at these shapes a GPU step is mostly a fixed cost);
 - the reader's own: ``python -m pipeline_src profile --config FILE`` writes one for this machine.
 
@@ -15,7 +16,7 @@ the measured range"), and the verdict is formed from those per-seed readings exa
 (``advice.what_to_use``: chosen on validation, Holm-adjusted). Every reading is marked as read from the ladder.
 :func:`leave_one_out` checks the interpolation: each inner rung read from its neighbours against its measurement.
 
-A dataset the profile did not measure (WikiText-2 in the committed ones) is read from the profile's datasets of the
+A dataset the profile did not measure (WikiText-2 in the ``h100`` one) is read from the profile's datasets of the
 same model and batch shapes (:func:`speeds`): each method's tokens/s linear in log |V| of log tokens/s between the
 two measured vocabulary sizes around the dataset's, or at the nearest one outside them, and every grid says which
 rows it read; :func:`speed_leave_one_out` checks that reading on the profile's own inner vocabulary sizes.
@@ -85,10 +86,26 @@ def picked_options(tuning: pd.DataFrame | None) -> dict[tuple[str, str], dict]:
         return {}
     out = {}
     for r in tuning[tuning.selected.astype(str) == "True"].to_dict("records"):
-        opts = {k[4:]: v for k, v in r.items() if k.startswith("opt_") and not pd.isna(v)}
-        out[(r["dataset"], r["method"])] = {k: int(v) if isinstance(v, float) and v.is_integer() else v
-                                            for k, v in opts.items()}
+        out[(r["dataset"], r["method"])] = {k[4:]: _option(v) for k, v in r.items()
+                                            if k.startswith("opt_") and not _missing(v)}
     return out
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _option(v):
+    """A tuning option as the head takes it: 800, not 800.0; a list (cutoffs), also where tuning.csv holds it as
+    its text."""
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str) and v[:1] == "[":
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
 
 
 def trained_options(params: dict, tuning: pd.DataFrame | None, pairs) -> dict[tuple[str, str], dict]:
@@ -119,6 +136,8 @@ def options_differ(profile: pd.DataFrame, picks: dict[str, dict]) -> str:
 
 
 def _same_option(a, b) -> bool:
+    if _missing(a) and _missing(b):  # NaN is no value, on both sides
+        return True
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
         return math.isclose(float(a), float(b), rel_tol=1e-9)
     return a == b
