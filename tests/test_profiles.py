@@ -366,3 +366,14 @@ def test_a_list_valued_pick_is_a_list_in_memory_and_read_back_from_tuning_csv(tm
     assert options_differ(rows, {**picks, "adaptive-softmax": {"cutoffs": [2000, 5000], "x": math.nan}}) == ""
     assert options_differ(rows, {"adaptive-softmax": {"cutoffs": [2000, 6000]}}) == \
         "adaptive-softmax (cutoffs [2000, 5000], trained at [2000, 6000])"
+
+
+def test_a_profile_reads_a_real_corpus_size_from_the_bench_s_own_vocab_column(tmp_path):
+    """A real corpus's params give no vocab_size, so a bench written since bench-cells-ladder records each dataset's
+    model |V| beside its rows, and the |V| reading can use it (the committed profiles predate the column: NaN)."""
+    path = tmp_path / "cell-bench.csv"
+    pd.DataFrame({"dataset": ["wikitext-2", "zipf-10k"], "method": "nce", "tokens_per_s": [1.0, 2.0],
+                  "vocab": [33279, 10001]}).to_csv(path, index=False)
+    rows, _ = load_profile(str(path))
+    assert list(rows.vocab) == [33279.0, 10001.0]
+    assert load_profile("cpu-thread")[0].query("dataset == 'wikitext-2'").vocab.isna().all()

@@ -1,5 +1,6 @@
 """The whole-step bench: its peer is the PyTorch example's model and step, and its table and breakdown."""
 import copy
+import json
 import re
 
 import pytest
@@ -168,6 +169,8 @@ def test_bench_cells_times_each_cell_against_the_sum_of_its_own_floor(tiny, tmp_
     assert pd.isna(soft.before_step_ms) and nce.before_step_ms > 0
     assert nce.speedup_vs_before == pytest.approx(nce.before_step_ms / nce.step_ms)
     assert nce.before_tokens_in_budget == pytest.approx(8 * 10 / nce.before_step_ms * 1e3 * 60)
+    meta = json.loads((paths.prepared_dir(validate(p), "tiny") / paths.META).read_text())
+    assert (df.vocab == meta["vocab_size"]).all()  # the model's |V|, for a profile's |V| reading of a real corpus
 
 
 def test_the_prepared_gpu_heads_bench_runs_on_a_cpu_and_hands_back_its_table(tiny, tmp_path):

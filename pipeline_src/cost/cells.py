@@ -69,7 +69,7 @@ def run_cell_bench(params: dict, device: torch.device) -> pd.DataFrame:
         floors = _shared_floors(next(iter(cfgs.values())), min(vocab, RATE_VOCAB), device)
         floors["budget_s"] = train_config(params, ds).budget_seconds  # the dataset's time budget (not a frozen one)
         for m, cfg in cfgs.items():
-            rows.append(_cell(ds, m, cfg, prepared, floors, bandwidth, spec, device))
+            rows.append({**_cell(ds, m, cfg, prepared, floors, bandwidth, spec, device), "vocab": vocab})
     df = pd.DataFrame(rows)
     out = paths.cell_bench_path(params)
     with atomic_path(out) as tmp:

@@ -56,11 +56,12 @@ def load_profile(name: str) -> tuple[pd.DataFrame, str]:
     machine = (f"{meta.get('gpu') or GPU_NAMES.get(name) or meta.get('device', 'cpu')}, {meta.get('cpu_model', '?')} "
                f"host, {meta.get('threads', '?')} threads, torch {meta.get('torch', '?')}"
                + (f", measured at commit {commit}" if commit else ""))
+    measured_vocab = rows["vocab"].astype(float) if "vocab" in rows else pd.Series(math.nan, index=rows.index)
     rows = rows[["dataset", "method", "tokens_per_s"]].copy()
     params = prov.get("params") or {}
     datasets = params.get("datasets") or {}
-    rows["vocab"] = [float(((datasets.get(d) or {}).get("corpus") or {}).get("vocab_size") or math.nan)
-                     for d in rows.dataset]
+    rows["vocab"] = [float(((datasets.get(d) or {}).get("corpus") or {}).get("vocab_size") or v)  # a corpus's own
+                     for d, v in zip(rows.dataset, measured_vocab)]  # |V|: the bench's (written since bench-cells-ladder)
     rows["shape"] = [cell_shape(params, d) for d in rows.dataset]
     rows["options"] = [json.dumps(measured_options(params, m), sort_keys=True) if params else None
                        for m in rows.method]
