@@ -105,8 +105,8 @@ def check(params: dict, pub: Path, dataset: str, methods: list[str], seconds: fl
                      "ladder_ppl_at_tokens_here": _mean_ppl(own, tokens),
                      "profile_tokens": at_profile, "ladder_ppl_at_profile_tokens": _mean_ppl(own, at_profile),
                      "ladder_seeds": own.seed.nunique(),  # the profile's options against this run's (its pick's)
-                     "profile_options_differ": options_differ(
-                         measured[measured.dataset == dataset], {m: measured_options({"methods": {m: cfg["method"]}}, m)})})
+                     "profile_options_differ": options_differ(measured[measured.dataset == dataset],
+                                                              {m: measured_options({"methods": {m: cfg["method"]}}, m)})})
     table = pd.DataFrame(rows, columns=COLUMNS)
     with atomic_path(out / "device-check.csv") as tmp:
         table.to_csv(tmp, index=False)
