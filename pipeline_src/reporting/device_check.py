@@ -99,14 +99,14 @@ def check(params: dict, pub: Path, dataset: str, methods: list[str], seconds: fl
                         device, argmax=False)["test"]
         own = points[points.method == m]
         at_profile = seconds * float(speed[m]) if m in speed.index else math.nan
+        ran = {m: measured_options({"methods": {m: cfg["method"]}}, m)}  # this run's options (its pick's), whole
         rows.append({"dataset": dataset, "method": m, "seed": seed, "seconds": seconds,
                      "tokens_per_s_here": rate, "tokens_here": tokens,
                      "test_ppl_here": math.exp(test["nll"]),
                      "ladder_ppl_at_tokens_here": _mean_ppl(own, tokens),
                      "profile_tokens": at_profile, "ladder_ppl_at_profile_tokens": _mean_ppl(own, at_profile),
-                     "ladder_seeds": own.seed.nunique(),  # the profile's options against this run's (its pick's)
-                     "profile_options_differ": options_differ(measured[measured.dataset == dataset],
-                                                              {m: measured_options({"methods": {m: cfg["method"]}}, m)})})
+                     "ladder_seeds": own.seed.nunique(),
+                     "profile_options_differ": options_differ(measured[measured.dataset == dataset], ran)})
     table = pd.DataFrame(rows, columns=COLUMNS)
     with atomic_path(out / "device-check.csv") as tmp:
         table.to_csv(tmp, index=False)
