@@ -183,7 +183,7 @@ def _ladders_held() -> dict[str, str]:
 def _advise(params: dict, args) -> None:
     """What to use for ``--seconds`` of training on a profile's machine, read from a token-ladder publication."""
     from .io.artifacts import read_csv, read_json
-    from .reporting.profiles import advise, cell_shape, load_profile, options_differ, trained_options
+    from .reporting.profiles import advise, cell_shape, ladder_runs, load_profile, options_differ, trained_options
     from .reporting.publish import check_name
     from .reporting.seals import check_publication
     from .reporting.tables import advice_markdown
@@ -214,8 +214,8 @@ def _advise(params: dict, args) -> None:
     if len(read) and read.speed_from.iloc[0]:
         print(f"  (the profile has no row for {args.dataset}: each method's tokens/s {read.speed_from.iloc[0]})")
     tuning = read_csv(pub / "tuning.csv") if (pub / "tuning.csv").is_file() else None
-    ran = [(args.dataset, m) for m in summary.loc[summary.dataset == args.dataset, "method"].unique()]
-    differ = options_differ(profile, {m: o for (d, m), o in trained_options(published, tuning, ran).items()})
+    ran = trained_options(published, tuning, ladder_runs(summary, args.dataset))
+    differ = options_differ(profile, {m: o for (_, m), o in ran.items()})
     if differ:
         print(f"  (tokens/s measured at other head options than the ladder trained with: {differ}; "
               f"those methods' tokens are those options')")

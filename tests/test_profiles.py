@@ -333,13 +333,13 @@ def test_the_options_a_ladder_trained_with_are_its_params_under_its_picks_and_a_
     import json
 
     from pipeline_src.io.paths import REPOSITORY
-    from pipeline_src.reporting.profiles import options_differ, trained_options
+    from pipeline_src.reporting.profiles import ladder_runs, options_differ, trained_options
 
     pub = REPOSITORY / "benchmarks" / "token-axis"
     params = json.loads((pub / "provenance.json").read_text())["params"]
     tuning = pd.read_csv(pub / "tuning.csv")
     rows, _ = load_profile("cpu-thread")
-    pairs = [("zipf-10k", m) for m in pd.read_csv(pub / "summary.csv").method.unique()]
+    pairs = ladder_runs(pd.read_csv(pub / "summary.csv"), "zipf-10k")
     picked = trained_options(params, tuning, pairs)
     assert picked[("zipf-10k", "nce")]["negatives"] == 800 and picked[("zipf-10k", "nce")]["sampler"] == "unigram"
     assert options_differ(rows, {m: o for (d, m), o in picked.items()}) == ""

@@ -20,8 +20,8 @@ import pandas as pd
 
 from ..io.errors import ConfigError
 from .advice import COLUMNS
-from .profiles import (PROFILES, advise, cell_shape, ladder_points, leave_one_out, load_profile, options_differ,
-                       speeds, trained_options)
+from .profiles import (PROFILES, advise, cell_shape, ladder_points, ladder_runs, leave_one_out, load_profile,
+                       options_differ, speeds, trained_options)
 
 NAMES = ("ladder-advice.csv", "equal-time.csv", "ladder-loo.csv")
 SECONDS = 60.0  # the equal-time budget every grid shows: a minute of training steps
@@ -59,11 +59,7 @@ def ladder_tables(anytime: pd.DataFrame, summary: pd.DataFrame, budget_advice: p
     return {"ladder-advice.csv": advice, "ladder-loo.csv": leave_one_out(points),
             "equal-time.csv": equal_time(anytime, summary, rungs, confidence,
                                          {ds: cell_shape(params, ds) for ds in rungs},
-                                         trained_options(params, tuning, _pairs(summary)))}
-
-
-def _pairs(summary: pd.DataFrame) -> list[tuple[str, str]]:
-    return list(summary[["dataset", "method"]].drop_duplicates().itertuples(index=False, name=None))
+                                         trained_options(params, tuning, ladder_runs(summary)))}
 
 
 def _not_trained(params: dict, dataset: str, tokens: float) -> str:

@@ -109,6 +109,12 @@ def _option(v):
     return v
 
 
+def ladder_runs(summary: pd.DataFrame, dataset: str | None = None) -> list[tuple[str, str]]:
+    """The (dataset, method) pairs a ladder publication's ``summary`` holds (of ``dataset`` alone, where given)."""
+    runs = summary if dataset is None else summary[summary.dataset == dataset]
+    return list(runs[["dataset", "method"]].drop_duplicates().itertuples(index=False, name=None))
+
+
 def trained_options(params: dict, tuning: pd.DataFrame | None, pairs) -> dict[tuple[str, str], dict]:
     """The head options each (dataset, method) of ``pairs`` (a ladder's runs) trained with, whole: the params'
     settings over the head's defaults (``measured_options``), the tuning's pick over those (``picked_options``). A
