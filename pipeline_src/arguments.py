@@ -38,6 +38,14 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _positive_seconds(text: str) -> float:
+    """A duration that must buy something (advise's and device-check's --seconds): finite and above 0."""
+    value = _seconds(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} seconds: a duration above 0 is needed")
+    return value
+
+
 def _int(text: str) -> int:
     try:
         return int(text)

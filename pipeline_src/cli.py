@@ -9,7 +9,7 @@ import argparse
 import errno
 import sys
 
-from .arguments import _int, _positive_int, _seconds, _threads
+from .arguments import _int, _positive_int, _positive_seconds, _seconds, _threads
 from .config import ConfigError, load, run_seeds
 from .io import paths
 from .io.errors import PipelineError
@@ -194,16 +194,17 @@ def _step_options(sp, name: str) -> None:
                         help="jobs at once, as `snakemake --cores` (default: all); each job trains on one thread")
     if name == "advise":
         sp.add_argument("--profile", required=True, help="cpu-thread, h100, or a cell-bench.csv from `profile`")
-        sp.add_argument("--seconds", required=True, type=_seconds, help="training seconds on that machine")
+        sp.add_argument("--seconds", required=True, type=_positive_seconds, help="training seconds on that machine")
         sp.add_argument("--name", default=None,
                         help="the token-ladder publication (default: the one whose ladder holds --dataset)")
     if name == "device-check":
         sp.add_argument("--methods", required=True, help="comma-separated methods of the publication's ladders")
-        sp.add_argument("--seconds", required=True, type=_seconds, help="training seconds each, on this device")
+        sp.add_argument("--seconds", required=True, type=_positive_seconds,
+                        help="training seconds each, on this device")
         sp.add_argument("--seed", type=_int, default=1, help="the published run whose settings train (default 1)")
         sp.add_argument("--name", default="token-axis", help="the token-ladder publication (default token-axis)")
         sp.add_argument("--profile", default="h100", help="the profile read beside (default h100)")
-        sp.add_argument("--calibrate-seconds", type=_seconds, default=10.0,
+        sp.add_argument("--calibrate-seconds", type=_positive_seconds, default=10.0,
                         help="training seconds of the short run that measures this device's tokens/s (default 10)")
         sp.add_argument("--out", default=None, help="folder for device-check.csv/json (default "
                                                     "results_dir/device-check)")
@@ -253,6 +254,14 @@ def _out_of_memory(e: BaseException) -> bool:
         or "out of memory" in text
 
 
+def _os_error(command: str, e: OSError) -> int:
+    """The system's error on a file read or written, in one line naming the step and the file."""
+    where = f" {e.filename}" if e.filename else ""  # read or written: the error says which went wrong
+    hint = "; free some space and rerun" if e.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+    print(f"error: {command}:{where}: {e.strerror or e}{hint}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from .data.corpora import CorpusError
@@ -273,13 +282,12 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"{args.config}: --seed {args.seed} is not one of run.seeds {run_seeds(params)}")
         COMMANDS[args.command][0](params, args)
     except (PipelineError, CorpusError, CorpusContentError, ResumeError, FileNotFoundError) as e:
+        if isinstance(e, FileNotFoundError) and e.filename:  # the system's, not a step's own message: as below
+            return _os_error(args.command, e)
         print(f"error: {runnable_hints(str(e), getattr(args, 'config', None), NO_PARAMS)}", file=sys.stderr)
         return 2
     except OSError as e:  # disk full, quota, read-only or permission-denied output (nothing half-written stays)
-        where = f" {e.filename}" if e.filename else ""  # read or written: the error says which went wrong
-        hint = "; free some space and rerun" if e.errno in (errno.ENOSPC, errno.EDQUOT) else ""
-        print(f"error: {args.command}:{where}: {e.strerror or e}{hint}", file=sys.stderr)
-        return 2
+        return _os_error(args.command, e)
     except Diverged as e:
         print(f"error: {e}", file=sys.stderr)
         return 3

@@ -103,7 +103,8 @@ def _bench_cells(params: dict, args) -> None:
 
 def _profile(params: dict, args) -> None:
     """This machine's profile: each run method's training tokens/s at each run dataset's shapes (one short round
-    of ``bench-cells``), written to results_dir/profile/cell-bench.csv for ``advise --profile``."""
+    of ``bench-cells``, on one thread as a training job runs, or ``--threads``), written to
+    results_dir/profile/cell-bench.csv for ``advise --profile``."""
     import copy
 
     from .config import run_datasets
@@ -111,7 +112,7 @@ def _profile(params: dict, args) -> None:
 
     p = copy.deepcopy(params)
     p["bench"]["cells"] = {"datasets": run_datasets(p), "methods": list(p["run"]["methods"]), "min_seconds": 1,
-                           "rounds": 1}
+                           "rounds": 1, "threads": args.threads or 1}  # a training job's, unless --threads says
     p["results_dir"] = str(Path(params["results_dir"]) / "profile")
     held = _ladders_held()
     datasets = run_datasets(p)
@@ -183,7 +184,8 @@ def _ladders_held() -> dict[str, str]:
 def _advise(params: dict, args) -> None:
     """What to use for ``--seconds`` of training on a profile's machine, read from a token-ladder publication."""
     from .io.artifacts import read_csv, read_json
-    from .reporting.profiles import advise, cell_shape, ladder_runs, load_profile, options_differ, trained_options
+    from .reporting.profiles import (advise, cell_shape, ladder_runs, load_profile, options_differ, outside_range,
+                                     trained_options)
     from .reporting.publish import check_name
     from .reporting.seals import check_publication
     from .reporting.tables import advice_markdown
@@ -220,15 +222,20 @@ def _advise(params: dict, args) -> None:
         print(f"  (tokens/s measured at other head options than the ladder trained with: {differ}; "
               f"those methods' tokens are those options')")
     by = read.groupby("method").agg(tokens=("tokens", "first"), test_ppl=("test_nll", lambda x: math.exp(x.mean())),
-                                    outside=("outside", "any"))
+                                    outside=("outside", "any"), lowest=("lowest", "first"),
+                                    highest=("highest", "first"))
     for m, r in by.sort_values("tokens").iterrows():
-        print(f"  {m}: " + ("no tokens/s on this profile: not read" if math.isnan(r.tokens) else
-                            f"{r.tokens:,.0f} tokens, " + ("outside the measured range" if r.outside else
-                                                           f"test ppl {r.test_ppl:,.1f} (read from the ladder)")))
+        print(f"  {m}: " + ("no tokens/s on this profile: not read" if math.isnan(r.tokens) else outside_range(r)
+                            if r.outside else f"{r.tokens:,.0f} tokens, test ppl {r.test_ppl:,.1f} (read from "
+                                              f"the ladder)"))
     if table.empty:
         print("no method's tokens fall inside the measured rungs: no verdict")
         return
     print(advice_markdown(table), end="")
+    left = sorted(by.index[by.outside | by.tokens.isna()])
+    if left:
+        print(f"(chosen among the {len(by) - len(left)} of {len(by)} methods read inside their ladders; not read "
+              f"at {args.seconds:g} s: {', '.join(left)})")
 
 
 def _device_check(params: dict, args) -> None:
@@ -242,9 +249,16 @@ def _device_check(params: dict, args) -> None:
     if not (pub / paths.PROVENANCE).is_file():
         raise ConfigError(f"device-check --name {args.name}: {pub} is not published yet")
     check_publication(pub)
-    set_threads(args.threads)
+    if not (pub / "ladder-advice.csv").is_file():
+        raise ConfigError(f"device-check --name {args.name}: {pub} is not a token-ladder publication (no "
+                          f"ladder-advice.csv); one of: {', '.join(sorted(set(_ladders_held().values())))}")
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if not methods or len(set(methods)) < len(methods):
+        raise ConfigError(f"device-check --methods {args.methods!r}: name each method once, comma-separated "
+                          f"(e.g. softmax,nce)")
     out = Path(args.out) if args.out else Path(params["results_dir"]) / "device-check"
-    methods = [m for m in args.methods.split(",") if m]
+    paths.check_output_folder(out, f"device-check --out {str(out)!r}")
+    set_threads(args.threads)
     table = check(params, pub, args.dataset, methods, args.seconds, args.seed, args.profile, out,
                   resolve_device(params["device"]), args.calibrate_seconds)
     print(markdown(table), end="")

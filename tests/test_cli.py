@@ -133,3 +133,23 @@ def test_the_cli_advises_large_blocks_to_huge_pages_before_torch_allocates(env, 
     assert last.startswith(expect)
     if env.get("THP_MEM_ALLOC_ENABLE", "1") != "1":
         assert int(last.split()[1]) < 8  # 64-byte aligned: eight on page boundaries by chance is 64^-8
+
+
+def test_the_system_s_missing_file_names_the_step_and_the_file_and_a_step_s_own_message_stands(capsys, monkeypatch):
+    """The fifth probe: `profile` with results_dir under /proc printed a bare "[Errno 2] No such file or directory:
+    '/proc/x'"; a missing file the system reports is now said as other OS errors are, with the step's name."""
+    import errno
+
+    from pipeline_src.cli import COMMANDS, main
+
+    def system(params, args):
+        raise FileNotFoundError(errno.ENOENT, "No such file or directory", "/proc/p5res")
+
+    def own(params, args):
+        raise FileNotFoundError("results/summary.csv is missing: run `python -m pipeline_src summarize` first")
+
+    for fn, line in ((system, "error: summarize: /proc/p5res: No such file or directory"),
+                     (own, "error: results/summary.csv is missing: run `python -m pipeline_src summarize` first")):
+        monkeypatch.setitem(COMMANDS, "summarize", (fn, *COMMANDS["summarize"][1:]))
+        assert main(["summarize", "--config", str(ROOT / "params.yaml")]) == 2
+        assert capsys.readouterr().err.strip() == line

@@ -3,6 +3,7 @@ tiny language: each method trains for the same seconds with its published run's 
 the tokens those seconds buy here, and is set beside the ladder's readings, computed by hand."""
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -133,3 +134,34 @@ def test_the_check_names_a_profile_measured_at_other_head_options_than_its_runs(
     assert markdown(table).endswith("*The profile measured at other head options than these runs trained with: nce "
                                     "(negatives 100, trained at 800); its tokens in T are those options'.*\n")
     assert "other head options" not in markdown(table.assign(profile_options_differ=""))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--methods", ","], r"device-check --methods ',': name each method once"),
+    (["--methods", "softmax,softmax"], r"name each method once"),
+    (["--methods", "softmax", "--out", "benchmarks/token-axis"], r"--out 'benchmarks/token-axis' is inside the "
+                                                                 r"repository's benchmarks/, whose files are committed"),
+    (["--methods", "softmax", "--dataset", "wikitext-2"], r"--dataset wikitext-2: token-axis's ladders hold zipf-10k"),
+    (["--methods", "softmax,nosuch"], r"token-axis holds no final run of zipf-10k/nosuch seed 1"),
+    (["--methods", "softmax", "--name", "default"], r"--name default: .* is not a token-ladder publication"),
+])
+def test_device_check_refuses_bad_input_before_anything_trains(args, message, capsys, tmp_path, monkeypatch):
+    """The fifth probe: an empty method list wrote a header-only table (exit 0); --out into a committed publication
+    wrote there; an unknown method was found after the others had trained; a dataset the publication lacks was
+    told to be fetched. Each is one line now, before any data is read or any step trained."""
+    from pipeline_src.io.paths import REPOSITORY
+
+    argv = ["device-check", "--config", "config/token-axis.yaml", "--dataset", "zipf-10k", "--seconds", "5",
+            "--out", str(tmp_path / "out"), *args]
+    monkeypatch.chdir(REPOSITORY)
+    assert main(argv) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(err) == 1 and re.search(message, err[0]), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_device_check_refuses_seconds_that_buy_nothing():
+    for flag in ("--seconds", "--calibrate-seconds"):
+        with pytest.raises(SystemExit):
+            main(["device-check", "--config", "config/token-axis.yaml", "--dataset", "zipf-10k", "--methods",
+                  "softmax", "--seconds", "5", flag, "0"])

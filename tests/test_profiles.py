@@ -2,6 +2,7 @@
 by linear interpolation in log tokens between measured rungs and never beyond them, and the verdict formed from
 those readings as from measured ones; checked against hand computations."""
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -316,6 +317,11 @@ def test_the_profile_command_benches_at_the_picks_only_where_a_ladder_holds_ever
     assert seen[-1]["methods"]["nce"]["negatives"] == 800 and seen[-1]["methods"]["adaptive-softmax"]["div_value"] \
         == pytest.approx(3.2632872550738194)
     assert "at the picks of token-axis-wt2: " in capsys.readouterr().out
+    assert seen[-1]["bench"]["cells"]["threads"] == 1  # as a training job runs
+    _profile(params, types.SimpleNamespace(threads=None))
+    assert seen[-1]["bench"]["cells"]["threads"] == 1
+    _profile(params, types.SimpleNamespace(threads=3))  # the fifth probe: --threads was ignored
+    assert seen[-1]["bench"]["cells"]["threads"] == 3
     mixed = copy.deepcopy(params)
     mixed["run"]["datasets"] = ["wikitext-2", "zipf-100k"]
     mixed["datasets"]["zipf-100k"] = load("config/token-axis-100k.yaml")["datasets"]["zipf-100k"]
@@ -377,3 +383,101 @@ def test_a_profile_reads_a_real_corpus_size_from_the_bench_s_own_vocab_column(tm
     rows, _ = load_profile(str(path))
     assert list(rows.vocab) == [33279.0, 10001.0]
     assert load_profile("cpu-thread")[0].query("dataset == 'wikitext-2'").vocab.isna().all()
+
+
+def test_a_profile_speed_that_is_no_measurement_or_measured_twice_is_refused_at_its_line(tmp_path):
+    """The fifth probe: a tokens/s of 0, -100, inf, NaN or blank made a method 'outside the measured range' and
+    changed the bold verdict with exit 0; a text value, a duplicated row or a JSON list beside the table were
+    tracebacks; a user's own table was told to rerun snakemake."""
+    from pipeline_src.io.errors import ArtifactError
+
+    path = tmp_path / "cell-bench.csv"
+    for bad in ("0", "-100", "inf", "nan", "", "fast"):
+        path.write_text(f"dataset,method,tokens_per_s\nd,a,400\nd,b,{bad}\n")
+        with pytest.raises(ConfigError, match=r"cell-bench.csv, line 3 \(d/b\): its tokens_per_s '.*' is not a "
+                                              r"finite number above 0"):
+            load_profile(str(path))
+    path.write_text("dataset,method,tokens_per_s\nd,a,400\nd,b,100\nd,a,300\n")
+    with pytest.raises(ConfigError, match=r"line 4 \(d/a\): a second row for it"):
+        load_profile(str(path))
+    path.write_text("dataset,method,tokens_per_s\nd,a,400\n")
+    (tmp_path / "cell-bench.json").write_text("[1, 2]")
+    with pytest.raises(ConfigError, match=r"cell-bench.json: expected a JSON object, found list; --profile takes "
+                                          r"the cell-bench.csv that `python -m pipeline_src profile` writes"):
+        load_profile(str(path))
+    (tmp_path / "cell-bench.json").write_text('{"device": "cpu", "threads": 2}')
+    rows, machine = load_profile(str(tmp_path))  # the folder `profile` wrote into reads its table
+    assert rows.tokens_per_s.tolist() == [400.0] and "2 threads" in machine
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="a folder holding no cell-bench.csv"):
+        load_profile(str(tmp_path / "empty"))
+    path.write_text("")
+    with pytest.raises(ArtifactError, match=r"empty file, no header; --profile takes the cell-bench.csv"):
+        load_profile(str(path))
+
+
+def test_an_edited_committed_profile_is_refused_as_an_edited_ladder_is(tmp_path, monkeypatch):
+    """The fifth probe: a number changed in the committed cpu-thread table was read, and labelled with the commit
+    that measured it."""
+    import shutil
+
+    from pipeline_src.io.errors import ArtifactError
+    from pipeline_src.io.paths import REPOSITORY
+    from pipeline_src.reporting import profiles
+
+    copy = tmp_path / "bench-cells-ladder"
+    shutil.copytree(REPOSITORY / profiles.PROFILES["cpu-thread"], copy)
+    monkeypatch.setattr(profiles, "PROFILES", {**profiles.PROFILES, "cpu-thread": str(copy)})
+    assert load_profile("cpu-thread")[0].tokens_per_s.gt(0).all()  # as published: read
+    table = pd.read_csv(copy / "cell-bench.csv")
+    table.loc[0, "tokens_per_s"] *= 2
+    table.to_csv(copy / "cell-bench.csv", index=False)
+    with pytest.raises(ArtifactError, match=r"cell-bench.csv: not the file that was published"):
+        load_profile("cpu-thread")
+
+
+def test_a_reference_that_ran_but_is_not_read_at_these_seconds_says_why_not_not_run():
+    """The fifth probe: the softmax, below its lowest rung at 30 s, was shown as 'softmax — (not run)'."""
+    anytime, summary = _ladder()
+    profile = pd.DataFrame({"dataset": "d", "method": ["a", "b", "softmax"], "tokens_per_s": [400.0, 100.0, 20.0]})
+    table, _ = advise(anytime, summary, profile, 10_000, "d")  # the softmax reads 200k tokens: below 1M
+    assert table.iloc[0].reference_status == ("outside the measured range: 200,000 tokens, below its lowest rung, "
+                                              "1,000,000")
+    table, _ = advise(anytime, summary, profile.assign(tokens_per_s=[400.0, 100.0, 2000.0]), 10_000, "d")
+    assert table.iloc[0].reference_status == ("outside the measured range: 20,000,000 tokens, beyond its top rung, "
+                                              "8,000,000")
+    table, _ = advise(anytime, summary, profile.iloc[:2], 10_000, "d")
+    assert table.iloc[0].reference_status == "no tokens/s on this profile"
+    table, _ = advise(anytime, summary, profile.assign(tokens_per_s=[400.0, 100.0, 400.0]), 10_000, "d")
+    assert table.iloc[0].reference_status == "learned"  # read inside its ladder (4M)
+
+
+def test_advise_says_below_or_beyond_which_rung_and_what_its_verdict_left_out(capsys):
+    from pipeline_src.cli import main
+
+    assert main(["advise", "--profile", "cpu-thread", "--seconds", "30", "--dataset", "zipf-10k"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"softmax: outside the measured range: [\d,]+ tokens, below its lowest rung, 501,760", out)
+    assert re.search(r"\(chosen among the 5 of 6 methods read inside their ladders; not read at 30 s: softmax\)", out)
+    for seconds in ("0", "-0", "nan"):
+        with pytest.raises(SystemExit):
+            main(["advise", "--profile", "cpu-thread", "--seconds", seconds, "--dataset", "zipf-10k"])
+    assert "a duration above 0 is needed" in capsys.readouterr().err
+
+
+def test_the_profile_s_outputs_are_checked_before_anything_is_measured(tmp_path, monkeypatch):
+    """The fifth probe: a folder where cell-bench.json goes was found after minutes of measuring, with the new table
+    already beside the old machine record."""
+    import torch
+
+    from pipeline_src.config import load
+    from pipeline_src.cost import cells
+
+    p = load("config/token-axis.yaml")
+    p["results_dir"] = str(tmp_path / "r")
+    p["bench"]["cells"] = {"datasets": ["zipf-10k"], "methods": ["nce"]}
+    (tmp_path / "r" / "cell-bench.json").mkdir(parents=True)
+    monkeypatch.setattr(cells, "memory_bandwidth", lambda *a: pytest.fail("measured before its outputs were checked"))
+    with pytest.raises(ConfigError, match=r"cell-bench.json: cannot be written \(a folder\)"):
+        cells.run_cell_bench(p, torch.device("cpu"))
+    assert not (tmp_path / "r" / "cell-bench.csv").exists()

@@ -25,9 +25,11 @@ infrequent self-normalised loss through autograd), timed in the same run, the tw
 """
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import torch
@@ -59,6 +61,8 @@ def run_cell_bench(params: dict, device: torch.device) -> pd.DataFrame:
     spec = params["bench"].get("cells")
     if not spec:
         raise ConfigError("key 'bench.cells' is missing: it names the datasets and methods whose steps to time")
+    out = paths.cell_bench_path(params)
+    _check_writable(out, out.with_suffix(".json"))  # before minutes of measuring, not after
     if device.type == "cpu":
         torch.set_num_threads(spec.get("threads", 1))
     bandwidth, rows = memory_bandwidth(device, 3), []
@@ -71,7 +75,6 @@ def run_cell_bench(params: dict, device: torch.device) -> pd.DataFrame:
         for m, cfg in cfgs.items():
             rows.append({**_cell(ds, m, cfg, prepared, floors, bandwidth, spec, device), "vocab": vocab})
     df = pd.DataFrame(rows)
-    out = paths.cell_bench_path(params)
     with atomic_path(out) as tmp:
         df.to_csv(tmp, index=False)
     write_json(out.with_suffix(".json"), {"cells": spec, "device": str(device), "threads": torch.get_num_threads(),
@@ -81,6 +84,15 @@ def run_cell_bench(params: dict, device: torch.device) -> pd.DataFrame:
                                           "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None})
     print(df[SHOWN].to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     return df
+
+
+def _check_writable(*files: Path) -> None:
+    """Each of ``files`` can be written: its folder made (an OSError names it) and writable, itself not a folder."""
+    for f in files:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        if f.is_dir() or not os.access(f.parent, os.W_OK):
+            raise ConfigError(f"{f}: cannot be written ({'a folder' if f.is_dir() else 'its folder is read-only'}); "
+                              f"remove it or set results_dir elsewhere")
 
 
 def alternating_ms(params: dict, dataset: str, methods: list[str], device: torch.device, rounds: int = 5,

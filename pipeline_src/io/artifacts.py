@@ -24,23 +24,25 @@ def _advice(path: Path) -> str:
     return COMMITTED.format(path=path) if "benchmarks" in path.parts else REBUILD
 
 
-def read_json(path: str | Path, *keys: str) -> Any:
-    """The JSON in ``path``; with ``keys``, a mapping that must hold each of them."""
+def read_json(path: str | Path, *keys: str, advice: str | None = None) -> Any:
+    """The JSON in ``path``; with ``keys``, a mapping that must hold each of them. ``advice`` replaces the
+    default of what to do about a bad file (where the file is a user's input, not the pipeline's output)."""
     path = Path(path)
+    fix = advice or _advice(path)
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise ArtifactError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
-                            f"{_advice(path)}") from None
+                            f"{fix}") from None
     except UnicodeDecodeError:
-        raise ArtifactError(f"{path}: not UTF-8 text; {_advice(path)}") from None
+        raise ArtifactError(f"{path}: not UTF-8 text; {fix}") from None
     obj = _infinities(obj)
     if keys:
         if not isinstance(obj, dict):
-            raise ArtifactError(f"{path}: expected a JSON object, found {type(obj).__name__}; {_advice(path)}")
+            raise ArtifactError(f"{path}: expected a JSON object, found {type(obj).__name__}; {fix}")
         missing = [k for k in keys if k not in obj]
         if missing:
-            raise ArtifactError(f"{path}: key {missing[0]!r} is missing; {_advice(path)}")
+            raise ArtifactError(f"{path}: key {missing[0]!r} is missing; {fix}")
     return obj
 
 
@@ -56,19 +58,21 @@ def _infinities(obj: Any) -> Any:
     return obj
 
 
-def read_csv(path: str | Path, *columns: str):
-    """The table in ``path`` as a DataFrame; with ``columns``, each of them must be there."""
+def read_csv(path: str | Path, *columns: str, advice: str | None = None):
+    """The table in ``path`` as a DataFrame; with ``columns``, each of them must be there (``advice``: as
+    :func:`read_json`)."""
     import pandas as pd
 
     path = Path(path)
+    fix = advice or _advice(path)
     try:
         df = pd.read_csv(path)
     except pd.errors.EmptyDataError:
-        raise ArtifactError(f"{path}: empty file, no header; {_advice(path)}") from None
+        raise ArtifactError(f"{path}: empty file, no header; {fix}") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise ArtifactError(f"{path}: not a readable CSV table ({str(e).splitlines()[0][:120]}); "
-                            f"{_advice(path)}") from None
+                            f"{fix}") from None
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        raise ArtifactError(f"{path}: column {missing[0]!r} is missing; {_advice(path)}")
+        raise ArtifactError(f"{path}: column {missing[0]!r} is missing; {fix}")
     return df

@@ -224,32 +224,39 @@ def statistics_hash_path(params: dict) -> Path:
     return hashes_dir(params) / "statistics"
 
 
+def check_output_folder(folder: Path, label: str) -> None:
+    """Refuse, as ``label``, an output folder that is a file, the repository itself or inside one of its committed
+    folders (outputs would be written beside, or over, committed files)."""
+    from .errors import ConfigError
+    from .tracked import repository_of
+
+    where = folder.resolve()
+    if where.exists() and not where.is_dir():
+        raise ConfigError(f"{label} is a file, not a folder: the steps write their outputs under it; name a folder "
+                          f"(it is created when missing)")
+    root = repository_of(where)  # this checkout, or another (a second clone, a worktree)
+    if root is None:
+        return
+    other = "" if root == REPOSITORY else f" checkout at {root}"
+    if where == root:
+        what = f"the repository{other} itself"
+    elif where.relative_to(root).parts[0] in committed_folders(root) | {".git"}:
+        what = f"inside the repository{other}'s {where.relative_to(root).parts[0]}/"
+    else:
+        return
+    raise ConfigError(f"{label} is {what}, whose files are committed: outputs would be written beside or over them; "
+                      f"use {OWN_FOLDERS[0]}/, {OWN_FOLDERS[1]}/, results-NAME/ or a folder outside the repository")
+
+
 def check_outside_repository(params: dict, source: str) -> None:
     """Refuse a data_dir or results_dir that is the repository itself or lies in one of its committed folders
     (code, docs, configs, publications): a step's outputs (summary.csv, report.html, runs/) would be written
     beside, or over, committed files. ``publish`` is the one command that writes into benchmarks/. Nor may the
     two folders nest: a step that replaces its own folder (prepare) would delete the other's files."""
     from .errors import ConfigError
-    from .tracked import repository_of
 
     for key in ("data_dir", "results_dir"):
-        where = Path(params[key]).resolve()
-        if where.exists() and not where.is_dir():
-            raise ConfigError(f"{source}: key '{key}': {params[key]!r} is a file, not a folder: the steps write "
-                              f"their outputs under it; name a folder (it is created when missing)")
-        root = repository_of(where)  # this checkout, or another (a second clone, a worktree)
-        if root is None:
-            continue
-        other = "" if root == REPOSITORY else f" checkout at {root}"
-        if where == root:
-            what = f"the repository{other} itself"
-        elif where.relative_to(root).parts[0] in committed_folders(root) | {".git"}:
-            what = f"inside the repository{other}'s {where.relative_to(root).parts[0]}/"
-        else:
-            continue
-        raise ConfigError(f"{source}: key '{key}': {params[key]!r} is {what}, whose files are committed: outputs "
-                          f"would be written beside or over them; use {OWN_FOLDERS[0]}/, {OWN_FOLDERS[1]}/, "
-                          f"results-NAME/ or a folder outside the repository")
+        check_output_folder(Path(params[key]), f"{source}: key '{key}': {params[key]!r}")
     data, results = Path(params["data_dir"]).resolve(), Path(params["results_dir"]).resolve()
     if data == results or data in results.parents or results in data.parents:
         raise ConfigError(f"{source}: key 'results_dir': {params['results_dir']!r} and data_dir "

@@ -74,14 +74,17 @@ def check(params: dict, pub: Path, dataset: str, methods: list[str], seconds: fl
     from ..training.loop import train
     from ..training.step import build_model
 
-    prepared = check_prepared(params, dataset)
     points = ladder_points(read_csv(pub / "anytime.csv"))
+    if dataset not in set(points.dataset):
+        raise ConfigError(f"--dataset {dataset}: {pub.name}'s ladders hold {', '.join(sorted(set(points.dataset)))}, "
+                          f"not {dataset}")
     points = points[points.dataset == dataset]
+    configs = {m: published_config(pub, dataset, m, seed) for m in methods}  # every method's, before any trains
     measured, machine = load_profile(profile)
     speed = measured[measured.dataset == dataset].set_index("method").tokens_per_s.astype(float)
+    prepared = check_prepared(params, dataset)
     rows = []
-    for m in methods:
-        cfg = published_config(pub, dataset, m, seed)
+    for m, cfg in configs.items():
         cal = train(calibration_config(cfg, calibrate_s), prepared, out / "calibrate" / m, device)
         rate = steady_rate(cal)
         tokens = int(seconds * rate)

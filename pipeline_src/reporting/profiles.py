@@ -43,20 +43,29 @@ def load_profile(name: str) -> tuple[pd.DataFrame, str]:
     """A profile's (dataset, method, tokens_per_s) rows and the machine it names: a name of ``PROFILES`` or a
     path to a cell-bench.csv (the reader's own ``profile``). Where the params it was measured under are known (a
     committed profile's provenance), each row also carries its dataset's ``vocab`` and ``shape`` (``cell_shape``)."""
-    path = REPOSITORY / PROFILES[name] / "cell-bench.csv" if name in PROFILES else Path(name)
+    committed = name in PROFILES
+    path = REPOSITORY / PROFILES[name] / "cell-bench.csv" if committed else Path(name)
+    if not committed and path.is_dir() and (path / "cell-bench.csv").is_file():
+        path = path / "cell-bench.csv"  # the folder `profile` wrote into
     if not path.is_file():
+        if path.is_dir():
+            raise ConfigError(f"--profile {name}: a folder holding no cell-bench.csv (name the file that `python -m "
+                              f"pipeline_src profile` wrote, or one of {sorted(PROFILES)})")
         raise ConfigError(f"--profile {name}: no such profile (one of {sorted(PROFILES)}, or the cell-bench.csv "
                           f"that `python -m pipeline_src profile` wrote)")
-    rows = read_csv(path, "dataset", "method", "tokens_per_s")
-    meta_path = path.with_suffix(".json")
-    meta = read_json(meta_path) if meta_path.is_file() else {}
-    prov = path.parent / "provenance.json"
-    prov = read_json(prov) if prov.is_file() else {}
+    if committed:  # an edited table is refused, as every committed table a reading rests on
+        from .seals import check_publication
+        check_publication(path.parent)
+    fix = None if committed else ("--profile takes the cell-bench.csv that `python -m pipeline_src profile` "
+                                  "writes: run it again")
+    rows = _checked_speeds(read_csv(path, "dataset", "method", "tokens_per_s", advice=fix), path)
+    meta, prov = (_mapping(p, fix) for p in (path.with_suffix(".json"), path.parent / "provenance.json"))
     commit = prov.get("commit", "?")[:7] if prov else None
     machine = (f"{meta.get('gpu') or GPU_NAMES.get(name) or meta.get('device', 'cpu')}, {meta.get('cpu_model', '?')} "
                f"host, {meta.get('threads', '?')} threads, torch {meta.get('torch', '?')}"
                + (f", measured at commit {commit}" if commit else ""))
-    measured_vocab = rows["vocab"].astype(float) if "vocab" in rows else pd.Series(math.nan, index=rows.index)
+    measured_vocab = (pd.to_numeric(rows["vocab"], errors="coerce") if "vocab" in rows
+                      else pd.Series(math.nan, index=rows.index))
     rows = rows[["dataset", "method", "tokens_per_s"]].copy()
     params = prov.get("params") or {}
     datasets = params.get("datasets") or {}
@@ -66,6 +75,33 @@ def load_profile(name: str) -> tuple[pd.DataFrame, str]:
     rows["options"] = [json.dumps(measured_options(params, m), sort_keys=True) if params else None
                        for m in rows.method]
     return rows, machine
+
+
+def _checked_speeds(rows: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """A profile's rows, each a finite tokens/s above 0 and one row a (dataset, method); else one line naming the
+    file's line (a 0, a NaN or a duplicate would change a verdict without a word)."""
+    speed = pd.to_numeric(rows.tokens_per_s, errors="coerce")
+    bad = ~(np.isfinite(speed) & (speed > 0))
+    twice = rows.duplicated(["dataset", "method"])
+    for flags, what in ((bad, "its tokens_per_s {v!r} is not a finite number above 0"),
+                        (twice, "a second row for it: one measured speed a dataset and method")):
+        if flags.any():
+            i = int(np.flatnonzero(flags.to_numpy())[0])
+            r = rows.iloc[i]
+            raise ConfigError(f"{path}, line {i + 2} ({r.dataset}/{r.method}): "
+                              + what.format(v=str(r.tokens_per_s)))
+    return rows.assign(tokens_per_s=speed)
+
+
+def _mapping(path: Path, advice: str | None) -> dict:
+    """The JSON object in ``path`` ({} where there is none): a profile's machine record or provenance."""
+    if not path.is_file():
+        return {}
+    obj = read_json(path, advice=advice)
+    if not isinstance(obj, dict):
+        raise ConfigError(f"{path}: expected a JSON object, found {type(obj).__name__}; "
+                          f"{advice or 'restore it from git'}")
+    return obj
 
 
 def measured_options(params: dict, method: str) -> dict:
@@ -256,7 +292,8 @@ def readings(points: pd.DataFrame, tokens_by_method: dict[str, float]) -> pd.Dat
         rows.append({"dataset": ds, "method": m, "seed": seed, "tokens": at,
                      "valid_nll": read_at(t, g.valid_nll.to_numpy(), at),
                      "test_nll": read_at(t, g.test_nll.to_numpy(), at),
-                     "outside": not (t[0] <= at <= t[-1]), "read_from": "ladder (log-token interpolation)"})
+                     "outside": not (t[0] <= at <= t[-1]), "lowest": t[0], "highest": t[-1],
+                     "read_from": "ladder (log-token interpolation)"})
     return pd.DataFrame(rows)
 
 
@@ -312,4 +349,16 @@ def advise(anytime: pd.DataFrame, summary: pd.DataFrame, profile: pd.DataFrame, 
         else "softmax"
     head = ranking(runs, reference, confidence)
     table = what_to_use(runs.drop(columns=["multiple", "tokens"]), head.drop(columns=["multiple"]), None, confidence)
+    ref = table.reference.iloc[0] if len(table) else None
+    if isinstance(ref, str) and ref not in set(inside.method):  # it ran, but is not read at these seconds: why
+        r = read[read.method == ref]
+        table["reference_status"] = ("not in this ladder" if r.empty else "no tokens/s on this profile"
+                                     if r.no_speed.any() else outside_range(r.iloc[0]))
     return table, read
+
+
+def outside_range(r) -> str:
+    """Where a reading outside its ladder lies (a ``readings`` row): below the lowest rung or beyond the top."""
+    if r.tokens < r.lowest:
+        return f"outside the measured range: {r.tokens:,.0f} tokens, below its lowest rung, {r.lowest:,.0f}"
+    return f"outside the measured range: {r.tokens:,.0f} tokens, beyond its top rung, {r.highest:,.0f}"
