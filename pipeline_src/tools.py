@@ -339,7 +339,7 @@ def _restore(params: dict, args) -> None:
 
 def _restate(params: dict, args) -> None:
     from .io.artifacts import read_json
-    from .reporting.publish import restate
+    from .reporting.publish import check_name, restate
 
     source = Path(args.config)
     if args.as_published:  # the statistics it was published with: a change of the statistics' code alone
@@ -347,11 +347,13 @@ def _restate(params: dict, args) -> None:
 
         from .config import validate
         from .io.paths import PROVENANCE, REPOSITORY
-        from .reporting.publish import check_name
 
         source = (check_name(args.name, "restate") / PROVENANCE).relative_to(REPOSITORY)  # recorded as a repository path
         params = validate(copy.deepcopy(read_json(REPOSITORY / source, "params")["params"]), str(source))
+    before = (check_name(args.name, "restate") / paths.PROVENANCE).read_bytes()
     out = restate(params, source, args.name)
+    if (out / paths.PROVENANCE).read_bytes() == before:  # every table came out as it is: restate said so
+        return
     tables = read_json(out / paths.PROVENANCE)["restated"]["tables"]
     folders = {t.split("/", 1)[0] for t in tables if "/" in t}  # a folder of tables (headline-metrics/): named once
     shown = [t for t in tables if "/" not in t] + [f"{f}/ ({sum(t.startswith(f + '/') for t in tables)} files)"

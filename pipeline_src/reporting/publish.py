@@ -240,6 +240,13 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
                                   read_csv(refs) if refs.is_file() and refs.stat().st_size > 1 else None, params))
         tables.update(_restated_ladder_tables(out, prov, summary, tables.get("budget-advice.csv"), params))
     tables.update(_dvc_views(out, head))
+    if params == prov["params"] and not stale_views(prov["files"], tables) and all(
+            (out / f).is_file() and (out / f).read_text(encoding="utf-8") == (t if isinstance(t, str) else
+                                                                            t.to_csv(index=False))
+            for f, t in tables.items()):
+        say(f"{out.name}: nothing to restate: under these statistics and profiles every table comes out as it is "
+            f"(nothing written)")
+        return out
     dirty = _dirty_files(out)  # before this writes anything: the tree the restated tables came from
     check_doc_sources(out)
     with allow_tracked(out, *doc_files()):
