@@ -181,6 +181,11 @@ def _ladders_held() -> dict[str, str]:
     return held
 
 
+def _ladder_names() -> list[str]:
+    """The token-ladder publications (those with a ladder-advice.csv), by name."""
+    return sorted(p.parent.name for p in (paths.REPOSITORY / "benchmarks").glob("*/ladder-advice.csv"))
+
+
 def _advise(params: dict, args) -> None:
     """What to use for ``--seconds`` of training on a profile's machine, read from a token-ladder publication."""
     from .io.artifacts import read_csv, read_json
@@ -198,13 +203,13 @@ def _advise(params: dict, args) -> None:
         args.name = held[args.dataset]
     pub = check_name(args.name, "advise")
     if not (pub / paths.PROVENANCE).is_file():
-        raise ConfigError(f"advise --name {args.name}: {pub} is not published yet (run config/token-axis.yaml, then "
-                          f"`python -m pipeline_src publish --name {args.name}`)")
+        raise ConfigError(f"advise --name {args.name}: no publication {pub} (the token-ladder publications: "
+                          f"{', '.join(_ladder_names()) or 'none yet'}; a ladder of your own: "
+                          f"train its config, then `python -m pipeline_src publish --name {args.name}`)")
     check_publication(pub)
     if not (pub / "ladder-advice.csv").is_file():
-        ladders = sorted(p.parent.name for p in pub.parent.glob("*/ladder-advice.csv"))
         raise ConfigError(f"advise --name {args.name}: {pub} is not a token-ladder publication (no ladder-advice.csv: "
-                          f"its runs have no rungs to read); one of: {', '.join(ladders)}")
+                          f"its runs have no rungs to read); one of: {', '.join(_ladder_names())}")
     profile, machine = load_profile(args.profile)
     published = read_json(pub / paths.PROVENANCE)["params"]
     confidence = (published.get("statistics") or {}).get("confidence", 0.95)
@@ -251,7 +256,7 @@ def _device_check(params: dict, args) -> None:
     check_publication(pub)
     if not (pub / "ladder-advice.csv").is_file():
         raise ConfigError(f"device-check --name {args.name}: {pub} is not a token-ladder publication (no "
-                          f"ladder-advice.csv); one of: {', '.join(sorted(set(_ladders_held().values())))}")
+                          f"ladder-advice.csv); one of: {', '.join(_ladder_names())}")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     if not methods or len(set(methods)) < len(methods):
         raise ConfigError(f"device-check --methods {args.methods!r}: name each method once, comma-separated "

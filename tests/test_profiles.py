@@ -54,8 +54,10 @@ def test_equal_time_gives_each_method_its_own_tokens_and_the_verdict_of_those_re
     table, read = advise(anytime, summary, profile, 80_000, "d")
     assert table.iloc[0].use == "b" and table.iloc[0].runner_up == "softmax"
     assert set(read[read.outside].method) == {"a"}
-    with pytest.raises(ConfigError, match="the profile has no row for other's shapes"):
-        advise(anytime, summary, profile, 100, "other")
+    with pytest.raises(ConfigError, match="the profile has no row for d's shapes"):
+        advise(anytime, summary, profile.assign(dataset="x"), 100, "d")
+    with pytest.raises(ConfigError, match=r"the ladder publication has no rungs of other"):  # not the profile's
+        advise(anytime, summary, profile, 100, "other")  # fault (the fifth probe)
     # the third probe: a dataset the profile measures but the ladder publication lacks gave a traceback
     wider = pd.concat([profile, profile.assign(dataset="e")])
     with pytest.raises(ConfigError, match=r"the ladder publication has no rungs of e: read one it has \(\['d'\]\)"):
@@ -71,6 +73,10 @@ def test_advise_names_a_publication_that_is_no_ladder(capsys):
                  "default"]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert len(err) == 1 and "is not a token-ladder publication" in err[0] and "token-axis" in err[0], err
+    assert main(["advise", "--profile", "cpu-thread", "--seconds", "60", "--dataset", "zipf-10k", "--name",
+                 "nosuch"]) == 2  # the fifth probe: a typo was told to train config/token-axis.yaml
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1 and "no publication" in err[0] and "token-axis, token-axis-rates" in err[0], err
 
 
 def test_the_committed_profiles_name_their_machine():

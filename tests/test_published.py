@@ -265,10 +265,14 @@ def test_restate_reads_a_ladder_s_equal_time_on_the_profiles_as_they_are_now(tmp
     monkeypatch.setattr(pub, "BENCHMARKS", tmp_path)
     monkeypatch.setattr(pub, "update_docs", lambda: [])
     shutil.copytree(ROOT / "benchmarks" / "token-axis", tmp_path / "token-axis", ignore=shutil.ignore_patterns("records"))
+    from pipeline_src.reporting.seals import seal_provenance
+
     cpu = pd.read_csv(ROOT / "benchmarks" / "bench-cells-ladder" / "cell-bench.csv")
     faster = tmp_path / "fast" / "cell-bench.csv"
-    faster.parent.mkdir()
+    shutil.copytree(ROOT / "benchmarks" / "bench-cells-ladder", faster.parent)  # a profile published again
     cpu.assign(tokens_per_s=2 * cpu.tokens_per_s).to_csv(faster, index=False)
+    prov = json.loads((faster.parent / "provenance.json").read_text())
+    (faster.parent / "provenance.json").write_text(json.dumps(seal_provenance(prov, faster.parent)))
     for module in (lt, profiles):  # the name ladder_tables iterates, the folder load_profile reads
         monkeypatch.setattr(module, "PROFILES", {"cpu-thread": str(faster.parent)})
     before = pd.read_csv(tmp_path / "token-axis" / "equal-time.csv").query("profile == 'cpu-thread'")

@@ -319,14 +319,14 @@ def advise(anytime: pd.DataFrame, summary: pd.DataFrame, profile: pd.DataFrame, 
     from .advice import what_to_use
     from .budget_axis import point_runs, ranking
 
+    if not (anytime.dataset == dataset).any():  # first: a dataset no ladder holds is no fault of the profile's
+        raise ConfigError(f"the ladder publication has no rungs of {dataset}: read one it has "
+                          f"({sorted(anytime.dataset.unique())})")
     vocab = summary[summary.dataset == dataset].vocab.dropna() if "vocab" in summary else pd.Series(dtype=float)
     speed, source = speeds(profile, dataset, float(vocab.iloc[0]) if len(vocab) else None, shape)
     if speed.empty:
         raise ConfigError(f"the profile has no row for {dataset}'s shapes: measure them (`python -m pipeline_src "
                           f"profile`) or read a dataset it has ({sorted(profile.dataset.unique())})")
-    if not (anytime.dataset == dataset).any():
-        raise ConfigError(f"the ladder publication has no rungs of {dataset}: read one it has "
-                          f"({sorted(anytime.dataset.unique())})")
     points = ladder_points(anytime[anytime.dataset == dataset])
     methods = [m for m in points.method.unique() if m in speed.index]
     if not methods:
