@@ -167,7 +167,8 @@ def _step_options(sp, name: str) -> None:
         sp.add_argument("--trial", type=_int, default=None, help="index of a tuning trial (0 .. tuning.trials - 1)")
     if name in ("train", "finetune", "evaluate", "bench", "bench-samplers", "matrix", "profile", "device-check"):  # bench-step sets its own (bench.step.threads)
         sp.add_argument("--threads", type=_threads, default=None,
-                        help="torch CPU threads (Snakemake passes the job's threads; default: torch's choice)")
+                        help="torch CPU threads (Snakemake passes the job's threads; default: torch's choice; "
+                             "profile: 1, as a training job runs)")
     if name == "publish":
         sp.add_argument("--wall-time-s", type=_seconds, default=None,
                         help="the run's wall time, as measured by whoever ran it (recorded in provenance.json)")

@@ -226,21 +226,21 @@ def _advise(params: dict, args) -> None:
     if differ:
         print(f"  (tokens/s measured at other head options than the ladder trained with: {differ}; "
               f"those methods' tokens are those options')")
-    by = read.groupby("method").agg(tokens=("tokens", "first"), test_ppl=("test_nll", lambda x: math.exp(x.mean())),
-                                    outside=("outside", "any"), lowest=("lowest", "first"),
-                                    highest=("highest", "first"))
-    for m, r in by.sort_values("tokens").iterrows():
-        print(f"  {m}: " + ("no tokens/s on this profile: not read" if math.isnan(r.tokens) else outside_range(r)
-                            if r.outside else f"{r.tokens:,.0f} tokens, test ppl {r.test_ppl:,.1f} (read from "
-                                              f"the ladder)"))
+    inside = read[~read.outside & ~read.no_speed & read.test_nll.notna()]  # the readings the verdict rests on
+    for m, r in sorted(read.groupby("method"), key=lambda g: (g[1].no_speed.any(), g[1].tokens.iloc[0])):
+        mine = inside[inside.method == m]
+        print(f"  {m}: " + ("no tokens/s on this profile: not read" if r.no_speed.any() else outside_range(r)
+                            if mine.empty else f"{r.tokens.iloc[0]:,.0f} tokens, test ppl "
+                                               f"{math.exp(mine.test_nll.mean()):,.1f} (read from the ladder)"))
     if table.empty:
         print("no method's tokens fall inside the measured rungs: no verdict")
         return
     print(advice_markdown(table), end="")
-    left = sorted(by.index[by.outside | by.tokens.isna()])
+    left = sorted(set(read.method) - set(inside.method))
     if left:
-        print(f"(chosen among the {len(by) - len(left)} of {len(by)} methods read inside their ladders; not read "
-              f"at {args.seconds:g} s: {', '.join(left)})")
+        n = read.method.nunique()
+        print(f"(chosen among the {n - len(left)} of {n} methods read inside their ladders; not read at "
+              f"{args.seconds:g} s: {', '.join(left)})")
 
 
 def _device_check(params: dict, args) -> None:
@@ -252,7 +252,8 @@ def _device_check(params: dict, args) -> None:
 
     pub = check_name(args.name, "device-check")
     if not (pub / paths.PROVENANCE).is_file():
-        raise ConfigError(f"device-check --name {args.name}: {pub} is not published yet")
+        raise ConfigError(f"device-check --name {args.name}: no publication {pub} (the token-ladder publications: "
+                          f"{', '.join(_ladder_names()) or 'none yet'})")
     check_publication(pub)
     if not (pub / "ladder-advice.csv").is_file():
         raise ConfigError(f"device-check --name {args.name}: {pub} is not a token-ladder publication (no "
@@ -262,7 +263,8 @@ def _device_check(params: dict, args) -> None:
         raise ConfigError(f"device-check --methods {args.methods!r}: name each method once, comma-separated "
                           f"(e.g. softmax,nce)")
     out = Path(args.out) if args.out else Path(params["results_dir"]) / "device-check"
-    paths.check_output_folder(out, f"device-check --out {str(out)!r}")
+    paths.check_output_folder(out, f"device-check --out {args.out!r}" if args.out else
+                              f"device-check's folder {str(out)!r} (results_dir/device-check)")
     set_threads(args.threads)
     table = check(params, pub, args.dataset, methods, args.seconds, args.seed, args.profile, out,
                   resolve_device(params["device"]), args.calibrate_seconds)
@@ -355,7 +357,8 @@ def _restate(params: dict, args) -> None:
 
         source = (check_name(args.name, "restate") / PROVENANCE).relative_to(REPOSITORY)  # recorded as a repository path
         params = validate(copy.deepcopy(read_json(REPOSITORY / source, "params")["params"]), str(source))
-    before = (check_name(args.name, "restate") / paths.PROVENANCE).read_bytes()
+    prov = check_name(args.name, "restate") / paths.PROVENANCE
+    before = prov.read_bytes() if prov.is_file() else None  # (none: restate says there is nothing to restate)
     out = restate(params, source, args.name)
     if (out / paths.PROVENANCE).read_bytes() == before:  # every table came out as it is: restate said so
         return

@@ -144,6 +144,8 @@ def test_the_check_names_a_profile_measured_at_other_head_options_than_its_runs(
     (["--methods", "softmax", "--dataset", "wikitext-2"], r"--dataset wikitext-2: token-axis's ladders hold zipf-10k"),
     (["--methods", "softmax,nosuch"], r"token-axis holds no final run of zipf-10k/nosuch seed 1"),
     (["--methods", "softmax", "--name", "default"], r"--name default: .* is not a token-ladder publication"),
+    (["--methods", "softmax", "--name", "nosuch"], r"--name nosuch: no publication .* \(the token-ladder "
+                                                   r"publications: token-axis, "),
 ])
 def test_device_check_refuses_bad_input_before_anything_trains(args, message, capsys, tmp_path, monkeypatch):
     """The fifth probe: an empty method list wrote a header-only table (exit 0); --out into a committed publication
@@ -160,8 +162,9 @@ def test_device_check_refuses_bad_input_before_anything_trains(args, message, ca
     assert not (tmp_path / "out").exists()
 
 
-def test_device_check_refuses_seconds_that_buy_nothing():
-    for flag in ("--seconds", "--calibrate-seconds"):
+def test_device_check_refuses_seconds_that_buy_nothing(capsys):
+    for flag in ("--seconds", "--calibrate-seconds"):  # 0 calibration seconds was a ZeroDivisionError traceback
         with pytest.raises(SystemExit):
             main(["device-check", "--config", "config/token-axis.yaml", "--dataset", "zipf-10k", "--methods",
                   "softmax", "--seconds", "5", flag, "0"])
+        assert f"argument {flag}: '0' seconds: a duration above 0 is needed" in capsys.readouterr().err

@@ -400,12 +400,15 @@ def test_a_profile_speed_that_is_no_measurement_or_measured_twice_is_refused_at_
     path = tmp_path / "cell-bench.csv"
     for bad in ("0", "-100", "inf", "nan", "", "fast"):
         path.write_text(f"dataset,method,tokens_per_s\nd,a,400\nd,b,{bad}\n")
-        with pytest.raises(ConfigError, match=r"cell-bench.csv, line 3 \(d/b\): its tokens_per_s '.*' is not a "
-                                              r"finite number above 0"):
+        with pytest.raises(ConfigError, match=r"cell-bench.csv, data row 2 \(d/b\): its tokens_per_s '.*' is not "
+                                              r"a finite number above 0"):
             load_profile(str(path))
     path.write_text("dataset,method,tokens_per_s\nd,a,400\nd,b,100\nd,a,300\n")
-    with pytest.raises(ConfigError, match=r"line 4 \(d/a\): a second row for it"):
+    with pytest.raises(ConfigError, match=r"data row 3 \(d/a\): a second row for it"):
         load_profile(str(path))
+    path.write_text("dataset,method,tokens_per_s,vocab\nd,a,400,1001\ne,a,300,\nf,a,200,many\n")
+    with pytest.raises(ConfigError, match=r"data row 3 \(f/a\): its vocab 'many' is not a vocabulary size"):
+        load_profile(str(path))  # (a blank |V| is the bench's not knowing it: e's row is read)
     path.write_text("dataset,method,tokens_per_s\nd,a,400\n")
     (tmp_path / "cell-bench.json").write_text("[1, 2]")
     with pytest.raises(ConfigError, match=r"cell-bench.json: expected a JSON object, found list; --profile takes "
@@ -440,6 +443,9 @@ def test_an_edited_committed_profile_is_refused_as_an_edited_ladder_is(tmp_path,
     table.to_csv(copy / "cell-bench.csv", index=False)
     with pytest.raises(ArtifactError, match=r"cell-bench.csv: not the file that was published"):
         load_profile("cpu-thread")
+    for by_path in (copy / "cell-bench.csv", copy):  # named by its path, not its name: refused alike
+        with pytest.raises(ArtifactError, match=r"cell-bench.csv: not the file that was published"):
+            load_profile(str(by_path))
 
 
 def test_a_reference_that_ran_but_is_not_read_at_these_seconds_says_why_not_not_run():
@@ -465,10 +471,11 @@ def test_advise_says_below_or_beyond_which_rung_and_what_its_verdict_left_out(ca
     out = capsys.readouterr().out
     assert re.search(r"softmax: outside the measured range: [\d,]+ tokens, below its lowest rung, 501,760", out)
     assert re.search(r"\(chosen among the 5 of 6 methods read inside their ladders; not read at 30 s: softmax\)", out)
-    for seconds in ("0", "-0", "nan"):
+    for seconds, said in (("0", "a duration above 0 is needed"), ("-0", "a duration above 0 is needed"),
+                          ("nan", "is not a finite number of seconds")):
         with pytest.raises(SystemExit):
             main(["advise", "--profile", "cpu-thread", "--seconds", seconds, "--dataset", "zipf-10k"])
-    assert "a duration above 0 is needed" in capsys.readouterr().err
+        assert f"argument --seconds: '{seconds}'" in (err := capsys.readouterr().err) and said in err
 
 
 def test_the_profile_s_outputs_are_checked_before_anything_is_measured(tmp_path, monkeypatch):

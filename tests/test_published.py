@@ -187,7 +187,7 @@ def test_published_verdicts_are_what_the_statistics_give_their_runs_now(name, mo
         pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=rtol, obj=f"{name}/{file}")
 
 
-def test_restate_refuses_params_that_changed_beyond_statistics(tmp_path, monkeypatch):
+def test_restate_refuses_params_that_changed_beyond_statistics(tmp_path, monkeypatch, capsys):
     import shutil
 
     import pipeline_src.reporting.publish as pub
@@ -209,6 +209,11 @@ def test_restate_refuses_params_that_changed_beyond_statistics(tmp_path, monkeyp
     assert (tmp_path / "default" / "provenance.json").read_bytes() == before  # not rewritten (the fifth probe)
     assert said == ["default: nothing to restate: under these statistics and profiles every table comes out as it "
                     "is (nothing written)"]
+    from pipeline_src.cli import main
+
+    capsys.readouterr()
+    assert main(["restate", "--name", "nosuch-publication"]) == 2  # no provenance to compare: its own line, not the
+    assert "is not a publication (no provenance.json): nothing to restate" in capsys.readouterr().err  # system's
     p["training"]["lr"] = 0.5  # a run setting: restating would mislabel the runs
     with pytest.raises(ConfigError, match="at key 'training.lr': restate changes statistics only"):
         pub.restate(p, ROOT / "params.yaml", "default", say=lambda s: None)

@@ -40,12 +40,13 @@ GPU_NAMES = {"h100": "NVIDIA H100 80GB HBM3"}  # the bench's json names no GPU; 
 
 
 def load_profile(name: str) -> tuple[pd.DataFrame, str]:
-    """A profile's (dataset, method, tokens_per_s) rows and the machine it names: a name of ``PROFILES`` or a
-    path to a cell-bench.csv (the reader's own ``profile``). Where the params it was measured under are known (a
-    committed profile's provenance), each row also carries its dataset's ``vocab`` and ``shape`` (``cell_shape``)."""
-    committed = name in PROFILES
-    path = REPOSITORY / PROFILES[name] / "cell-bench.csv" if committed else Path(name)
-    if not committed and path.is_dir() and (path / "cell-bench.csv").is_file():
+    """A profile's (dataset, method, tokens_per_s) rows and the machine it names: a name of ``PROFILES``, or a
+    cell-bench.csv (or the folder holding it) that ``profile`` wrote. A published one (a provenance.json beside it:
+    the committed profiles, by name or by path) must be as published (``seals.check_publication``). Where the params
+    it was measured under are known (its provenance), each row also carries its dataset's ``vocab`` and ``shape``
+    (``cell_shape``)."""
+    path = REPOSITORY / PROFILES[name] / "cell-bench.csv" if name in PROFILES else Path(name)
+    if name not in PROFILES and path.is_dir() and (path / "cell-bench.csv").is_file():
         path = path / "cell-bench.csv"  # the folder `profile` wrote into
     if not path.is_file():
         if path.is_dir():
@@ -53,19 +54,21 @@ def load_profile(name: str) -> tuple[pd.DataFrame, str]:
                               f"pipeline_src profile` wrote, or one of {sorted(PROFILES)})")
         raise ConfigError(f"--profile {name}: no such profile (one of {sorted(PROFILES)}, or the cell-bench.csv "
                           f"that `python -m pipeline_src profile` wrote)")
-    if committed:  # an edited table is refused, as every committed table a reading rests on
+    published = (path.parent / "provenance.json").is_file()
+    if published:  # an edited table is refused, as every committed table a reading rests on
         from .seals import check_publication
+
         check_publication(path.parent)
-    fix = None if committed else ("--profile takes the cell-bench.csv that `python -m pipeline_src profile` "
+    key = {(REPOSITORY / v).resolve(): k for k, v in PROFILES.items()}.get(path.parent.resolve(), name)
+    fix = None if published else ("--profile takes the cell-bench.csv that `python -m pipeline_src profile` "
                                   "writes: run it again")
-    rows = _checked_speeds(read_csv(path, "dataset", "method", "tokens_per_s", advice=fix), path)
+    rows = _checked_rows(read_csv(path, "dataset", "method", "tokens_per_s", advice=fix), path)
     meta, prov = (_mapping(p, fix) for p in (path.with_suffix(".json"), path.parent / "provenance.json"))
     commit = prov.get("commit", "?")[:7] if prov else None
-    machine = (f"{meta.get('gpu') or GPU_NAMES.get(name) or meta.get('device', 'cpu')}, {meta.get('cpu_model', '?')} "
+    machine = (f"{meta.get('gpu') or GPU_NAMES.get(key) or meta.get('device', 'cpu')}, {meta.get('cpu_model', '?')} "
                f"host, {meta.get('threads', '?')} threads, torch {meta.get('torch', '?')}"
                + (f", measured at commit {commit}" if commit else ""))
-    measured_vocab = (pd.to_numeric(rows["vocab"], errors="coerce") if "vocab" in rows
-                      else pd.Series(math.nan, index=rows.index))
+    measured_vocab = rows["vocab"] if "vocab" in rows else pd.Series(math.nan, index=rows.index)
     rows = rows[["dataset", "method", "tokens_per_s"]].copy()
     params = prov.get("params") or {}
     datasets = params.get("datasets") or {}
@@ -77,20 +80,25 @@ def load_profile(name: str) -> tuple[pd.DataFrame, str]:
     return rows, machine
 
 
-def _checked_speeds(rows: pd.DataFrame, path: Path) -> pd.DataFrame:
-    """A profile's rows, each a finite tokens/s above 0 and one row a (dataset, method); else one line naming the
-    file's line (a 0, a NaN or a duplicate would change a verdict without a word)."""
+def _checked_rows(rows: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """A profile's rows, each a finite tokens/s above 0 (and |V|, where given), one row a (dataset, method); else
+    one line naming the data row (a 0, a NaN or a duplicate would change a verdict without a word)."""
     speed = pd.to_numeric(rows.tokens_per_s, errors="coerce")
-    bad = ~(np.isfinite(speed) & (speed > 0))
-    twice = rows.duplicated(["dataset", "method"])
-    for flags, what in ((bad, "its tokens_per_s {v!r} is not a finite number above 0"),
-                        (twice, "a second row for it: one measured speed a dataset and method")):
+    vocab = pd.to_numeric(rows["vocab"], errors="coerce") if "vocab" in rows else None
+    checks = [(~(np.isfinite(speed) & (speed > 0)), "tokens_per_s", "is not a finite number above 0"),
+              (rows.duplicated(["dataset", "method"]), None, "a second row for it: one measured speed a dataset and "
+                                                             "method")]
+    if vocab is not None:  # blank where the bench did not know it (the committed profiles predate the column)
+        checks.append((rows["vocab"].notna() & ~(np.isfinite(vocab) & (vocab > 0)), "vocab",
+                       "is not a vocabulary size"))
+    for flags, column, what in checks:
         if flags.any():
             i = int(np.flatnonzero(flags.to_numpy())[0])
             r = rows.iloc[i]
-            raise ConfigError(f"{path}, line {i + 2} ({r.dataset}/{r.method}): "
-                              + what.format(v=str(r.tokens_per_s)))
-    return rows.assign(tokens_per_s=speed)
+            said = f"its {column} {str(r[column])!r} {what}" if column else what
+            raise ConfigError(f"{path}, data row {i + 1} ({r.dataset}/{r.method}): {said}")
+    rows = rows.assign(tokens_per_s=speed)
+    return rows if vocab is None else rows.assign(vocab=vocab)
 
 
 def _mapping(path: Path, advice: str | None) -> dict:
@@ -353,12 +361,14 @@ def advise(anytime: pd.DataFrame, summary: pd.DataFrame, profile: pd.DataFrame, 
     if isinstance(ref, str) and ref not in set(inside.method):  # it ran, but is not read at these seconds: why
         r = read[read.method == ref]
         table["reference_status"] = ("not in this ladder" if r.empty else "no tokens/s on this profile"
-                                     if r.no_speed.any() else outside_range(r.iloc[0]))
+                                     if r.no_speed.any() else outside_range(r))
     return table, read
 
 
-def outside_range(r) -> str:
-    """Where a reading outside its ladder lies (a ``readings`` row): below the lowest rung or beyond the top."""
-    if r.tokens < r.lowest:
-        return f"outside the measured range: {r.tokens:,.0f} tokens, below its lowest rung, {r.lowest:,.0f}"
-    return f"outside the measured range: {r.tokens:,.0f} tokens, beyond its top rung, {r.highest:,.0f}"
+def outside_range(r: pd.DataFrame) -> str:
+    """Where one method's readings outside its ladder lie (its ``readings`` rows, every seed's): below the lowest
+    rung any seed measured, or beyond the highest."""
+    tokens, lowest, highest = float(r.tokens.iloc[0]), float(r.lowest.min()), float(r.highest.max())
+    if tokens < lowest:
+        return f"outside the measured range: {tokens:,.0f} tokens, below its lowest rung, {lowest:,.0f}"
+    return f"outside the measured range: {tokens:,.0f} tokens, beyond its top rung, {highest:,.0f}"

@@ -240,7 +240,11 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
                                   read_csv(refs) if refs.is_file() and refs.stat().st_size > 1 else None, params))
         tables.update(_restated_ladder_tables(out, prov, summary, tables.get("budget-advice.csv"), params))
     tables.update(_dvc_views(out, head))
-    if params == prov["params"] and not stale_views(prov["files"], tables) and all(
+    from .summarize import gpu_cells_record
+
+    info = read_json(out / "summary.json") if (out / "summary.json").is_file() else {}
+    if params == prov["params"] and not stale_views(prov["files"], tables) and \
+            info.get("gpu_cells", gpu_cells_record(params)) == gpu_cells_record(params) and all(
             (out / f).is_file() and (out / f).read_text(encoding="utf-8") == (t if isinstance(t, str) else
                                                                             t.to_csv(index=False))
             for f, t in tables.items()):
