@@ -412,7 +412,7 @@ def test_a_profile_speed_that_is_no_measurement_or_measured_twice_is_refused_at_
     path.write_text("dataset,method,tokens_per_s\nd,a,400\n")
     (tmp_path / "cell-bench.json").write_text("[1, 2]")
     with pytest.raises(ConfigError, match=r"cell-bench.json: expected a JSON object, found list; --profile takes "
-                                          r"the cell-bench.csv that `python -m pipeline_src profile` writes"):
+                                          r"a profile's cell-bench.csv .* `python -m pipeline_src profile` writes"):
         load_profile(str(path))
     (tmp_path / "cell-bench.json").write_text('{"device": "cpu", "threads": 2}')
     rows, machine = load_profile(str(tmp_path))  # the folder `profile` wrote into reads its table
@@ -421,7 +421,7 @@ def test_a_profile_speed_that_is_no_measurement_or_measured_twice_is_refused_at_
     with pytest.raises(ConfigError, match="a folder holding no cell-bench.csv"):
         load_profile(str(tmp_path / "empty"))
     path.write_text("")
-    with pytest.raises(ArtifactError, match=r"empty file, no header; --profile takes the cell-bench.csv"):
+    with pytest.raises(ArtifactError, match=r"empty file, no header; --profile takes a profile's cell-bench.csv"):
         load_profile(str(path))
 
 

@@ -60,8 +60,8 @@ def load_profile(name: str) -> tuple[pd.DataFrame, str]:
 
         check_publication(path.parent)
     key = {(REPOSITORY / v).resolve(): k for k, v in PROFILES.items()}.get(path.parent.resolve(), name)
-    fix = None if published else ("--profile takes the cell-bench.csv that `python -m pipeline_src profile` "
-                                  "writes: run it again")
+    fix = ("--profile takes a profile's cell-bench.csv (one of the committed profiles', or the one `python -m "
+           "pipeline_src profile` writes: run it again)")  # (a committed one, edited, is refused by its seal above)
     rows = _checked_rows(read_csv(path, "dataset", "method", "tokens_per_s", advice=fix), path)
     meta, prov = (_mapping(p, fix) for p in (path.with_suffix(".json"), path.parent / "provenance.json"))
     commit = prov.get("commit", "?")[:7] if prov else None
