@@ -240,14 +240,7 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
                                   read_csv(refs) if refs.is_file() and refs.stat().st_size > 1 else None, params))
         tables.update(_restated_ladder_tables(out, prov, summary, tables.get("budget-advice.csv"), params))
     tables.update(_dvc_views(out, head))
-    from .summarize import gpu_cells_record
-
-    info = read_json(out / "summary.json") if (out / "summary.json").is_file() else {}
-    if params == prov["params"] and not stale_views(prov["files"], tables) and \
-            info.get("gpu_cells", gpu_cells_record(params)) == gpu_cells_record(params) and all(
-            (out / f).is_file() and (out / f).read_text(encoding="utf-8") == (t if isinstance(t, str) else
-                                                                            t.to_csv(index=False))
-            for f, t in tables.items()):
+    if _unchanged(out, prov, params, tables):
         say(f"{out.name}: nothing to restate: under these statistics and profiles every table comes out as it is "
             f"(nothing written)")
         return out
@@ -256,6 +249,19 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
     with allow_tracked(out, *doc_files()):
         _write_restated(params, params_file, out, prov, prov_path, tables, dirty, say)
     return out
+
+
+def _unchanged(out: Path, prov: dict, params: dict, tables: dict) -> bool:
+    """Whether restating would write what ``out`` holds already: the same params, no table dropped, every table's
+    text as it is, and the same GPU-cells record (a restate that changes nothing writes nothing)."""
+    from .summarize import gpu_cells_record
+
+    info = read_json(out / "summary.json") if (out / "summary.json").is_file() else {}
+    if params != prov["params"] or stale_views(prov["files"], tables) or \
+            info.get("gpu_cells", gpu_cells_record(params)) != gpu_cells_record(params):
+        return False
+    return all((out / f).is_file() and (out / f).read_text(encoding="utf-8") ==
+               (t if isinstance(t, str) else t.to_csv(index=False)) for f, t in tables.items())
 
 
 def _dvc_views(out: Path, head) -> dict:
