@@ -218,6 +218,30 @@ def test_a_ladder_s_trials_train_its_tuning_rung_over_the_whole_rate_range():
     assert max(pt["training"]["lr"] for pt in points(hyper, "zipf-10k", "nce")) < 0.09
 
 
+def test_the_trials_validate_as_often_as_tuning_anytime_points_says_and_unset_as_before():
+    """At 100,000 words a cheap method's 2M trial spent 80-90% of its time on its 32 anytime validations, which a
+    pick does not read: tuning.anytime_points sets the trials' alone. Unset, a trial is the run it was (the
+    published trials' hashes do not move)."""
+    import json
+
+    from conftest import ROOT
+
+    from pipeline_src.config import load
+    from pipeline_src.config.identity import run_hash
+    from pipeline_src.config.runspec import resolve_run
+
+    p = load(ROOT / "config" / "token-axis.yaml")
+    trial = resolve_run(p, "zipf-10k", "nce", trial=0).config
+    stored = json.loads((ROOT / "benchmarks/token-axis/records/tuning/zipf-10k/nce/trial0/train.json").read_text())
+    assert run_hash(trial) == stored["config_hash"] and trial["training"]["anytime_points"] == 32
+    p["tuning"]["anytime_points"] = 4
+    assert resolve_run(p, "zipf-10k", "nce", trial=0).config["training"]["anytime_points"] == 4
+    assert resolve_run(p, "zipf-10k", "nce", seed=1, as_written=True).config["training"]["anytime_points"] == 32
+    p["tuning"]["anytime_points"] = 0
+    with pytest.raises(ConfigError, match="anytime_points"):
+        validate(p)
+
+
 @pytest.mark.parametrize("tuning, says", [
     ({"rung_tokens": 1500}, r"key 'tuning.rung_tokens': 1500 is not a rung of the ladder of dataset 'tiny'"),
     ({"design": "latin-grid", "trials": 1}, r"key 'tuning.trials': latin-grid tries the rate range's two ends"),

@@ -222,6 +222,8 @@ def trial_point(params: dict, dataset: str, method: str, trial: int,
     budget = {"training": {"epochs": t["epochs"]}}
     if t.get("rung_tokens") and train_config(params, dataset).ladder:  # a ladder: the trials train its tuning rung
         budget["training"]["ladder"] = [tuning_rung(params, dataset, method)]
+    if t.get("anytime_points") is not None:  # unset: the training's (so a trial's hash moves only where it is set)
+        budget["training"]["anytime_points"] = int(t["anytime_points"])
     if trial < n:
         pt = points(params, dataset, method)[trial]
         tune = {"trial": trial, "point": pt, **({"rung": 0, "budget_fraction": h["fraction"]} if h else {})}
