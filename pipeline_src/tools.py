@@ -175,15 +175,32 @@ def _ladders_held() -> dict[str, str]:
     from .io.artifacts import read_csv
 
     held = {}
-    for advice in sorted((paths.REPOSITORY / "benchmarks").glob("*/ladder-advice.csv")):
+    for advice in _ladder_advice_files():
         for d in read_csv(advice, "dataset")["dataset"].unique():
             held.setdefault(str(d), advice.parent.name)
     return held
 
 
-def _ladder_names() -> list[str]:
-    """The token-ladder publications (those with a ladder-advice.csv), by name."""
-    return sorted(p.parent.name for p in (paths.REPOSITORY / "benchmarks").glob("*/ladder-advice.csv"))
+def _ladder_advice_files() -> list[Path]:
+    """The token-ladder publications' ladder-advice.csv, by publication name (what makes a publication a ladder)."""
+    return sorted((paths.REPOSITORY / "benchmarks").glob("*/ladder-advice.csv"))
+
+
+def _ladder_publication(name: str, command: str) -> Path:
+    """The token-ladder publication ``name``, checked as published; else one line naming the ladders there are."""
+    from .reporting.publish import check_name
+    from .reporting.seals import check_publication
+
+    pub = check_name(name, command)
+    names = ", ".join(p.parent.name for p in _ladder_advice_files()) or "none yet"
+    if not (pub / paths.PROVENANCE).is_file():
+        raise ConfigError(f"{command} --name {name}: no publication {pub} (the token-ladder publications: {names}; "
+                          f"a ladder of your own: train its config, then `python -m pipeline_src publish --name {name}`)")
+    check_publication(pub)
+    if not (pub / "ladder-advice.csv").is_file():
+        raise ConfigError(f"{command} --name {name}: {pub} is not a token-ladder publication (no ladder-advice.csv: "
+                          f"its runs have no rungs to read); one of: {names}")
+    return pub
 
 
 def _advise(params: dict, args) -> None:
@@ -191,8 +208,6 @@ def _advise(params: dict, args) -> None:
     from .io.artifacts import read_csv, read_json
     from .reporting.profiles import (advise, cell_shape, ladder_runs, load_profile, options_differ, outside_range,
                                      trained_options)
-    from .reporting.publish import check_name
-    from .reporting.seals import check_publication
     from .reporting.tables import advice_markdown
 
     if args.name is None:  # the publication whose ladder holds the dataset
@@ -201,15 +216,7 @@ def _advise(params: dict, args) -> None:
             raise ConfigError(f"advise --dataset {args.dataset}: no published token ladder holds it; the ladders hold: "
                               f"{', '.join(f'{d} ({n})' for d, n in sorted(held.items())) or 'none yet'}")
         args.name = held[args.dataset]
-    pub = check_name(args.name, "advise")
-    if not (pub / paths.PROVENANCE).is_file():
-        raise ConfigError(f"advise --name {args.name}: no publication {pub} (the token-ladder publications: "
-                          f"{', '.join(_ladder_names()) or 'none yet'}; a ladder of your own: "
-                          f"train its config, then `python -m pipeline_src publish --name {args.name}`)")
-    check_publication(pub)
-    if not (pub / "ladder-advice.csv").is_file():
-        raise ConfigError(f"advise --name {args.name}: {pub} is not a token-ladder publication (no ladder-advice.csv: "
-                          f"its runs have no rungs to read); one of: {', '.join(_ladder_names())}")
+    pub = _ladder_publication(args.name, "advise")
     profile, machine = load_profile(args.profile)
     published = read_json(pub / paths.PROVENANCE)["params"]
     confidence = (published.get("statistics") or {}).get("confidence", 0.95)
@@ -247,17 +254,8 @@ def _device_check(params: dict, args) -> None:
     """The token axis checked on this device (``reporting/device_check.py``)."""
     from .reporting.device_check import check, markdown
     from .io.runtime import resolve_device, set_threads
-    from .reporting.publish import check_name
-    from .reporting.seals import check_publication
 
-    pub = check_name(args.name, "device-check")
-    if not (pub / paths.PROVENANCE).is_file():
-        raise ConfigError(f"device-check --name {args.name}: no publication {pub} (the token-ladder publications: "
-                          f"{', '.join(_ladder_names()) or 'none yet'})")
-    check_publication(pub)
-    if not (pub / "ladder-advice.csv").is_file():
-        raise ConfigError(f"device-check --name {args.name}: {pub} is not a token-ladder publication (no "
-                          f"ladder-advice.csv); one of: {', '.join(_ladder_names())}")
+    pub = _ladder_publication(args.name, "device-check")
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     if not methods or len(set(methods)) < len(methods):
         raise ConfigError(f"device-check --methods {args.methods!r}: name each method once, comma-separated "
@@ -357,10 +355,8 @@ def _restate(params: dict, args) -> None:
 
         source = (check_name(args.name, "restate") / PROVENANCE).relative_to(REPOSITORY)  # recorded as a repository path
         params = validate(copy.deepcopy(read_json(REPOSITORY / source, "params")["params"]), str(source))
-    prov = check_name(args.name, "restate") / paths.PROVENANCE
-    before = prov.read_bytes() if prov.is_file() else None  # (none: restate says there is nothing to restate)
-    out = restate(params, source, args.name)
-    if (out / paths.PROVENANCE).read_bytes() == before:  # every table came out as it is: restate said so
+    out = check_name(args.name, "restate")
+    if not restate(params, source, args.name):  # every table came out as it is: restate said so
         return
     tables = read_json(out / paths.PROVENANCE)["restated"]["tables"]
     folders = {t.split("/", 1)[0] for t in tables if "/" in t}  # a folder of tables (headline-metrics/): named once

@@ -411,7 +411,7 @@ def test_a_profile_speed_that_is_no_measurement_or_measured_twice_is_refused_at_
         load_profile(str(path))  # (a blank |V| is the bench's not knowing it: e's row is read)
     path.write_text("dataset,method,tokens_per_s\nd,a,400\n")
     (tmp_path / "cell-bench.json").write_text("[1, 2]")
-    with pytest.raises(ConfigError, match=r"cell-bench.json: expected a JSON object, found list; --profile takes "
+    with pytest.raises(ArtifactError, match=r"cell-bench.json: expected a JSON object, found list; --profile takes "
                                           r"a profile's cell-bench.csv .* `python -m pipeline_src profile` writes"):
         load_profile(str(path))
     (tmp_path / "cell-bench.json").write_text('{"device": "cpu", "threads": 2}')

@@ -198,14 +198,14 @@ def test_restate_refuses_params_that_changed_beyond_statistics(tmp_path, monkeyp
     shutil.copytree(DEFAULT, tmp_path / "default")
     p = load(ROOT / "params.yaml")
     p["statistics"]["interval"] = "bootstrap"  # statistics may change: the runs stay what they were
-    pub.restate(p, ROOT / "params.yaml", "default", say=lambda s: None)
+    assert pub.restate(p, ROOT / "params.yaml", "default", say=lambda s: None)  # it wrote
     prov = json.loads((tmp_path / "default" / "provenance.json").read_text())
     assert prov["restated"]["statistics"]["interval"] == "bootstrap" and prov["params"] == p
     old = pd.read_csv(DEFAULT / "headline.csv").set_index("method")
     new = pd.read_csv(tmp_path / "default" / "headline.csv").set_index("method")
     assert (new.nll == old.nll).all() and (new.nll_high - new.nll_low < old.nll_high - old.nll_low).all()
     said, before = [], (tmp_path / "default" / "provenance.json").read_bytes()
-    pub.restate(p, ROOT / "params.yaml", "default", say=said.append)  # again: every table comes out as it is
+    assert not pub.restate(p, ROOT / "params.yaml", "default", say=said.append)  # again: every table as it is
     assert (tmp_path / "default" / "provenance.json").read_bytes() == before  # not rewritten (the fifth probe)
     assert said == ["default: nothing to restate: under these statistics and profiles every table comes out as it "
                     "is (nothing written)"]

@@ -25,11 +25,9 @@ infrequent self-normalised loss through autograd), timed in the same run, the tw
 """
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import pandas as pd
 import torch
@@ -62,7 +60,7 @@ def run_cell_bench(params: dict, device: torch.device) -> pd.DataFrame:
     if not spec:
         raise ConfigError("key 'bench.cells' is missing: it names the datasets and methods whose steps to time")
     out = paths.cell_bench_path(params)
-    _check_writable(out, out.with_suffix(".json"))  # before minutes of measuring, not after
+    paths.check_writable(out, out.with_suffix(".json"))  # before minutes of measuring, not after
     if device.type == "cpu":
         torch.set_num_threads(spec.get("threads", 1))
     bandwidth, rows = memory_bandwidth(device, 3), []
@@ -84,15 +82,6 @@ def run_cell_bench(params: dict, device: torch.device) -> pd.DataFrame:
                                           "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None})
     print(df[SHOWN].to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     return df
-
-
-def _check_writable(*files: Path) -> None:
-    """Each of ``files`` can be written: its folder made (an OSError names it) and writable, itself not a folder."""
-    for f in files:
-        f.parent.mkdir(parents=True, exist_ok=True)
-        if f.is_dir() or not os.access(f.parent, os.W_OK):
-            raise ConfigError(f"{f}: cannot be written ({'a folder' if f.is_dir() else 'its folder is read-only'}); "
-                              f"remove it or set results_dir elsewhere")
 
 
 def alternating_ms(params: dict, dataset: str, methods: list[str], device: torch.device, rounds: int = 5,

@@ -24,9 +24,10 @@ def _advice(path: Path) -> str:
     return COMMITTED.format(path=path) if "benchmarks" in path.parts else REBUILD
 
 
-def read_json(path: str | Path, *keys: str, advice: str | None = None) -> Any:
-    """The JSON in ``path``; with ``keys``, a mapping that must hold each of them. ``advice`` replaces the
-    default of what to do about a bad file (where the file is a user's input, not the pipeline's output)."""
+def read_json(path: str | Path, *keys: str, advice: str | None = None, mapping: bool = False) -> Any:
+    """The JSON in ``path``; with ``keys`` (or ``mapping``), a mapping that must hold each of them. ``advice``
+    replaces the default of what to do about a bad file (where the file is a user's input, not the pipeline's
+    output)."""
     path = Path(path)
     fix = advice or _advice(path)
     try:
@@ -37,7 +38,7 @@ def read_json(path: str | Path, *keys: str, advice: str | None = None) -> Any:
     except UnicodeDecodeError:
         raise ArtifactError(f"{path}: not UTF-8 text; {fix}") from None
     obj = _infinities(obj)
-    if keys:
+    if keys or mapping:
         if not isinstance(obj, dict):
             raise ArtifactError(f"{path}: expected a JSON object, found {type(obj).__name__}; {fix}")
         missing = [k for k in keys if k not in obj]

@@ -248,6 +248,20 @@ def check_output_folder(folder: Path, label: str) -> None:
                       f"use {OWN_FOLDERS[0]}/, {OWN_FOLDERS[1]}/, results-NAME/ or a folder outside the repository")
 
 
+def check_writable(*files: Path) -> None:
+    """Each of ``files`` can be written: its folder made (an OSError names it) and writable, itself not a folder
+    (checked before a step spends minutes on what it would write)."""
+    import os
+
+    from .errors import ConfigError
+
+    for f in files:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        if f.is_dir() or not os.access(f.parent, os.W_OK):
+            raise ConfigError(f"{f}: cannot be written ({'a folder' if f.is_dir() else 'its folder is read-only'}); "
+                              f"remove it or set results_dir elsewhere")
+
+
 def check_outside_repository(params: dict, source: str) -> None:
     """Refuse a data_dir or results_dir that is the repository itself or lies in one of its committed folders
     (code, docs, configs, publications): a step's outputs (summary.csv, report.html, runs/) would be written

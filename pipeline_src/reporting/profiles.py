@@ -63,7 +63,8 @@ def load_profile(name: str) -> tuple[pd.DataFrame, str]:
     fix = ("--profile takes a profile's cell-bench.csv (one of the committed profiles', or the one `python -m "
            "pipeline_src profile` writes: run it again)")  # (a committed one, edited, is refused by its seal above)
     rows = _checked_rows(read_csv(path, "dataset", "method", "tokens_per_s", advice=fix), path)
-    meta, prov = (_mapping(p, fix) for p in (path.with_suffix(".json"), path.parent / "provenance.json"))
+    meta, prov = (read_json(p, advice=fix, mapping=True) if p.is_file() else {}  # machine record, provenance
+                  for p in (path.with_suffix(".json"), path.parent / "provenance.json"))
     commit = prov.get("commit", "?")[:7] if prov else None
     machine = (f"{meta.get('gpu') or GPU_NAMES.get(key) or meta.get('device', 'cpu')}, {meta.get('cpu_model', '?')} "
                f"host, {meta.get('threads', '?')} threads, torch {meta.get('torch', '?')}"
@@ -99,17 +100,6 @@ def _checked_rows(rows: pd.DataFrame, path: Path) -> pd.DataFrame:
             raise ConfigError(f"{path}, data row {i + 1} ({r.dataset}/{r.method}): {said}")
     rows = rows.assign(tokens_per_s=speed)
     return rows if vocab is None else rows.assign(vocab=vocab)
-
-
-def _mapping(path: Path, advice: str | None) -> dict:
-    """The JSON object in ``path`` ({} where there is none): a profile's machine record or provenance."""
-    if not path.is_file():
-        return {}
-    obj = read_json(path, advice=advice)
-    if not isinstance(obj, dict):
-        raise ConfigError(f"{path}: expected a JSON object, found {type(obj).__name__}; "
-                          f"{advice or 'restore it from git'}")
-    return obj
 
 
 def measured_options(params: dict, method: str) -> dict:

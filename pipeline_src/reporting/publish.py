@@ -197,12 +197,13 @@ def _check_target(out: Path, results: Path, name: str, params: dict, params_file
                               f"README and docs; add --replace to publish over it, or choose another --name")
 
 
-def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
+def restate(params: dict, params_file: Path, name: str, say=print) -> bool:
     """Recompute a publication's verdicts (headline.csv, contrasts.csv, and the budget axis's tables where its
     runs kept budget points) from its committed per-run rows (summary.csv, anytime.csv) under ``params``'
     ``statistics``, and regenerate the docs' tables: no run is retrained,
     so ``params`` may differ from the published params in ``statistics`` alone. provenance.json then holds
-    ``params`` and, under ``restated``, the commit and statistics that recomputed the tables."""
+    ``params`` and, under ``restated``, the commit and statistics that recomputed the tables. Returns whether it
+    wrote: a restate under which every table comes out as it is writes nothing."""
     import copy
 
     from ..config import validate
@@ -243,12 +244,12 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> Path:
     if _unchanged(out, prov, params, tables):
         say(f"{out.name}: nothing to restate: under these statistics and profiles every table comes out as it is "
             f"(nothing written)")
-        return out
+        return False
     dirty = _dirty_files(out)  # before this writes anything: the tree the restated tables came from
     check_doc_sources(out)
     with allow_tracked(out, *doc_files()):
         _write_restated(params, params_file, out, prov, prov_path, tables, dirty, say)
-    return out
+    return True
 
 
 def _unchanged(out: Path, prov: dict, params: dict, tables: dict) -> bool:
