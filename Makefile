@@ -14,7 +14,7 @@ $(VENV)/.installed: envs/requirements.lock pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
-# the page `dvc plots show` fills in, with Vega inlined: it draws without a network (.dvc/config names it)
+# the page `dvc plots show` fills in, with Vega inlined: it draws without a network (.dvc/config.local names it)
 .dvc/plots/offline.html: $(VENV)/.installed
 	$(BIN)/python -m pipeline_src plots-offline >/dev/null
 

@@ -102,7 +102,7 @@ COMMANDS = {
     "restore": (_restore, "put benchmarks/NAME/records back under results_dir, each checked against its sha256 and "
                 "the current config; Snakemake then runs only what is missing", ("name",)),
     "plots-offline": (_plots_offline, "write the HTML template `dvc plots show` uses (.dvc/plots/offline.html, named in "
-                      ".dvc/config) with Vega inlined, so its page draws without a network; make setup runs it", ()),
+                      ".dvc/config.local) with Vega inlined, so its page draws without a network; make setup runs it", ()),
     "matrix": (_matrix, "fit every matrix.methods head to one synthetic target matrix (M = vocab, d = dim)",
                ("vocab", "dim", "seed")),
 }

@@ -103,7 +103,7 @@ def test_compare_refuses_a_taken_name_an_unknown_dataset_and_a_head_that_is_not_
 
     with pytest.raises(ConfigError, match=r"compare --as softmax: already a method of benchmarks/default"):
         compare_params(PLUGIN, {}, "default", "softmax", None)
-    with pytest.raises(ConfigError, match=r"compare --dataset ptb: benchmarks/default ran \['synth', 'zipf-5k'\]"):
+    with pytest.raises(ConfigError, match=r"compare --datasets ptb: benchmarks/default ran \['synth', 'zipf-5k'\]"):
         compare_params(PLUGIN, {}, "default", "mine", ["ptb"])
     with pytest.raises(ConfigError, match=r"no_such_module"):
         compare_params("no_such_module:Head", {}, "default", "mine", None)

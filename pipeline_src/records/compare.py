@@ -51,7 +51,7 @@ def compare_params(head: str, options: dict, against: str, name: str, datasets: 
     ran = run_datasets(params)
     chosen = list(datasets or ran)
     if unknown := [d for d in chosen if d not in ran]:
-        raise ConfigError(f"compare --dataset {unknown[0]}: benchmarks/{against} ran {ran}")
+        raise ConfigError(f"compare --datasets {unknown[0]}: benchmarks/{against} ran {ran}")
     params["methods"][name] = {"type": head, **options}
     run = params["run"]
     crossings = [{"datasets": [d for d in c["datasets"] if d in chosen], "methods": [*c["methods"], name]}
