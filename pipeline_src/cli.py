@@ -221,6 +221,7 @@ def _tool_options(sp, name: str) -> None:
         sp.add_argument("--as-published", action="store_true",
                         help="under the params recorded in its provenance.json (the statistics' code changed, "
                              "not its settings), instead of --config")
+        sp.set_defaults(config=None)  # params.yaml unless --as-published: told apart from a --config given beside it
     if name == "stash":
         sp.add_argument("--replace", action="store_true",
                         help="stash into a publication or stash made from another params file")
@@ -273,6 +274,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in NO_PARAMS:
             COMMANDS[args.command][0](None, args)
             return 0
+        if args.command == "restate" and args.as_published:  # the params it was published with: no --config read
+            if args.config is not None:
+                raise ConfigError(f"restate --as-published restates under the params benchmarks/{args.name} was "
+                                  f"published with, so --config {args.config} would be ignored: give one of them")
+            COMMANDS[args.command][0](None, args)
+            return 0
+        args.config = args.config or "params.yaml"  # (restate's default is None: see --as-published above)
         params = load(args.config)
         paths.check_outside_repository(params, args.config)
         if getattr(args, "dataset", None) is not None and args.dataset not in params["datasets"]:

@@ -14,7 +14,7 @@ from conftest import write_params
 
 from pipeline_src.cli import main
 from pipeline_src.config import ConfigError, run_config, validate
-from pipeline_src.reporting.device_check import check, markdown, published_config
+from pipeline_src.reporting.device_check import check, check_steps, markdown, published_config
 
 CPU = torch.device("cpu")
 RUNGS = [800, 1600, 3200]
@@ -142,7 +142,8 @@ def test_the_check_names_a_profile_measured_at_other_head_options_than_its_runs(
     (["--methods", "softmax", "--out", "benchmarks/token-axis"], r"--out 'benchmarks/token-axis' is inside the "
                                                                  r"repository's benchmarks/, whose files are committed"),
     (["--methods", "softmax", "--dataset", "wikitext-2"], r"--dataset wikitext-2: token-axis's ladders hold zipf-10k"),
-    (["--methods", "softmax,nosuch"], r"token-axis holds no final run of zipf-10k/nosuch seed 1"),
+    (["--methods", "softmax,nosuch"], r"--methods nosuch: token-axis holds no final run of zipf-10k/nosuch seed 1 "
+                                      r"\(its runs there: adaptive-softmax, hierarchical-softmax, nce, "),
     (["--methods", "softmax", "--name", "default"], r"--name default: .* is not a token-ladder publication"),
     (["--methods", "softmax", "--name", "nosuch"], r"--name nosuch: no publication .* \(the token-ladder "
                                                    r"publications: token-axis, "),
@@ -168,3 +169,22 @@ def test_device_check_refuses_seconds_that_buy_nothing(capsys):
             main(["device-check", "--config", "config/token-axis.yaml", "--dataset", "zipf-10k", "--methods",
                   "softmax", "--seconds", "5", flag, "0"])
         assert f"argument {flag}: '0' seconds: a duration above 0 is needed" in capsys.readouterr().err
+
+
+def test_seconds_that_buy_under_ten_steps_are_refused_before_any_rung_trains(fetched, tmp_path):
+    """The sixth probe: --seconds 0.001 was refused only after the first method's calibration, and the ones before
+    it had trained their rungs. Every method is calibrated first; the refusal names each short method and the
+    seconds that would do (10 steps of 64 x 35 tokens at 1,000 tokens/s: 22.4 s), and removes the calibrations."""
+    cfg = {"training": {"batch_size": 64, "bptt": 35}}
+    (tmp_path / "cal" / "a").mkdir(parents=True)
+    with pytest.raises(ConfigError, match=r"^--seconds 1: under 10 training steps here for a \(1,000 tokens/s\): no "
+                                          r"cooldown to read; give --seconds 22.4 or more$"):
+        check_steps({"a": cfg, "b": cfg}, {"a": 1_000.0, "b": 100_000.0}, 1.0, tmp_path / "cal")
+    assert not (tmp_path / "cal").exists()
+    check_steps({"a": cfg}, {"a": 22_400.0}, 1.0, tmp_path / "none")  # exactly 10 steps: enough
+    pub, profile = _publication(fetched, tmp_path, ["softmax", "sampled-softmax"])
+    with pytest.raises(ConfigError, match=r"under 10 training steps here for softmax \(.* tokens/s\), "
+                                          r"sampled-softmax \("):
+        check(fetched, pub, "tiny", ["softmax", "sampled-softmax"], seconds=0.001, seed=1, profile=profile,
+              out=tmp_path / "out", device=CPU, calibrate_s=0.3)
+    assert not (tmp_path / "out" / "runs").exists() and not (tmp_path / "out" / "calibrate").exists()

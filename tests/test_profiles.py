@@ -56,11 +56,11 @@ def test_equal_time_gives_each_method_its_own_tokens_and_the_verdict_of_those_re
     assert set(read[read.outside].method) == {"a"}
     with pytest.raises(ConfigError, match="the profile has no row for d's shapes"):
         advise(anytime, summary, profile.assign(dataset="x"), 100, "d")
-    with pytest.raises(ConfigError, match=r"the ladder publication has no rungs of other"):  # not the profile's
-        advise(anytime, summary, profile, 100, "other")  # fault (the fifth probe)
+    with pytest.raises(ConfigError, match=r"--dataset other: the ladder publication has no rungs of it"):  # not the
+        advise(anytime, summary, profile, 100, "other")  # profile's fault (the fifth probe)
     # the third probe: a dataset the profile measures but the ladder publication lacks gave a traceback
     wider = pd.concat([profile, profile.assign(dataset="e")])
-    with pytest.raises(ConfigError, match=r"the ladder publication has no rungs of e: read one it has \(\['d'\]\)"):
+    with pytest.raises(ConfigError, match=r"--dataset e: the ladder publication has no rungs of it, only of d \("):
         advise(anytime, summary, wider, 100, "e")
 
 
@@ -400,9 +400,20 @@ def test_a_profile_speed_that_is_no_measurement_or_measured_twice_is_refused_at_
     path = tmp_path / "cell-bench.csv"
     for bad in ("0", "-100", "inf", "nan", "", "fast"):
         path.write_text(f"dataset,method,tokens_per_s\nd,a,400\nd,b,{bad}\n")
-        with pytest.raises(ConfigError, match=r"cell-bench.csv, data row 2 \(d/b\): its tokens_per_s '.*' is not "
-                                              r"a finite number above 0"):
+        shown = "blank or NaN" if bad in ("", "nan") else f"'{bad}'"  # (the sixth probe: a blank was shown as 'nan')
+        with pytest.raises(ConfigError, match=rf"cell-bench.csv, data row 2 \(d/b\): its tokens_per_s {shown} is "
+                                              r"not a finite number above 0"):
             load_profile(str(path))
+    # the sixth probe: 'softmax ' was read as a method of its own, so the softmax had no tokens/s without a word;
+    # a header alone read as a profile with no row for the dataset's shapes; an empty --profile as the current folder
+    path.write_text("dataset,method,tokens_per_s\nd,a,400\nd,softmax ,100\n")
+    with pytest.raises(ConfigError, match=r"data row 2 \(d/softmax \): its method 'softmax ' has spaces around it"):
+        load_profile(str(path))
+    path.write_text("dataset,method,tokens_per_s\n")
+    with pytest.raises(ConfigError, match=r"cell-bench.csv: a header and no data rows"):
+        load_profile(str(path))
+    with pytest.raises(ConfigError, match=r"^--profile is empty: name one of \["):
+        load_profile(" ")
     path.write_text("dataset,method,tokens_per_s\nd,a,400\nd,b,100\nd,a,300\n")
     with pytest.raises(ConfigError, match=r"data row 3 \(d/a\): a second row for it"):
         load_profile(str(path))
@@ -446,6 +457,15 @@ def test_an_edited_committed_profile_is_refused_as_an_edited_ladder_is(tmp_path,
     for by_path in (copy / "cell-bench.csv", copy):  # named by its path, not its name: refused alike
         with pytest.raises(ArtifactError, match=r"cell-bench.csv: not the file that was published"):
             load_profile(str(by_path))
+    # the sixth probe: a copy outside any checkout was told to `git checkout` it, and a broken provenance.json to be
+    # deleted and made again by a step (which would drop its seal)
+    with pytest.raises(ArtifactError, match=r"restore it from the publication it was copied from \(outside any git "
+                                            r"checkout\), or make it again$"):
+        load_profile(str(copy))
+    (copy / "provenance.json").write_text("[1")
+    with pytest.raises(ArtifactError, match=r"provenance.json: not valid JSON .*; restore it from the publication it "
+                                            r"was copied from"):
+        load_profile(str(copy))
 
 
 def test_a_reference_that_ran_but_is_not_read_at_these_seconds_says_why_not_not_run():

@@ -214,6 +214,11 @@ def test_restate_refuses_params_that_changed_beyond_statistics(tmp_path, monkeyp
     capsys.readouterr()
     assert main(["restate", "--name", "nosuch-publication"]) == 2  # no provenance to compare: its own line, not the
     assert "is not a publication (no provenance.json): nothing to restate" in capsys.readouterr().err  # system's
+    # the sixth probe: --as-published beside a --config read (and, broken, failed on) a file it then ignored
+    assert main(["restate", "--name", "default", "--as-published", "--config", "config/smoke.yaml"]) == 2
+    assert capsys.readouterr().err == ("error: restate --as-published restates under the params benchmarks/default was "
+                                       "published with, so --config config/smoke.yaml would be ignored: give one of "
+                                       "them\n")
     p["training"]["lr"] = 0.5  # a run setting: restating would mislabel the runs
     with pytest.raises(ConfigError, match="at key 'training.lr': restate changes statistics only"):
         pub.restate(p, ROOT / "params.yaml", "default", say=lambda s: None)

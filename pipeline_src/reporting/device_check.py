@@ -5,7 +5,8 @@ For each method, one seed, with the settings of its published final run (``recor
 config: the tuned rate and option):
 
 1. **calibrate**: a short run (``calibrate_s`` seconds of training steps, a constant rate) measures this device's
-   training tokens/s at those settings;
+   training tokens/s at those settings, every method's before any trains on (seconds that buy a method under
+   ``MIN_STEPS`` steps are refused here, not after the others' runs);
 2. **train**: a one-rung ladder to T x those tokens/s under the publication's own schedule (warmup-stable-decay:
    the rung's model is annealed at exactly those tokens), scored on test;
 3. **read**: the publication's ladders for the same method at the tokens trained here, and at T x the profile's
@@ -39,7 +40,9 @@ def published_config(pub: Path, dataset: str, method: str, seed: int) -> dict:
     """The final run's config as the publication recorded it (its train.json in ``records/``)."""
     path = pub / "records" / "runs" / dataset / method / f"seed{seed}" / paths.TRAIN_RECORD
     if not path.is_file():
-        raise ConfigError(f"{path} does not exist: {pub.name} holds no final run of {dataset}/{method} seed {seed}")
+        held = sorted(p.name for p in (pub / "records" / "runs" / dataset).glob("*") if (p / f"seed{seed}").is_dir())
+        raise ConfigError(f"--methods {method}: {pub.name} holds no final run of {dataset}/{method} seed {seed} (its "
+                          f"runs there: {', '.join(held) or 'none'})")
     cfg = read_json(path, "config")["config"]
     if not (cfg.get("training") or {}).get("ladder"):
         raise ConfigError(f"{path}: its run trained no token ladder (training.ladder): nothing to read it against")
@@ -83,16 +86,13 @@ def check(params: dict, pub: Path, dataset: str, methods: list[str], seconds: fl
     measured, machine = load_profile(profile)
     speed = measured[measured.dataset == dataset].set_index("method").tokens_per_s.astype(float)
     prepared = check_prepared(params, dataset)
+    rates = {m: steady_rate(train(calibration_config(cfg, calibrate_s), prepared, out / "calibrate" / m, device))
+             for m, cfg in configs.items()}  # every method calibrated before any trains its rung
+    check_steps(configs, rates, seconds, out / "calibrate")
     rows = []
     for m, cfg in configs.items():
-        cal = train(calibration_config(cfg, calibrate_s), prepared, out / "calibrate" / m, device)
-        rate = steady_rate(cal)
+        rate = rates[m]
         tokens = int(seconds * rate)
-        step = cfg["training"]["batch_size"] * cfg["training"]["bptt"]
-        if tokens < MIN_STEPS * step:
-            raise ConfigError(f"--seconds {seconds:g}: {m} trains {rate:,.0f} tokens/s here, so {seconds:g} s buy "
-                              f"{tokens:,} tokens, under {MIN_STEPS} steps of {step}: no cooldown to read; raise "
-                              f"--seconds")
         train(rung_config(cfg, tokens), prepared, out / "runs" / m, device)
         ckpt = torch.load(out / "runs" / m / paths.MODEL, map_location=device, weights_only=False)
         model = build_model(ckpt["config"], prepared).to(device)
@@ -118,6 +118,23 @@ def check(params: dict, pub: Path, dataset: str, methods: list[str], seconds: fl
                                            "profile": profile, "profile_machine": machine, "seconds": seconds,
                                            "calibrate_s": calibrate_s, "seed": seed})
     return table
+
+
+def check_steps(configs: dict[str, dict], rates: dict[str, float], seconds: float, calibrations: Path) -> None:
+    """Refuse ``seconds`` that buy some method fewer than MIN_STEPS training steps at its calibrated tokens/s (no
+    cooldown to read), naming each such method and the seconds that would do; the calibrations' runs, the only
+    thing written so far, are removed with the refusal."""
+    need = {m: MIN_STEPS * cfg["training"]["batch_size"] * cfg["training"]["bptt"] / rates[m]
+            for m, cfg in configs.items() if int(seconds * rates[m]) < MIN_STEPS * cfg["training"]["batch_size"]
+            * cfg["training"]["bptt"]}
+    if need:
+        import shutil
+
+        shutil.rmtree(calibrations, ignore_errors=True)
+        raise ConfigError(f"--seconds {seconds:g}: under {MIN_STEPS} training steps here for "
+                          + ", ".join(f"{m} ({rates[m]:,.0f} tokens/s)" for m in need)
+                          + f": no cooldown to read; give --seconds {math.ceil(max(need.values()) * 10) / 10:g} or "
+                            f"more")
 
 
 def steady_rate(summary: dict) -> float:

@@ -45,6 +45,9 @@ def load_profile(name: str) -> tuple[pd.DataFrame, str]:
     the committed profiles, by name or by path) must be as published (``seals.check_publication``). Where the params
     it was measured under are known (its provenance), each row also carries its dataset's ``vocab`` and ``shape``
     (``cell_shape``)."""
+    if not name.strip():
+        raise ConfigError(f"--profile is empty: name one of {sorted(PROFILES)}, or the cell-bench.csv that `python -m "
+                          f"pipeline_src profile` wrote")
     path = REPOSITORY / PROFILES[name] / "cell-bench.csv" if name in PROFILES else Path(name)
     if name not in PROFILES and path.is_dir() and (path / "cell-bench.csv").is_file():
         path = path / "cell-bench.csv"  # the folder `profile` wrote into
@@ -62,7 +65,10 @@ def load_profile(name: str) -> tuple[pd.DataFrame, str]:
     key = {(REPOSITORY / v).resolve(): k for k, v in PROFILES.items()}.get(path.parent.resolve(), name)
     fix = ("--profile takes a profile's cell-bench.csv (one of the committed profiles', or the one `python -m "
            "pipeline_src profile` writes: run it again)")  # (a committed one, edited, is refused by its seal above)
-    rows = _checked_rows(read_csv(path, "dataset", "method", "tokens_per_s", advice=fix), path)
+    rows = read_csv(path, "dataset", "method", "tokens_per_s", advice=fix)
+    if rows.empty:
+        raise ConfigError(f"{path}: a header and no data rows (no method's tokens/s); {fix}")
+    rows = _checked_rows(rows, path)
     meta, prov = (read_json(p, advice=fix, mapping=True) if p.is_file() else {}  # machine record, provenance
                   for p in (path.with_suffix(".json"), path.parent / "provenance.json"))
     commit = prov.get("commit", "?")[:7] if prov else None
@@ -86,7 +92,9 @@ def _checked_rows(rows: pd.DataFrame, path: Path) -> pd.DataFrame:
     one line naming the data row (a 0, a NaN or a duplicate would change a verdict without a word)."""
     speed = pd.to_numeric(rows.tokens_per_s, errors="coerce")
     vocab = pd.to_numeric(rows["vocab"], errors="coerce") if "vocab" in rows else None
-    checks = [(~(np.isfinite(speed) & (speed > 0)), "tokens_per_s", "is not a finite number above 0"),
+    checks = [*((rows[c].astype(str) != rows[c].astype(str).str.strip(), c, "has spaces around it (a name is read as "
+                "written)") for c in ("dataset", "method")),
+              (~(np.isfinite(speed) & (speed > 0)), "tokens_per_s", "is not a finite number above 0"),
               (rows.duplicated(["dataset", "method"]), None, "a second row for it: one measured speed a dataset and "
                                                              "method")]
     if vocab is not None:  # blank where the bench did not know it (the committed profiles predate the column)
@@ -96,7 +104,8 @@ def _checked_rows(rows: pd.DataFrame, path: Path) -> pd.DataFrame:
         if flags.any():
             i = int(np.flatnonzero(flags.to_numpy())[0])
             r = rows.iloc[i]
-            said = f"its {column} {str(r[column])!r} {what}" if column else what
+            said = what if column is None else \
+                f"its {column} {'blank or NaN' if pd.isna(r[column]) else repr(str(r[column]))} {what}"
             raise ConfigError(f"{path}, data row {i + 1} ({r.dataset}/{r.method}): {said}")
     rows = rows.assign(tokens_per_s=speed)
     return rows if vocab is None else rows.assign(vocab=vocab)
@@ -318,8 +327,9 @@ def advise(anytime: pd.DataFrame, summary: pd.DataFrame, profile: pd.DataFrame, 
     from .budget_axis import point_runs, ranking
 
     if not (anytime.dataset == dataset).any():  # first: a dataset no ladder holds is no fault of the profile's
-        raise ConfigError(f"the ladder publication has no rungs of {dataset}: read one it has "
-                          f"({sorted(anytime.dataset.unique())})")
+        raise ConfigError(f"--dataset {dataset}: the ladder publication has no rungs of it, only of "
+                          f"{', '.join(sorted(anytime.dataset.unique()))} (without --name, advise finds the "
+                          f"publication whose ladder holds the dataset)")
     vocab = summary[summary.dataset == dataset].vocab.dropna() if "vocab" in summary else pd.Series(dtype=float)
     speed, source = speeds(profile, dataset, float(vocab.iloc[0]) if len(vocab) else None, shape)
     if speed.empty:

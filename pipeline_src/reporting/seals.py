@@ -36,13 +36,23 @@ def _key(path: Path) -> str:
     return f"{path.parent.name}/{path.name}"
 
 
+def _fix(pub: Path) -> str:
+    """What to do about a publication's file that is not as published: git restores it inside a checkout; a copy
+    outside any (a profile's folder copied elsewhere) is restored from its source."""
+    from ..io.tracked import repository_of
+
+    if repository_of(pub.resolve()) is not None:
+        return f"restore it (`git checkout -- {pub}`) or republish it"
+    return "restore it from the publication it was copied from (outside any git checkout), or make it again"
+
+
 def publication_files(pub: Path) -> list[Path]:
     """The files a publication holds: provenance.json and every table it copied (each must be there)."""
-    prov = read_json(pub / paths.PROVENANCE, "files")
+    prov = read_json(pub / paths.PROVENANCE, "files", advice=_fix(pub))
     for f in prov["files"]:
         if not (pub / f).is_file():
             raise ArtifactError(f"{pub / f}: listed by {pub / paths.PROVENANCE} but missing (deleted, or not a "
-                                f"file): restore it (`git checkout -- {pub}`) or republish it")
+                                f"file): {_fix(pub)}")
     return [pub / paths.PROVENANCE, *(pub / f for f in prov["files"])]
 
 
@@ -66,8 +76,8 @@ def check_publication(pub: str | Path) -> None:
 def _check(pub: Path) -> None:
     from ..io.tracked import _allowed, modified_tracked
 
-    prov = read_json(pub / paths.PROVENANCE)
-    fix = f"restore it (`git checkout -- {pub}`) or republish it"
+    fix = _fix(pub)
+    prov = read_json(pub / paths.PROVENANCE, advice=fix)
     if SEAL in prov:
         if not sealed(prov):
             raise ArtifactError(f"{pub / paths.PROVENANCE}: its content is not what publish wrote (content_sha256 "
