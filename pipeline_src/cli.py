@@ -280,7 +280,8 @@ def main(argv: list[str] | None = None) -> int:
                                   f"published with, so --config {args.config} would be ignored: give one of them")
             COMMANDS[args.command][0](None, args)
             return 0
-        args.config = args.config or "params.yaml"  # (restate's default is None: see --as-published above)
+        if args.config is None:  # restate's default (None: told apart from a --config given beside --as-published)
+            args.config = "params.yaml"
         params = load(args.config)
         paths.check_outside_repository(params, args.config)
         if getattr(args, "dataset", None) is not None and args.dataset not in params["datasets"]:

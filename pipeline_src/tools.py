@@ -343,19 +343,21 @@ def _restore(params: dict, args) -> None:
 
 
 def _restate(params: dict, args) -> None:
+    from .config import validate
     from .io.artifacts import read_json
     from .reporting.publish import check_name, restate
 
-    source = Path(args.config)
-    if args.as_published:  # the statistics it was published with: a change of the statistics' code alone
+    out = check_name(args.name, "restate")
+    prov = out / paths.PROVENANCE
+    if not args.as_published:
+        source = Path(args.config)
+    elif not prov.is_file():
+        raise ConfigError(f"{out} is not a publication (no provenance.json): nothing to restate")
+    else:  # the statistics it was published with: a change of the statistics' code alone
         import copy
 
-        from .config import validate
-        from .io.paths import PROVENANCE, REPOSITORY
-
-        source = (check_name(args.name, "restate") / PROVENANCE).relative_to(REPOSITORY)  # recorded as a repository path
-        params = validate(copy.deepcopy(read_json(REPOSITORY / source, "params")["params"]), str(source))
-    out = check_name(args.name, "restate")
+        source = prov.relative_to(paths.REPOSITORY) if prov.is_relative_to(paths.REPOSITORY) else prov
+        params = validate(copy.deepcopy(read_json(prov, "params")["params"]), str(source))
     if not restate(params, source, args.name):  # every table came out as it is: restate said so
         return
     tables = read_json(out / paths.PROVENANCE)["restated"]["tables"]

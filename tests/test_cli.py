@@ -19,6 +19,16 @@ def test_bad_config_fails_cleanly_naming_the_key(tmp_path, tiny):
     assert not (tmp_path / "data").exists()
 
 
+def test_an_empty_config_is_refused_not_read_as_the_default(capsys):
+    """An unset variable (`--config "$CFG"`) must not run under params.yaml without a word (restate's --config
+    default is None, to tell it from one given beside --as-published; every other command's is params.yaml)."""
+    from pipeline_src.cli import main
+
+    for command in (["check-config"], ["restate", "--name", "default"]):
+        assert main([*command, "--config", ""]) == 2
+        assert "error: " in capsys.readouterr().err
+
+
 def test_unknown_dataset_and_missing_inputs_are_clear(tmp_path, tiny):
     cfg = write_params(tiny, tmp_path / "p.yaml")
     r = run("prepare", "--config", str(cfg), "--dataset", "ptbx")

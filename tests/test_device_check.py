@@ -180,8 +180,18 @@ def test_seconds_that_buy_under_ten_steps_are_refused_before_any_rung_trains(fet
     with pytest.raises(ConfigError, match=r"^--seconds 1: under 10 training steps here for a \(1,000 tokens/s\): no "
                                           r"cooldown to read; give --seconds 22.4 or more$"):
         check_steps({"a": cfg, "b": cfg}, {"a": 1_000.0, "b": 100_000.0}, 1.0, tmp_path / "cal")
-    assert not (tmp_path / "cal").exists()
+    assert not (tmp_path / "cal").exists()  # its own calibrations gone, and the folder they left empty
     check_steps({"a": cfg}, {"a": 22_400.0}, 1.0, tmp_path / "none")  # exactly 10 steps: enough
+    (tmp_path / "cal" / "a").mkdir(parents=True)
+    (tmp_path / "cal" / "mine.txt").write_text("a user's file in an --out folder they named")
+    with pytest.raises(ConfigError, match=r"give --seconds 3.9 or more$"):  # 3.9 s buy int(22,400.0) tokens here
+        check_steps({"a": cfg}, {"a": 22_400 / 3.9}, 1.0, tmp_path / "cal")
+    assert int(3.9 * 5743.589743589743) == 22_399  # one float below: 22,400 / it rounds up to 3.9 s all the same,
+    with pytest.raises(ConfigError, match=r"give --seconds 4.0 or more$"):  # which would be refused: 4.0 is said
+        check_steps({"a": cfg}, {"a": 5743.589743589743}, 1.0, tmp_path / "cal")
+    assert (tmp_path / "cal" / "mine.txt").is_file() and not (tmp_path / "cal" / "a").exists()
+    with pytest.raises(ConfigError, match=r"calibration of a measured no training tokens/s"):
+        check_steps({"a": cfg}, {"a": 0.0}, 1.0, tmp_path / "cal")
     pub, profile = _publication(fetched, tmp_path, ["softmax", "sampled-softmax"])
     with pytest.raises(ConfigError, match=r"under 10 training steps here for softmax \(.* tokens/s\), "
                                           r"sampled-softmax \("):

@@ -445,8 +445,8 @@ def test_an_edited_committed_profile_is_refused_as_an_edited_ladder_is(tmp_path,
     from pipeline_src.io.paths import REPOSITORY
     from pipeline_src.reporting import profiles
 
-    copy = tmp_path / "bench-cells-ladder"
-    shutil.copytree(REPOSITORY / profiles.PROFILES["cpu-thread"], copy)
+    copy, committed = tmp_path / "bench-cells-ladder", REPOSITORY / profiles.PROFILES["cpu-thread"]
+    shutil.copytree(committed, copy)
     monkeypatch.setattr(profiles, "PROFILES", {**profiles.PROFILES, "cpu-thread": str(copy)})
     assert load_profile("cpu-thread")[0].tokens_per_s.gt(0).all()  # as published: read
     table = pd.read_csv(copy / "cell-bench.csv")
@@ -459,13 +459,27 @@ def test_an_edited_committed_profile_is_refused_as_an_edited_ladder_is(tmp_path,
             load_profile(str(by_path))
     # the sixth probe: a copy outside any checkout was told to `git checkout` it, and a broken provenance.json to be
     # deleted and made again by a step (which would drop its seal)
-    with pytest.raises(ArtifactError, match=r"restore it from the publication it was copied from \(outside any git "
-                                            r"checkout\), or make it again$"):
+    with pytest.raises(ArtifactError, match=r"restore it from the publication it was copied from \(git does not "
+                                            r"track this copy\), or make it again$"):
         load_profile(str(copy))
     (copy / "provenance.json").write_text("[1")
     with pytest.raises(ArtifactError, match=r"provenance.json: not valid JSON .*; restore it from the publication it "
                                             r"was copied from"):
         load_profile(str(copy))
+    # (the review of those mends) inside a checkout that does not track it git cannot restore it either; once git
+    # tracks it, the line names it as that checkout knows it
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    shutil.copytree(committed, repo / "prof")
+    table.to_csv(repo / "prof" / "cell-bench.csv", index=False)  # the doubled speed again
+    with pytest.raises(ArtifactError, match=r"not the file that was published .*git does not track this copy"):
+        load_profile(str(repo / "prof"))
+    subprocess.run(["git", "add", "prof"], cwd=repo, check=True)
+    with pytest.raises(ArtifactError, match=rf"restore it \(`git -C {re.escape(str(repo.resolve()))} checkout -- prof`\)"):
+        load_profile(str(repo / "prof"))
 
 
 def test_a_reference_that_ran_but_is_not_read_at_these_seconds_says_why_not_not_run():

@@ -219,6 +219,8 @@ def test_restate_refuses_params_that_changed_beyond_statistics(tmp_path, monkeyp
     assert capsys.readouterr().err == ("error: restate --as-published restates under the params benchmarks/default was "
                                        "published with, so --config config/smoke.yaml would be ignored: give one of "
                                        "them\n")
+    assert main(["restate", "--name", "default", "--as-published"]) == 0  # (a TypeError before: no --config given)
+    assert "default: nothing to restate" in capsys.readouterr().out
     p["training"]["lr"] = 0.5  # a run setting: restating would mislabel the runs
     with pytest.raises(ConfigError, match="at key 'training.lr': restate changes statistics only"):
         pub.restate(p, ROOT / "params.yaml", "default", say=lambda s: None)

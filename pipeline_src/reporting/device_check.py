@@ -40,7 +40,12 @@ def published_config(pub: Path, dataset: str, method: str, seed: int) -> dict:
     """The final run's config as the publication recorded it (its train.json in ``records/``)."""
     path = pub / "records" / "runs" / dataset / method / f"seed{seed}" / paths.TRAIN_RECORD
     if not path.is_file():
-        held = sorted(p.name for p in (pub / "records" / "runs" / dataset).glob("*") if (p / f"seed{seed}").is_dir())
+        runs = pub / "records" / "runs" / dataset
+        if (runs / method).is_dir():  # the method ran, not this seed
+            seeds = sorted(p.name for p in (runs / method).glob("seed*"))
+            raise ConfigError(f"--seed {seed}: {pub.name} holds no final run of {dataset}/{method} seed {seed} (its "
+                              f"seeds: {', '.join(seeds) or 'none'})")
+        held = sorted(p.name for p in runs.glob("*") if (p / f"seed{seed}").is_dir())
         raise ConfigError(f"--methods {method}: {pub.name} holds no final run of {dataset}/{method} seed {seed} (its "
                           f"runs there: {', '.join(held) or 'none'})")
     cfg = read_json(path, "config")["config"]
@@ -124,17 +129,25 @@ def check_steps(configs: dict[str, dict], rates: dict[str, float], seconds: floa
     """Refuse ``seconds`` that buy some method fewer than MIN_STEPS training steps at its calibrated tokens/s (no
     cooldown to read), naming each such method and the seconds that would do; the calibrations' runs, the only
     thing written so far, are removed with the refusal."""
-    need = {m: MIN_STEPS * cfg["training"]["batch_size"] * cfg["training"]["bptt"] / rates[m]
-            for m, cfg in configs.items() if int(seconds * rates[m]) < MIN_STEPS * cfg["training"]["batch_size"]
-            * cfg["training"]["bptt"]}
-    if need:
-        import shutil
+    floor = {m: MIN_STEPS * cfg["training"]["batch_size"] * cfg["training"]["bptt"] for m, cfg in configs.items()}
+    short = [m for m in configs if int(seconds * rates[m]) < floor[m]]
+    if not short:
+        return
+    import shutil
 
-        shutil.rmtree(calibrations, ignore_errors=True)
-        raise ConfigError(f"--seconds {seconds:g}: under {MIN_STEPS} training steps here for "
-                          + ", ".join(f"{m} ({rates[m]:,.0f} tokens/s)" for m in need)
-                          + f": no cooldown to read; give --seconds {math.ceil(max(need.values()) * 10) / 10:g} or "
-                            f"more")
+    for m in configs:  # this check's own calibrations only (the folder may be a user's --out)
+        shutil.rmtree(calibrations / m, ignore_errors=True)
+    if calibrations.is_dir() and not any(calibrations.iterdir()):
+        calibrations.rmdir()
+    if any(rates[m] <= 0 for m in short):
+        raise ConfigError(f"device-check: the calibration of {', '.join(m for m in short if rates[m] <= 0)} "
+                          f"measured no training tokens/s: raise --calibrate-seconds")
+    need = max(math.ceil(floor[m] / rates[m] * 10) / 10 for m in short)
+    while any(int(need * rates[m]) < floor[m] for m in short):  # a suggestion that buys the steps it promises
+        need += 0.1
+    raise ConfigError(f"--seconds {seconds:g}: under {MIN_STEPS} training steps here for "
+                      + ", ".join(f"{m} ({rates[m]:,.0f} tokens/s)" for m in short)
+                      + f": no cooldown to read; give --seconds {need:.1f} or more")
 
 
 def steady_rate(summary: dict) -> float:

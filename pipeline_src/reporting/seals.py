@@ -37,13 +37,16 @@ def _key(path: Path) -> str:
 
 
 def _fix(pub: Path) -> str:
-    """What to do about a publication's file that is not as published: git restores it inside a checkout; a copy
-    outside any (a profile's folder copied elsewhere) is restored from its source."""
-    from ..io.tracked import repository_of
+    """What to do about a publication's file that is not as published: where git tracks the publication, git
+    restores it (named as its checkout knows it, a link resolved); a copy git does not track (a profile's folder
+    copied elsewhere, an uncommitted publication) is restored from its source."""
+    from ..io.tracked import repository_of, tracked_under
 
-    if repository_of(pub.resolve()) is not None:
-        return f"restore it (`git checkout -- {pub}`) or republish it"
-    return "restore it from the publication it was copied from (outside any git checkout), or make it again"
+    where = pub.resolve()
+    root = repository_of(where)
+    if root is None or not tracked_under(where):
+        return "restore it from the publication it was copied from (git does not track this copy), or make it again"
+    return f"restore it (`git -C {root} checkout -- {where.relative_to(root)}`) or republish it"
 
 
 def publication_files(pub: Path) -> list[Path]:
