@@ -115,8 +115,12 @@ def test_a_run_without_a_ladder_is_refused(tiny, tmp_path):
     path.write_text(json.dumps({"config": run_config(p, "tiny", "softmax", 1)}))
     with pytest.raises(ConfigError, match="trained no token ladder"):
         published_config(pub, "tiny", "softmax", 1)
-    with pytest.raises(ConfigError, match="holds no final run of tiny/nce seed 1"):
+    with pytest.raises(ConfigError, match=r"^--methods nce: pub holds no final run of tiny/nce seed 1 \(its runs there: "
+                                          r"softmax\)$"):
         published_config(pub, "tiny", "nce", 1)
+    with pytest.raises(ConfigError, match=r"^--seed 4: pub holds no final run of tiny/softmax seed 4 \(its seeds: "
+                                          r"seed1\)$"):  # the method ran: the seed is what is missing
+        published_config(pub, "tiny", "softmax", 4)
 
 
 def test_the_check_names_a_profile_measured_at_other_head_options_than_its_runs():
