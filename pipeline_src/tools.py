@@ -345,14 +345,12 @@ def _restore(params: dict, args) -> None:
 def _restate(params: dict, args) -> None:
     from .config import validate
     from .io.artifacts import read_json
-    from .reporting.publish import check_name, restate
+    from .reporting.publish import restatable, restate
 
-    out = check_name(args.name, "restate")
-    prov = out / paths.PROVENANCE
+    prov = restatable(args.name)
+    out = prov.parent
     if not args.as_published:
         source = Path(args.config)
-    elif not prov.is_file():
-        raise ConfigError(f"{out} is not a publication (no provenance.json): nothing to restate")
     else:  # the statistics it was published with: a change of the statistics' code alone
         import copy
 

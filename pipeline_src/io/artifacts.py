@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .atomic import INFINITY
 from .errors import ArtifactError
@@ -24,26 +24,32 @@ def _advice(path: Path) -> str:
     return COMMITTED.format(path=path) if "benchmarks" in path.parts else REBUILD
 
 
-def read_json(path: str | Path, *keys: str, advice: str | None = None, mapping: bool = False) -> Any:
+Advice = str | Callable[[], str] | None  # what to do about a bad file; a function where saying it costs work
+
+
+def _bad(path: Path, what: str, advice: Advice) -> ArtifactError:
+    """The one line for a bad file: what is wrong, then what to do (the default's, or ``advice``, asked only now)."""
+    return ArtifactError(f"{path}: {what}; {advice() if callable(advice) else advice or _advice(path)}")
+
+
+def read_json(path: str | Path, *keys: str, advice: Advice = None, mapping: bool = False) -> Any:
     """The JSON in ``path``; with ``keys`` (or ``mapping``), a mapping that must hold each of them. ``advice``
     replaces the default of what to do about a bad file (where the file is a user's input, not the pipeline's
     output)."""
     path = Path(path)
-    fix = advice or _advice(path)
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
-        raise ArtifactError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg}); "
-                            f"{fix}") from None
+        raise _bad(path, f"not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})", advice) from None
     except UnicodeDecodeError:
-        raise ArtifactError(f"{path}: not UTF-8 text; {fix}") from None
+        raise _bad(path, "not UTF-8 text", advice) from None
     obj = _infinities(obj)
     if keys or mapping:
         if not isinstance(obj, dict):
-            raise ArtifactError(f"{path}: expected a JSON object, found {type(obj).__name__}; {fix}")
+            raise _bad(path, f"expected a JSON object, found {type(obj).__name__}", advice)
         missing = [k for k in keys if k not in obj]
         if missing:
-            raise ArtifactError(f"{path}: key {missing[0]!r} is missing; {fix}")
+            raise _bad(path, f"key {missing[0]!r} is missing", advice)
     return obj
 
 
@@ -59,21 +65,19 @@ def _infinities(obj: Any) -> Any:
     return obj
 
 
-def read_csv(path: str | Path, *columns: str, advice: str | None = None):
+def read_csv(path: str | Path, *columns: str, advice: Advice = None):
     """The table in ``path`` as a DataFrame; with ``columns``, each of them must be there (``advice``: as
     :func:`read_json`)."""
     import pandas as pd
 
     path = Path(path)
-    fix = advice or _advice(path)
     try:
         df = pd.read_csv(path)
     except pd.errors.EmptyDataError:
-        raise ArtifactError(f"{path}: empty file, no header; {fix}") from None
+        raise _bad(path, "empty file, no header", advice) from None
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
-        raise ArtifactError(f"{path}: not a readable CSV table ({str(e).splitlines()[0][:120]}); "
-                            f"{fix}") from None
+        raise _bad(path, f"not a readable CSV table ({str(e).splitlines()[0][:120]})", advice) from None
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        raise ArtifactError(f"{path}: column {missing[0]!r} is missing; {fix}")
+        raise _bad(path, f"column {missing[0]!r} is missing", advice)
     return df

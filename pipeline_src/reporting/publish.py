@@ -197,6 +197,14 @@ def _check_target(out: Path, results: Path, name: str, params: dict, params_file
                               f"README and docs; add --replace to publish over it, or choose another --name")
 
 
+def restatable(name: str) -> Path:
+    """The provenance.json of the publication ``name``, which restate reads; one line where there is none."""
+    prov = check_name(name, "restate") / paths.PROVENANCE
+    if not prov.is_file():
+        raise ConfigError(f"{prov.parent} is not a publication (no provenance.json): nothing to restate")
+    return prov
+
+
 def restate(params: dict, params_file: Path, name: str, say=print) -> bool:
     """Recompute a publication's verdicts (headline.csv, contrasts.csv, and the budget axis's tables where its
     runs kept budget points) from its committed per-run rows (summary.csv, anytime.csv) under ``params``'
@@ -210,10 +218,8 @@ def restate(params: dict, params_file: Path, name: str, say=print) -> bool:
     from .published_rows import check_digest, read_published
     from .summarize import verdict_tables
 
-    out = check_name(name, "restate")
-    prov_path = out / paths.PROVENANCE
-    if not prov_path.is_file():
-        raise ConfigError(f"{out} is not a publication (no provenance.json): nothing to restate")
+    prov_path = restatable(name)
+    out = prov_path.parent
     check_publication(out)  # as published (and as committed)
     prov = read_json(prov_path, "params", "files")
     if "summary.csv" not in prov["files"]:

@@ -51,7 +51,7 @@ def _fix(pub: Path) -> str:
 
 def publication_files(pub: Path) -> list[Path]:
     """The files a publication holds: provenance.json and every table it copied (each must be there)."""
-    prov = read_json(pub / paths.PROVENANCE, "files", advice=_fix(pub))
+    prov = read_json(pub / paths.PROVENANCE, "files", advice=lambda: _fix(pub))  # (git asked only for a bad file)
     for f in prov["files"]:
         if not (pub / f).is_file():
             raise ArtifactError(f"{pub / f}: listed by {pub / paths.PROVENANCE} but missing (deleted, or not a "
@@ -79,20 +79,19 @@ def check_publication(pub: str | Path) -> None:
 def _check(pub: Path) -> None:
     from ..io.tracked import _allowed, modified_tracked
 
-    fix = _fix(pub)
-    prov = read_json(pub / paths.PROVENANCE, advice=fix)
+    prov = read_json(pub / paths.PROVENANCE, advice=lambda: _fix(pub))
     if SEAL in prov:
         if not sealed(prov):
             raise ArtifactError(f"{pub / paths.PROVENANCE}: its content is not what publish wrote (content_sha256 "
-                                f"differs: edited since); {fix}")
+                                f"differs: edited since); {_fix(pub)}")
         digests = prov.get("digests") or {}
         for f in prov["files"]:
             path = pub / f
             if f not in digests:
-                raise ArtifactError(f"{path}: listed by {pub / paths.PROVENANCE} without a digest; {fix}")
+                raise ArtifactError(f"{path}: listed by {pub / paths.PROVENANCE} without a digest; {_fix(pub)}")
             if sha256_of(path) != digests[f]:
                 raise ArtifactError(f"{path}: not the file that was published (its sha256 differs from the one "
-                                    f"{pub / paths.PROVENANCE} recorded: edited since); {fix}")
+                                    f"{pub / paths.PROVENANCE} recorded: edited since); {_fix(pub)}")
     else:
         legacy = _legacy()
         for path in publication_files(pub):
@@ -102,7 +101,7 @@ def _check(pub: Path) -> None:
                                     f"{LEGACY.relative_to(REPOSITORY)}): republish it with the current code")
             if sha256_of(path) != want:
                 raise ArtifactError(f"{path}: not the file that was published (its sha256 differs from the one "
-                                    f"{LEGACY.relative_to(REPOSITORY)} lists: edited since); {fix}")
+                                    f"{LEGACY.relative_to(REPOSITORY)} lists: edited since); {_fix(pub)}")
     if os.environ.get(ACCEPT) == "1":
         return
     edited = [p for p in modified_tracked(publication_files(pub)) if not _allowed(REPOSITORY / p)]
