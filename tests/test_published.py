@@ -181,9 +181,12 @@ def test_published_verdicts_are_what_the_statistics_give_their_runs_now(name, mo
     for file, frame in tables:
         got = pd.read_csv(out / file)
         want = pd.read_csv(__import__("io").StringIO(frame.to_csv(index=False)))  # as written: same dtypes
-        # a fitted curve is an optimizer's answer: other CPU kernels move it in the 7th digit (AVX2: 3e-7 in a scale),
-        # and so the crossings extrapolated from the fits (crossovers.csv's fits_cross_at: 2.5e-9 on 2026-12-01's EPYC)
-        rtol = 1e-5 if file in ("budget-fits.csv", "crossovers.csv") else 1e-9
+        # a fitted curve's parameters are ill-conditioned where its exponent is small: a floor and a scale that trade
+        # off along a ridge. Measured (2026-12-04): a 1e-12 relative change of zipf-10k's mean nlls moves sampled
+        # softmax's fitted floor by 1.5e-4 nats (6.5e-5 of it), tight optimizer tolerances or not, and machines
+        # differ by that much (1.5e-5 on an EPYC of 2026-12-04); so the fits and the crossings extrapolated from
+        # them compare at 1e-4, what no change of the fit's form or of its points stays within
+        rtol = 1e-4 if file in ("budget-fits.csv", "crossovers.csv") else 1e-9
         pd.testing.assert_frame_equal(got, want, check_exact=False, rtol=rtol, obj=f"{name}/{file}")
 
 
