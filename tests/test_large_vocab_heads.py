@@ -241,12 +241,18 @@ def test_the_size_binned_within_class_term_equals_the_class_by_class_formula(dty
         torch.testing.assert_close(a, b.to_dense() if b.is_sparse else b, rtol=0, atol=tol)
 
 
+def _blocks_present(head, target):
+    """The (size bin, target-count bin) pairs a batch's classes fall in: the blocks the fused step runs."""
+    cls, n = torch.unique(head.word_class[target], return_counts=True)
+    return len(set(zip(head.bins[cls].tolist(), torch.floor(torch.log2(n.double())).long().tolist())))
+
+
 @pytest.mark.parametrize("v", [10000, 100000])
 def test_hierarchical_softmax_s_launches_do_not_grow_with_the_classes_present(v):
     """Issue 79: the ATen operators of a training step's head (forward and backward, torch.profiler's top-level
     calls) do not grow with the number of classes the targets touch (the loop it replaced issued about ten per class
-    present); they grow at most with its size bins (log2 V + 1, named), and stay within 3x the softmax's at the
-    sweep's shapes (2,240 rows, chunks of 128)."""
+    present); they grow at most with its bins (a class size bin and a bin of its number of targets: at most
+    (log2 V + 1)(log2 N + 1)), and stay within 3x the softmax's at the sweep's shapes (2,240 rows, chunks of 128)."""
     from pipeline_src.cost.opcount import op_count
 
     torch.manual_seed(0)
@@ -255,17 +261,38 @@ def test_hierarchical_softmax_s_launches_do_not_grow_with_the_classes_present(v)
     h, classes, bins = torch.randn(2240, 16), head.word_class, head.bins
     one_class = torch.nonzero(classes == 5).squeeze(1)
     few = one_class[torch.randint(0, len(one_class), (2240,))]
-    same_bin = torch.nonzero(bins[classes] == bins[5]).squeeze(1)
-    many = same_bin[torch.randint(0, len(same_bin), (2240,))]  # many classes of the same size bin
-    assert len(torch.unique(classes[many])) > 10
+    same_bin = torch.unique(classes[bins[classes] == bins[5]])[:16]  # 16 classes of one size bin ...
+    assert len(same_bin) == 16
+    first = head.bounds[same_bin]
+    many = first.repeat_interleave(140)[torch.randperm(2240)]  # ... 140 targets each: one block, as one class is
+    assert _blocks_present(head, few) == _blocks_present(head, many) == 1
     n_few = op_count(head, h, few)
-    assert op_count(head, h, many) == n_few  # ten or more classes cost what one costs
-    spread = torch.randint(0, v, (2240,))  # every bin the targets reach
-    n_bins = len(torch.unique(bins[classes[spread]]))
-    assert n_bins <= math.log2(v) + 1
+    assert op_count(head, h, many) == n_few  # sixteen classes cost what one costs
+    spread = torch.randint(0, v, (2240,))  # every size bin the targets reach, classes of many target counts
+    n_blocks = _blocks_present(head, spread)
+    assert n_blocks <= (math.log2(v) + 1) * (math.log2(2240) + 1)
     n_spread = op_count(head, h, spread)
-    assert n_spread - n_few <= 60 * (n_bins - 1)  # a bounded cost per size bin
+    assert n_spread - n_few <= 60 * (n_blocks - 1)  # a bounded cost per block
     assert max(n_few, n_spread) <= 3 * op_count(softmax, h, spread)
+
+
+@pytest.mark.parametrize("clustering", ["mass", "count"])
+def test_hierarchical_softmax_s_padding_at_most_quadruples_a_step_on_zipfian_targets(clustering):
+    """The fused step pads each block to its largest class and its busiest class; blocks by size, split by number
+    of targets where that pays (``_block_keys``), keep that within 2x either way. By size alone, ``clustering:
+    count`` at 100k words (316 classes of one size) padded every class to the most frequent one's targets: 123x
+    the products these targets need (docs/bench.md)."""
+    from pipeline_src.heads.hierarchical import _bin_blocks
+
+    v, n = 100_000, 2240
+    counts = (1e8 / torch.arange(1, v + 1)).floor()
+    head = build_head({"type": "hierarchical-softmax", "clustering": clustering}, HeadContext(v, 4, counts))
+    target = torch.multinomial(counts / counts.sum(), n, replacement=True, generator=torch.Generator().manual_seed(0))
+    blocks, touched = _bin_blocks(head.word_class[target], head.bounds, head.bins)
+    padded = sum(b.rows.numel() * b.ids.shape[1] for b in blocks)
+    needed = int(torch.diff(head.bounds)[head.word_class[target]].sum())  # each target's own class, no padding
+    assert needed <= padded <= 4 * needed
+    assert sum(int(b.ok.sum()) for b in blocks) == n  # every target in one block, once
 
 
 @pytest.mark.parametrize("cutoffs, head_bias, only_shortlist", [([20, 60], True, False), ([10, 30, 90], False, False),

@@ -47,7 +47,7 @@ def size_bins(bounds: Tensor) -> Tensor:
 
 
 class Block(NamedTuple):
-    """One size bin's padded block (see :func:`_bin_blocks`)."""
+    """One padded block of classes (see :func:`_bin_blocks`)."""
 
     rows: Tensor  # (P, R): the row of each slot (padding: row 0)
     ok: Tensor  # (P, R): which slots are rows
@@ -56,12 +56,35 @@ class Block(NamedTuple):
     dest: Tensor  # (P * K,): each column's place among the touched words (padding: M, a row that is dropped)
 
 
+SPLIT_WASTE = 1 << 16  # padded logits a block may waste before it is split: about 4M MACs at d = 64, what the
+# ~60 operators of one more block cost on a CPU thread
+
+
+def _block_keys(size_bin, counts, sizes):
+    """Each present class's block: its size bin, split by the number of targets (floor log2) where padding the
+    bin's classes to its busiest would more than double their rows and waste more than ``SPLIT_WASTE`` logits.
+    So a block's columns are at most twice what its targets need, and its rows too but for a bounded slack; a
+    batch of N targets makes at most (log2 V + 1)(log2 N + 1) blocks, one per size bin where targets spread evenly
+    (as under ``clustering: mass``). By size alone, ``clustering: count`` under a Zipfian law (classes of one
+    size, the first holding most targets) padded every class to the first's targets: 123x the products the
+    targets need at 100k words (docs/bench.md)."""
+    import numpy as np
+
+    key = size_bin * 64  # log2 N < 64: room for the count bins
+    for k in np.unique(size_bin):
+        sel = size_bin == k
+        padded, needed = sel.sum() * counts[sel].max(), counts[sel].sum()
+        if padded > 2 * needed and (padded - needed) * sizes[sel].max() > SPLIT_WASTE:
+            key[sel] += np.floor(np.log2(counts[sel])).astype(np.int64)
+    return key
+
+
 def _bin_blocks(cls: Tensor, bounds: Tensor, bins: Tensor) -> tuple[list[Block], Tensor]:
-    """The targets' classes as padded blocks, one per size bin present (at most log2 V + 1, never one per class),
-    and the touched words (M,): every word of every present class, in id order (a row-sparse gradient's rows).
-    P is a bin's present classes, R the most targets one has, K its largest class. Built on the host in one pass
-    (the targets' classes come over once) and sent in one copy, so a bin costs no index arithmetic on the
-    device, and the backward writes each block's gradient straight to its rows (``dest``): no sort, no
+    """The targets' classes as padded blocks (:func:`_block_keys`: a size bin, split by the targets' count where
+    it pays), and the touched words (M,): every word of every present class, in id order (a row-sparse gradient's
+    rows). P is a block's present classes, R the most targets one has, K its largest class. Built on the host in
+    one pass (the targets' classes come over once) and sent in one copy, so a block costs no index arithmetic on
+    the device, and the backward writes each block's gradient straight to its rows (``dest``): no sort, no
     concatenation."""
     import numpy as np
 
@@ -73,8 +96,9 @@ def _bin_blocks(cls: Tensor, bounds: Tensor, bins: Tensor) -> tuple[list[Block],
     offset = np.cumsum(sizes) - sizes  # each present class's first place among the touched words
     m = int(sizes.sum())
     pieces, shapes = [np.repeat(bnd[present] - offset, sizes) + np.arange(m)], []
-    for k in np.unique(b[present]):
-        sel = np.nonzero(b[present] == k)[0]
+    key = _block_keys(b[present], counts, sizes)
+    for k in np.unique(key):
+        sel = np.nonzero(key == k)[0]
         r, size = int(counts[sel].max()), sizes[sel]
         kk = int(size.max())
         j = np.arange(r)
@@ -104,9 +128,10 @@ def _rows_of(x: Tensor, index: Tensor) -> Tensor:
 
 class WithinClass(torch.autograd.Function):
     """log p(y | class of y, h) for every row, with its backward written out, and no loop over classes: the
-    classes present among the targets are grouped by size bin (``size_bins``: at most log2 V + 1), and each bin is
-    one batched product of padded blocks: logits (P, R, K) = h_blocks (P, R, d) @ W_blocks (P, K, d)^T + b, padded
-    words at -inf, padded rows ignored. The backward writes G = grad (onehot(y) - softmax) once per bin: dh = G W,
+    classes present among the targets are grouped by size bin (``size_bins``: at most log2 V + 1; a bin split by the
+    targets' count where padding would more than double its rows, :func:`_block_keys`), and each block is one
+    batched product: logits (P, R, K) = h_blocks (P, R, d) @ W_blocks (P, K, d)^T + b, padded
+    words at -inf, padded rows ignored. The backward writes G = grad (onehot(y) - softmax) once per block: dh = G W,
     dW = G^T h and db = sum of G, each block copied once to its rows (``Block.dest``) of one gradient over the
     touched words; row-sparse and already coalesced (the touched words in id order) with ``sparse``, dense
     otherwise."""
