@@ -434,6 +434,14 @@ def test_a_profile_speed_that_is_no_measurement_or_measured_twice_is_refused_at_
     path.write_text("")
     with pytest.raises(ArtifactError, match=r"empty file, no header; --profile takes a profile's cell-bench.csv"):
         load_profile(str(path))
+    # the sixth probe: a Latin-1 byte was located at pandas' byte position in its chunk, not at a line
+    path.write_bytes(b"dataset,method,tokens_per_s\nd,a,400\nd,s\xe9mpled,100\n")
+    with pytest.raises(ArtifactError, match=r"cell-bench.csv: not UTF-8 text \(byte 0xe9 at line 3\); --profile"):
+        load_profile(str(path))
+    path.write_text("dataset,method,tokens_per_s\nd,a,400\n")
+    (tmp_path / "cell-bench.json").write_bytes(b'{"device":\n "cpu\xff"}')
+    with pytest.raises(ArtifactError, match=r"cell-bench.json: not UTF-8 text \(byte 0xff at line 2\)"):
+        load_profile(str(path))
 
 
 def test_an_edited_committed_profile_is_refused_as_an_edited_ladder_is(tmp_path, monkeypatch):
@@ -492,6 +500,9 @@ def test_a_reference_that_ran_but_is_not_read_at_these_seconds_says_why_not_not_
     table, _ = advise(anytime, summary, profile.assign(tokens_per_s=[400.0, 100.0, 2000.0]), 10_000, "d")
     assert table.iloc[0].reference_status == ("outside the measured range: 20,000,000 tokens, beyond its top rung, "
                                               "8,000,000")
+    table, _ = advise(anytime, summary, profile.assign(tokens_per_s=[400.0, 100.0, 2e299]), 10_000, "d")
+    assert table.iloc[0].reference_status == ("outside the measured range: 2e+303 tokens, beyond its top rung, "
+                                              "8,000,000")  # the sixth probe: 304 digits before
     table, _ = advise(anytime, summary, profile.iloc[:2], 10_000, "d")
     assert table.iloc[0].reference_status == "no tokens/s on this profile"
     table, _ = advise(anytime, summary, profile.assign(tokens_per_s=[400.0, 100.0, 400.0]), 10_000, "d")

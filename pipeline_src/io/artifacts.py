@@ -32,6 +32,18 @@ def _bad(path: Path, what: str, advice: Advice) -> ArtifactError:
     return ArtifactError(f"{path}: {what}; {advice() if callable(advice) else advice or _advice(path)}")
 
 
+def _not_utf8(path: Path, e: UnicodeDecodeError) -> str:
+    """Where a file stops being UTF-8, as the params file's reader says it: the first bad byte and its line (pandas
+    names a byte position in the chunk it read, so the file is decoded again here)."""
+    data = path.read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as whole:
+        e = whole
+    line = data.count(b"\n", 0, e.start) + 1
+    return f"not UTF-8 text (byte 0x{data[e.start]:02x} at line {line})"
+
+
 def read_json(path: str | Path, *keys: str, advice: Advice = None, mapping: bool = False) -> Any:
     """The JSON in ``path``; with ``keys`` (or ``mapping``), a mapping that must hold each of them. ``advice``
     replaces the default of what to do about a bad file (where the file is a user's input, not the pipeline's
@@ -41,8 +53,8 @@ def read_json(path: str | Path, *keys: str, advice: Advice = None, mapping: bool
         obj = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise _bad(path, f"not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})", advice) from None
-    except UnicodeDecodeError:
-        raise _bad(path, "not UTF-8 text", advice) from None
+    except UnicodeDecodeError as e:
+        raise _bad(path, _not_utf8(path, e), advice) from None
     obj = _infinities(obj)
     if keys or mapping:
         if not isinstance(obj, dict):
@@ -75,7 +87,9 @@ def read_csv(path: str | Path, *columns: str, advice: Advice = None):
         df = pd.read_csv(path)
     except pd.errors.EmptyDataError:
         raise _bad(path, "empty file, no header", advice) from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+    except UnicodeDecodeError as e:
+        raise _bad(path, _not_utf8(path, e), advice) from None
+    except pd.errors.ParserError as e:
         raise _bad(path, f"not a readable CSV table ({str(e).splitlines()[0][:120]})", advice) from None
     missing = [c for c in columns if c not in df.columns]
     if missing:

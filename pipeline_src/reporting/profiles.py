@@ -370,5 +370,11 @@ def outside_range(r: pd.DataFrame) -> str:
     rung any seed measured, or beyond the highest."""
     tokens, lowest, highest = float(r.tokens.iloc[0]), float(r.lowest.min()), float(r.highest.max())
     if tokens < lowest:
-        return f"outside the measured range: {tokens:,.0f} tokens, below its lowest rung, {lowest:,.0f}"
-    return f"outside the measured range: {tokens:,.0f} tokens, beyond its top rung, {highest:,.0f}"
+        return f"outside the measured range: {_count(tokens)} tokens, below its lowest rung, {lowest:,.0f}"
+    return f"outside the measured range: {_count(tokens)} tokens, beyond its top rung, {highest:,.0f}"
+
+
+def _count(x: float) -> str:
+    """A token count as people read it: digits grouped, or three significant digits past a quadrillion (a --seconds
+    of 1e300 printed 300 digits)."""
+    return f"{x:,.0f}" if x < 1e15 else f"{x:.3g}"
