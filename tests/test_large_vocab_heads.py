@@ -241,10 +241,11 @@ def test_the_size_binned_within_class_term_equals_the_class_by_class_formula(dty
         torch.testing.assert_close(a, b.to_dense() if b.is_sparse else b, rtol=0, atol=tol)
 
 
-def _blocks_present(head, target):
-    """The (size bin, target-count bin) pairs a batch's classes fall in: the blocks the fused step runs."""
-    cls, n = torch.unique(head.word_class[target], return_counts=True)
-    return len(set(zip(head.bins[cls].tolist(), torch.floor(torch.log2(n.double())).long().tolist())))
+def _blocks_built(head, target):
+    """The padded blocks the fused step runs for a batch (a size bin, split by target counts where it pays)."""
+    from pipeline_src.heads.hierarchical import _bin_blocks
+
+    return len(_bin_blocks(head.word_class[target], head.bounds, head.bins)[0])
 
 
 @pytest.mark.parametrize("v", [10000, 100000])
@@ -265,11 +266,12 @@ def test_hierarchical_softmax_s_launches_do_not_grow_with_the_classes_present(v)
     assert len(same_bin) == 16
     first = head.bounds[same_bin]
     many = first.repeat_interleave(140)[torch.randperm(2240)]  # ... 140 targets each: one block, as one class is
-    assert _blocks_present(head, few) == _blocks_present(head, many) == 1
+    assert _blocks_built(head, few) == _blocks_built(head, many) == 1
     n_few = op_count(head, h, few)
     assert op_count(head, h, many) == n_few  # sixteen classes cost what one costs
     spread = torch.randint(0, v, (2240,))  # every size bin the targets reach, classes of many target counts
-    n_blocks = _blocks_present(head, spread)
+    n_blocks = _blocks_built(head, spread)
+    assert n_blocks == len(torch.unique(bins[classes[spread]]))  # uniform targets: one block per size bin, no split
     assert n_blocks <= (math.log2(v) + 1) * (math.log2(2240) + 1)
     n_spread = op_count(head, h, spread)
     assert n_spread - n_few <= 60 * (n_blocks - 1)  # a bounded cost per block
@@ -292,7 +294,8 @@ def test_hierarchical_softmax_s_padding_at_most_quadruples_a_step_on_zipfian_tar
     padded = sum(b.rows.numel() * b.ids.shape[1] for b in blocks)
     needed = int(torch.diff(head.bounds)[head.word_class[target]].sum())  # each target's own class, no padding
     assert needed <= padded <= 4 * needed
-    assert sum(int(b.ok.sum()) for b in blocks) == n  # every target in one block, once
+    placed = torch.cat([b.rows[b.ok] for b in blocks])
+    assert torch.equal(placed.sort().values, torch.arange(n))  # every target in one block, once
 
 
 @pytest.mark.parametrize("cutoffs, head_bias, only_shortlist", [([20, 60], True, False), ([10, 30, 90], False, False),
