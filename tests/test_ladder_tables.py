@@ -42,6 +42,20 @@ def test_the_budgets_read_are_a_minute_and_the_top_rung_for_the_fastest_and_the_
     assert seconds_read(pd.Series({"a": 200.0, "softmax": 25.0}), 8e6, 1e6)[1][1].endswith("(a): every method inside")
 
 
+def test_a_method_capped_below_the_top_reaches_its_own_top_in_the_budgets_read():
+    # zipf-100k: the softmax stops at 4M of a 16M ladder (training.ladder_top_by_method), so the seconds its top buys
+    # it are its own top over its tokens/s, not the ladder's: 4e6 / 25 = 160,000 s, not 320,000
+    speed = pd.Series({"a": 400.0, "b": 100.0, "softmax": 25.0})
+    got = seconds_read(speed, 8e6, 1e6, {"softmax": 4e6})
+    assert [s for s, _ in got] == [60.0, 8e6 / 400, 4e6 / 25]
+    assert got[2][1] == "the top rung for the slowest (softmax)"
+    # a cap that the capped method still reaches after the fastest reaches the top leaves the first budget as it was
+    assert seconds_read(speed, 8e6, 1e6, {"softmax": 1.6e6})[1][0] == 8e6 / 400  # 64,000 s against a's 20,000
+    capped = seconds_read(pd.Series({"a": 400.0, "softmax": 200.0}), 8e6, 1e6, {"softmax": 2e6})
+    assert capped[1] == (2e6 / 200, "the top rung for the fastest (softmax): every method inside")
+    assert capped[2] == (8e6 / 400, "the top rung for the slowest (a)")
+
+
 def test_equal_time_reads_each_method_at_its_own_tokens_and_names_those_outside(profile_file):
     anytime, summary = _ladder()
     table = equal_time(anytime, summary, {"d": RUNGS, "e": RUNGS}, 0.95)
@@ -87,8 +101,11 @@ def test_a_method_capped_below_a_rung_is_left_out_of_it_and_named(profile_file):
     advice = what_to_use_by_budget(runs, ranking(runs, "softmax"), None, 0.95)
     params = _params()
     params["datasets"]["d"]["training"]["ladder_top_by_method"] = {"softmax": 2_000_000}
-    lad = ladder_tables.ladder_tables(anytime, summary, advice, params, {"d": 2_000_000})["ladder-advice.csv"]
+    out = ladder_tables.ladder_tables(anytime, summary, advice, params, {"d": 2_000_000})
+    lad = out["ladder-advice.csv"]
     assert list(lad.methods) == [3, 3, 2, 2] and list(lad.use) == ["a", "a", "a", "b"]
+    # the slowest's top is its own: 2M over its 20 tokens/s, not the ladder's 8M
+    assert list(out["equal-time.csv"].seconds) == [60.0, 8e6 / 400, 2e6 / 20]
     assert list(lad.not_trained) == ["", "", "softmax stops at 2M", "softmax stops at 2M"]
     cells = equal_data_markdown(lad).splitlines()[2].rstrip(" |").split(" | ")
     assert cells[2].endswith("Holm p 0 vs b") and cells[4].endswith("(4.0 epochs); softmax stops at 2M")

@@ -59,7 +59,14 @@ def ladder_tables(anytime: pd.DataFrame, summary: pd.DataFrame, budget_advice: p
     return {"ladder-advice.csv": advice, "ladder-loo.csv": leave_one_out(points),
             "equal-time.csv": equal_time(anytime, summary, rungs, confidence,
                                          {ds: cell_shape(params, ds) for ds in rungs},
-                                         trained_options(params, tuning, ladder_runs(summary)))}
+                                         trained_options(params, tuning, ladder_runs(summary)),
+                                         {ds: _tops(params, ds, r[-1]) for ds, r in rungs.items()})}
+
+
+def _tops(params: dict, dataset: str, top: float) -> dict[str, float]:
+    """The methods ``training.ladder_top_by_method`` stops below the ladder's ``top`` at ``dataset``, with their own."""
+    tops = (params["datasets"][dataset].get("training") or {}).get("ladder_top_by_method") or {}
+    return {m: float(t) for m, t in tops.items() if float(t) < top}
 
 
 def _not_trained(params: dict, dataset: str, tokens: float) -> str:
@@ -70,27 +77,32 @@ def _not_trained(params: dict, dataset: str, tokens: float) -> str:
                      if m in params["run"].get("methods", tops) and top < tokens)
 
 
-def seconds_read(speed: pd.Series, top: float, bottom: float) -> list[tuple[float, str]]:
+def seconds_read(speed: pd.Series, top: float, bottom: float,
+                 tops: dict[str, float] | None = None) -> list[tuple[float, str]]:
     """The equal-time budgets a grid shows for one dataset on one profile (``speed``: tokens/s by method; the
-    ladder from ``bottom`` to ``top`` tokens): ``SECONDS``; the top over the fastest method's tokens/s, the longest
-    time at which every method can lie inside the ladder (it does when the slowest then reaches ``bottom``: the
-    fastest is at most top / bottom times the slowest); and the seconds the top buys the slowest method (the faster
-    ones are then outside)."""
-    fastest, slowest = speed.idxmax(), speed.idxmin()
-    inside = ("every method inside" if top / speed[fastest] * speed[slowest] >= bottom else
-              f"the slowest ({slowest}) below the ladder")
+    ladder from ``bottom`` to ``top`` tokens; ``tops``: a method's own top where ``training.ladder_top_by_method``
+    stops it lower): ``SECONDS``; the first time a method reaches its top (the "fastest": with one top for all, the
+    method of most tokens/s), the longest at which every method can lie inside the ladder (it does when the one of
+    fewest tokens/s then reaches ``bottom``); and the last time one does (the "slowest"; the others are then
+    outside)."""
+    reach = pd.Series({m: float((tops or {}).get(m, top)) for m in speed.index}) / speed  # seconds to its top
+    fastest, slowest = reach.idxmin(), reach.idxmax()
+    inside = ("every method inside" if reach[fastest] * speed.min() >= bottom else
+              f"the slowest ({speed.idxmin()}) below the ladder")
     return [(SECONDS, "a minute"),
-            (top / speed[fastest], f"the top rung for the fastest ({fastest}): {inside}"),
-            (top / speed[slowest], f"the top rung for the slowest ({slowest})")]
+            (reach[fastest], f"the top rung for the fastest ({fastest}): {inside}"),
+            (reach[slowest], f"the top rung for the slowest ({slowest})")]
 
 
 def equal_time(anytime: pd.DataFrame, summary: pd.DataFrame, rungs: dict[str, list[float]],
                confidence: float, shapes: dict[str, str] | None = None,
-               picks: dict[tuple[str, str], dict] | None = None) -> pd.DataFrame:
+               picks: dict[tuple[str, str], dict] | None = None,
+               tops: dict[str, dict[str, float]] | None = None) -> pd.DataFrame:
     """``equal-time.csv``: one row per (profile, dataset, seconds); a dataset the profile has no row for, nor
     rows of its shapes (``shapes``: each dataset's ``cell_shape``) to read it from, is one row that says so. Each
     row names the methods whose tokens/s the profile measured at other head options than the ladder trained them
-    with (``picks``, by (dataset, method): ``profiles.trained_options``)."""
+    with (``picks``, by (dataset, method): ``profiles.trained_options``); ``tops``, by dataset: the methods
+    ``training.ladder_top_by_method`` stops below the ladder's top, with their own."""
     rows = []
     for name in PROFILES:
         profile, machine = load_profile(name)
@@ -103,7 +115,7 @@ def equal_time(anytime: pd.DataFrame, summary: pd.DataFrame, rungs: dict[str, li
                              "when": f"{name} has no row for {ds}'s shapes"})
                 continue
             differ = options_differ(profile, {m: o for (d, m), o in (picks or {}).items() if d == ds})
-            for seconds, when in seconds_read(speed, r[-1], r[0]):
+            for seconds, when in seconds_read(speed, r[-1], r[0], (tops or {}).get(ds)):
                 rows.append({"profile": name, "machine": machine, "dataset": ds, "seconds": seconds, "when": when,
                              "speed_from": source, "options_differ": differ,
                              **_reading(anytime, summary, profile, seconds, ds, confidence, (shapes or {}).get(ds))})
