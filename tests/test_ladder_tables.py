@@ -304,3 +304,18 @@ def test_the_notes_under_a_grid_name_the_profile_and_dataset_pairs_they_hold_for
     assert speed_notes(both.assign(options_differ=math.nan, speed_from=math.nan)) == ""
     apart = pd.DataFrame({"profile": ["cpu", "gpu"], "dataset": ["d", "e"], "options_differ": "", "speed_from": "x"})
     assert speed_notes(apart) == "\n*cpu at d; gpu at e: no row of its own; each method's tokens/s x.*\n"
+
+
+def test_an_equal_time_cell_tells_none_inside_from_none_learned_inside():
+    # zipf-100k at the softmax's own top (4,425 s on one CPU thread): the softmax alone is inside and did not learn;
+    # that is not "no method inside"
+    row = dict(use=math.nan, runner_up=math.nan, margin_low=math.nan, no_speed="", outside="a, b")
+    assert time_cell(pd.Series({**row, "methods": 1})) == "none learned (1 tried); outside the measured range: a, b"
+    assert time_cell(pd.Series({**row, "methods": math.nan})) == "no method inside the measured range"
+    assert time_cell(pd.Series({**row, "methods": 2, "outside": ""})) == "none learned (2 tried)"
+
+
+def test_a_grid_row_of_one_seed_says_seed():
+    advice = pd.DataFrame({"dataset": "d", "tokens": [1e6], "epochs": [math.nan], "use": "a", "runner_up": "b",
+                           "margin_low": math.nan, "pairs": [1.0], "not_trained": ""})
+    assert equal_data_markdown(advice).splitlines()[2].startswith("| d, 1 seed |")

@@ -151,7 +151,8 @@ def equal_data_markdown(advice: pd.DataFrame) -> str:
 
     rows = []
     for ds, g in advice.groupby("dataset", sort=False):
-        row = {"dataset, seeds": f"{ds}, {g.pairs.max():.0f} seeds" if g.pairs.notna().any() else ds}
+        seeds = g.pairs.max()
+        row = {"dataset, seeds": f"{ds}, {seeds:.0f} seed{'' if seeds == 1 else 's'}" if g.pairs.notna().any() else ds}
         for r in g.sort_values("tokens").itertuples():
             epochs = f" ({r.epochs:.1f} epochs)" if pd.notna(r.epochs) and r.epochs > 1.0 else ""
             capped = f"; {r.not_trained}" if isinstance(getattr(r, "not_trained", None), str) and r.not_trained else ""
@@ -210,8 +211,11 @@ def time_cell(r) -> str:
     outside = r.outside if isinstance(r.outside, str) and r.outside else ""
     unmeasured = getattr(r, "no_speed", "")
     unmeasured = f"; no tokens/s on the profile: {unmeasured}" if isinstance(unmeasured, str) and unmeasured else ""
-    if not isinstance(r.use, str):
-        return ("no method inside the measured range" if outside else budget_cell(r)) + unmeasured
+    if not isinstance(r.use, str):  # none learned among those inside (``methods`` of them), or none inside
+        inside = getattr(r, "methods", math.nan)
+        if outside and not inside > 0:
+            return "no method inside the measured range" + unmeasured
+        return budget_cell(r) + (f"; outside the measured range: {outside}" if outside else "") + unmeasured
     if outside and not isinstance(r.runner_up, str):
         return f"{r.use} alone inside the measured range (outside it: {outside}): no verdict" + unmeasured
     return budget_cell(r) + (f"; outside the measured range: {outside}" if outside else "") + unmeasured
