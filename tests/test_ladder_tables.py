@@ -319,3 +319,12 @@ def test_a_grid_row_of_one_seed_says_seed():
     advice = pd.DataFrame({"dataset": "d", "tokens": [1e6], "epochs": [math.nan], "use": "a", "runner_up": "b",
                            "margin_low": math.nan, "pairs": [1.0], "not_trained": ""})
     assert equal_data_markdown(advice).splitlines()[2].startswith("| d, 1 seed |")
+
+
+def test_an_equal_time_cell_tells_alone_inside_from_the_only_one_inside_that_learned():
+    # zipf-100k at a minute on one CPU thread: four methods inside, hierarchical softmax the only one that learned
+    row = dict(use="h", runner_up=math.nan, margin_low=math.nan, no_speed="", outside="a, s")
+    assert time_cell(pd.Series({**row, "methods": 4})) == ("**h** (the only one that learned); outside the measured "
+                                                           "range: a, s")
+    assert time_cell(pd.Series({**row, "methods": 1})) == ("h alone inside the measured range (outside it: a, s): "
+                                                           "no verdict")

@@ -216,7 +216,7 @@ def time_cell(r) -> str:
         if outside and not inside > 0:
             return "no method inside the measured range" + unmeasured
         return budget_cell(r) + (f"; outside the measured range: {outside}" if outside else "") + unmeasured
-    if outside and not isinstance(r.runner_up, str):
+    if outside and not isinstance(r.runner_up, str) and not getattr(r, "methods", 1) > 1:
         return f"{r.use} alone inside the measured range (outside it: {outside}): no verdict" + unmeasured
     return budget_cell(r) + (f"; outside the measured range: {outside}" if outside else "") + unmeasured
 
