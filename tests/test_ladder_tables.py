@@ -166,6 +166,13 @@ def test_the_rate_check_sets_the_pick_beside_its_two_neighbouring_rates_at_each_
     assert lines[2] == (f"| d, a | 1M | {math.exp(5.10):,.1f} (lr 0.004) | {math.exp(5.02):,.1f} (lr 0.01) | "
                         f"**{math.exp(4.90):,.1f} (lr 0.03)** |")
 
+    # a check that ran one side only (zipf-100k's softmax: its higher neighbour) sets a dash on the other
+    higher = [r for r in rows if r["method"] == "a-higher-rate"]
+    one = rate_check(anytime, summary, pd.DataFrame(higher), rates_summary[rates_summary.method == "a-higher-rate"])
+    assert list(one.best_on_valid) == ["higher", "pick"]
+    assert rate_check_markdown(one).splitlines()[3] == (f"| d, a | 8M | — | **{math.exp(4.12):,.1f} (lr 0.01)** | "
+                                                       f"{math.exp(4.30):,.1f} (lr 0.03) |")
+
 
 def test_a_rate_sweep_sets_every_rate_tried_side_by_side_at_the_rungs_all_reached():
     """Where the best rate moved (the rate check), a retune's half-steps join the ladder's pick and the check's

@@ -297,7 +297,7 @@ def rate_check(ladder_anytime: pd.DataFrame, ladder_summary: pd.DataFrame, rates
                rates_summary: pd.DataFrame) -> pd.DataFrame:
     """At each rung the rate check trained (its methods are ``<method>-lower-rate`` and ``<method>-higher-rate``,
     one seed), the pick's seed of the ladder beside its two neighbouring rates: validation and test perplexity
-    at each, and which of the three is best on validation there."""
+    at each (NaN for a side the check did not run), and which is best on validation there."""
     rates = ladder_points(rates_anytime)
     pick = ladder_points(ladder_anytime)
     lr = pd.concat([ladder_summary, rates_summary]).drop_duplicates(["method", "seed"]).set_index(
@@ -321,7 +321,7 @@ def rate_check(ladder_anytime: pd.DataFrame, ladder_summary: pd.DataFrame, rates
     out = pd.DataFrame(list(rows.values()))
     if out.empty:
         return out
-    valid = out[[f"{s}_valid_ppl" for s in ("lower", "pick", "higher")]]
+    valid = out.reindex(columns=[f"{s}_valid_ppl" for s in ("lower", "pick", "higher")])  # a side not run: NaN
     out["best_on_valid"] = valid.idxmin(axis=1).str.removesuffix("_valid_ppl")
     return out.sort_values(["dataset", "method", "tokens"], ignore_index=True)
 
