@@ -114,7 +114,7 @@ def _profile(params: dict, args) -> None:
     p["bench"]["cells"] = {"datasets": run_datasets(p), "methods": list(p["run"]["methods"]), "min_seconds": 1,
                            "rounds": 1, "threads": args.threads or 1}  # a training job's, unless --threads says
     p["results_dir"] = str(Path(params["results_dir"]) / "profile")
-    held = _ladders_held()
+    held = _ladders_held(tuned=True)  # the ladders whose picks these are
     datasets = run_datasets(p)
     picks = ladder_picks(datasets, list(p["run"]["methods"]))
     if any(picks.values()) and all(d in held for d in datasets):
@@ -140,7 +140,7 @@ def ladder_picks(datasets: list[str], methods: list[str]) -> dict[str, dict]:
 
     from .reporting.published_rows import check_digest
 
-    held, picks = _ladders_held(), {}
+    held, picks = _ladders_held(tuned=True), {}
     for d in datasets:
         pub = paths.REPOSITORY / "benchmarks" / held.get(d, "")
         if d not in held or not (pub / "tuning.csv").is_file():
@@ -170,12 +170,14 @@ def _advise_line(profile: Path, datasets: list[str]) -> str:
             f"config/token-axis.yaml)")
 
 
-def _ladders_held() -> dict[str, str]:
-    """Each dataset a published token ladder holds -> the first such publication by name."""
+def _ladders_held(tuned: bool = False) -> dict[str, str]:
+    """Each dataset a published token ladder holds -> the first such publication by name, a ladder that tuned its
+    methods (a ``tuning.csv``: the picks) before one that did not (a rate check, a retune); ``tuned``: those only."""
     from .io.artifacts import read_csv
 
     held = {}
-    for advice in _ladder_advice_files():
+    files = sorted(_ladder_advice_files(), key=lambda f: not (f.parent / "tuning.csv").is_file())  # stable: by name
+    for advice in (f for f in files if not tuned or (f.parent / "tuning.csv").is_file()):
         for d in read_csv(advice, "dataset")["dataset"].unique():
             held.setdefault(str(d), advice.parent.name)
     return held

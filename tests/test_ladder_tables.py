@@ -48,12 +48,24 @@ def test_a_method_capped_below_the_top_reaches_its_own_top_in_the_budgets_read()
     speed = pd.Series({"a": 400.0, "b": 100.0, "softmax": 25.0})
     got = seconds_read(speed, 8e6, 1e6, {"softmax": 4e6})
     assert [s for s, _ in got] == [60.0, 8e6 / 400, 4e6 / 25]
-    assert got[2][1] == "the top rung for the slowest (softmax)"
+    # named for when they reach their tops, not for their tokens/s
+    assert got[1][1] == "the first top reached (a): the one of fewest tokens/s (softmax) below the ladder"
+    assert got[2][1] == "the last top reached (softmax), its own 4M"
     # a cap that the capped method still reaches after the fastest reaches the top leaves the first budget as it was
     assert seconds_read(speed, 8e6, 1e6, {"softmax": 1.6e6})[1][0] == 8e6 / 400  # 64,000 s against a's 20,000
     capped = seconds_read(pd.Series({"a": 400.0, "softmax": 200.0}), 8e6, 1e6, {"softmax": 2e6})
-    assert capped[1] == (2e6 / 200, "the top rung for the fastest (softmax): every method inside")
-    assert capped[2] == (8e6 / 400, "the top rung for the slowest (a)")
+    assert capped[1] == (2e6 / 200, "the first top reached (softmax), its own 2M: every method inside")
+    assert capped[2] == (8e6 / 400, "the last top reached (a)")
+    # zipf-100k on the h100 profile: the capped softmax (not the method of most tokens/s) reaches its top first, and
+    # the method of fewest tokens/s is then below the ladder
+    h100 = seconds_read(pd.Series({"a": 445.0, "softmax": 210.0, "h": 15.0}), 16e6, 0.5e6, {"softmax": 4e6})
+    assert h100[1] == (4e6 / 210, "the first top reached (softmax), its own 4M: the one of fewest tokens/s (h) "
+                                  "below the ladder")
+    # every top reached at once: one budget, not the same seconds twice under two names
+    assert seconds_read(pd.Series({"a": 400.0, "softmax": 100.0}), 8e6, 1e6, {"softmax": 2e6}) == [
+        (60.0, "a minute"), (2e4, "the first top reached (a): every method inside")]
+    assert seconds_read(pd.Series({"a": 400.0, "softmax": 100.0}), 8e6, 1e6, {"softmax": 9e6})[2][1] == (
+        "the top rung for the slowest (softmax)")  # a cap at or above the top is no cap
 
 
 def test_equal_time_reads_each_method_at_its_own_tokens_and_names_those_outside(profile_file):
@@ -106,6 +118,12 @@ def test_a_method_capped_below_a_rung_is_left_out_of_it_and_named(profile_file):
     assert list(lad.methods) == [3, 3, 2, 2] and list(lad.use) == ["a", "a", "a", "b"]
     # the slowest's top is its own: 2M over its 20 tokens/s, not the ladder's 8M
     assert list(out["equal-time.csv"].seconds) == [60.0, 8e6 / 400, 2e6 / 20]
+    # the cap set in the top-level training block, as the runs read it (their dataset's block over it), counts too
+    params["datasets"]["d"]["training"].pop("ladder_top_by_method")
+    params["training"] = {"ladder_top_by_method": {"softmax": 2_000_000}}
+    top = ladder_tables.ladder_tables(anytime, summary, advice, params, {"d": 2_000_000})
+    assert list(top["ladder-advice.csv"].not_trained) == list(lad.not_trained)
+    assert list(top["equal-time.csv"].seconds) == [60.0, 8e6 / 400, 2e6 / 20]
     assert list(lad.not_trained) == ["", "", "softmax stops at 2M", "softmax stops at 2M"]
     cells = equal_data_markdown(lad).splitlines()[2].rstrip(" |").split(" | ")
     assert cells[2].endswith("Holm p 0 vs b") and cells[4].endswith("(4.0 epochs); softmax stops at 2M")
@@ -172,6 +190,10 @@ def test_the_rate_check_sets_the_pick_beside_its_two_neighbouring_rates_at_each_
     assert list(one.best_on_valid) == ["higher", "pick"]
     assert rate_check_markdown(one).splitlines()[3] == (f"| d, a | 8M | — | **{math.exp(4.12):,.1f} (lr 0.01)** | "
                                                        f"{math.exp(4.30):,.1f} (lr 0.03) |")
+    # and where the pick's rung is missing too, one rate alone is no comparison: no best
+    alone = rate_check(anytime[anytime.method != "a"], summary, pd.DataFrame(higher),
+                       rates_summary[rates_summary.method == "a-higher-rate"])
+    assert alone.best_on_valid.isna().all() and "**" not in rate_check_markdown(alone)
 
 
 def test_a_rate_sweep_sets_every_rate_tried_side_by_side_at_the_rungs_all_reached():
@@ -227,8 +249,8 @@ def test_several_ladder_publications_share_one_grid_each_row_its_dataset(profile
     assert grid[2].split(" | ")[1:] == equal_data_markdown(out["ladder-advice.csv"]).splitlines()[2].split(" | ")[1:]
     assert grid[-1] == "*Not published yet: three.*"
     times = equal_times_markdown(["one", "two"]).splitlines()
-    assert times[0] == ("| machine (profile) | dataset | a minute | the fastest's top rung | "
-                        "the slowest's top |")
+    assert times[0] == ("| machine (profile) | dataset | a minute | the first top reached | "
+                        "the last top reached |")
     row = times[2].split(" | ")
     assert row[:2] == [f"| {profile_file}", "d"] and row[3].startswith("20,000 s (a's top): **a**")
     assert row[4] == "400,000 s (softmax's top): softmax alone inside the measured range (outside it: a, b): no verdict |"
@@ -320,6 +342,7 @@ def test_an_equal_time_cell_tells_none_inside_from_none_learned_inside():
     assert time_cell(pd.Series({**row, "methods": 1})) == "none learned (1 tried); outside the measured range: a, b"
     assert time_cell(pd.Series({**row, "methods": math.nan})) == "no method inside the measured range"
     assert time_cell(pd.Series({**row, "methods": 2, "outside": ""})) == "none learned (2 tried)"
+    assert time_cell(pd.Series({**row, "methods": math.nan, "outside": ""})) == "no method inside the measured range"
 
 
 def test_a_grid_row_of_one_seed_says_seed():

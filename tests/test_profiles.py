@@ -76,7 +76,8 @@ def test_advise_names_a_publication_that_is_no_ladder(capsys):
     assert main(["advise", "--profile", "cpu-thread", "--seconds", "60", "--dataset", "zipf-10k", "--name",
                  "nosuch"]) == 2  # the fifth probe: a typo was told to train config/token-axis.yaml
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
-    assert len(err) == 1 and "no publication" in err[0] and "token-axis, token-axis-rates" in err[0], err
+    assert len(err) == 1 and "no publication" in err[0] and "publications: token-axis, " in err[0] \
+        and "token-axis-rates" in err[0], err
 
 
 def test_the_committed_profiles_name_their_machine():
@@ -329,12 +330,33 @@ def test_the_profile_command_benches_at_the_picks_only_where_a_ladder_holds_ever
     _profile(params, types.SimpleNamespace(threads=3))  # the fifth probe: --threads was ignored
     assert seen[-1]["bench"]["cells"]["threads"] == 3
     mixed = copy.deepcopy(params)
-    mixed["run"]["datasets"] = ["wikitext-2", "zipf-100k"]
-    mixed["datasets"]["zipf-100k"] = load("config/token-axis-100k.yaml")["datasets"]["zipf-100k"]
+    mixed["run"]["datasets"] = ["wikitext-2", "zipf-unheld"]  # a dataset no publication holds, whatever is published
+    mixed["datasets"]["zipf-unheld"] = load("config/token-axis-100k.yaml")["datasets"]["zipf-100k"]
     _profile(mixed, types.SimpleNamespace(threads=1))
     assert seen[-1]["methods"]["nce"]["negatives"] == params["methods"]["nce"]["negatives"] == 100
-    assert "no published ladder holds zipf-100k, so the picks of the ladders holding wikitext-2 are not applied" \
+    assert "no published ladder holds zipf-unheld, so the picks of the ladders holding wikitext-2 are not applied" \
         in capsys.readouterr().out
+
+
+def test_a_rate_check_holds_no_picks_and_stands_behind_the_ladder_it_checks(monkeypatch, tmp_path):
+    """A rate check or retune is a ladder publication without a tuning.csv: its dataset's picks are the tuned
+    ladder's, and where only such a check holds a dataset (zipf-100k on 2026-12-04, before its ladder was
+    published) no picks are applied for it."""
+    from pipeline_src import tools
+
+    def pub(name, tuned):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "ladder-advice.csv").write_text("dataset\nzipf-100k\n")
+        if tuned:
+            (tmp_path / name / "tuning.csv").write_text("x\n")
+        return tmp_path / name / "ladder-advice.csv"
+
+    files = [pub("token-axis-100k-rates", False)]
+    monkeypatch.setattr(tools, "_ladder_advice_files", lambda: sorted(files))
+    assert tools._ladders_held() == {"zipf-100k": "token-axis-100k-rates"}
+    assert tools._ladders_held(tuned=True) == {}
+    files.append(pub("token-axis-100k-zz", True))  # a tuned ladder after it by name still comes first
+    assert tools._ladders_held() == tools._ladders_held(tuned=True) == {"zipf-100k": "token-axis-100k-zz"}
 
 
 def test_the_options_a_ladder_trained_with_are_its_params_under_its_picks_and_a_frozen_ladder_is_compared_too():

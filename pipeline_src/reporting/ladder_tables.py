@@ -33,10 +33,15 @@ def ladders(params: dict) -> dict[str, list[float]]:
     """Each run dataset that trains a token ladder, with its rungs in tokens (smallest first)."""
     out = {}
     for ds in params["run"]["datasets"]:
-        tr = params["datasets"][ds].get("training") or {}
+        tr = _training(params, ds)
         if tr.get("ladder"):
             out[ds] = sorted(float(r) for r in tr["ladder"])
     return out
+
+
+def _training(params: dict, dataset: str) -> dict:
+    """A dataset's training settings as its runs see them: the top-level ``training`` under its own."""
+    return {**(params.get("training") or {}), **(params["datasets"][dataset].get("training") or {})}
 
 
 def ladder_tables(anytime: pd.DataFrame, summary: pd.DataFrame, budget_advice: pd.DataFrame | None,
@@ -65,14 +70,14 @@ def ladder_tables(anytime: pd.DataFrame, summary: pd.DataFrame, budget_advice: p
 
 def _tops(params: dict, dataset: str, top: float) -> dict[str, float]:
     """The methods ``training.ladder_top_by_method`` stops below the ladder's ``top`` at ``dataset``, with their own."""
-    tops = (params["datasets"][dataset].get("training") or {}).get("ladder_top_by_method") or {}
+    tops = _training(params, dataset).get("ladder_top_by_method") or {}
     return {m: float(t) for m, t in tops.items() if float(t) < top}
 
 
 def _not_trained(params: dict, dataset: str, tokens: float) -> str:
     """The run methods capped below a rung (``training.ladder_top_by_method``), each with its own top: not in
     that rung's comparison."""
-    tops = (params["datasets"][dataset].get("training") or {}).get("ladder_top_by_method") or {}
+    tops = _training(params, dataset).get("ladder_top_by_method") or {}
     return "; ".join(f"{m} stops at {_rung(top)}" for m, top in sorted(tops.items(), key=lambda kv: kv[1])
                      if m in params["run"].get("methods", tops) and top < tokens)
 
@@ -81,17 +86,25 @@ def seconds_read(speed: pd.Series, top: float, bottom: float,
                  tops: dict[str, float] | None = None) -> list[tuple[float, str]]:
     """The equal-time budgets a grid shows for one dataset on one profile (``speed``: tokens/s by method; the
     ladder from ``bottom`` to ``top`` tokens; ``tops``: a method's own top where ``training.ladder_top_by_method``
-    stops it lower): ``SECONDS``; the first time a method reaches its top (the "fastest": with one top for all, the
-    method of most tokens/s), the longest at which every method can lie inside the ladder (it does when the one of
-    fewest tokens/s then reaches ``bottom``); and the last time one does (the "slowest"; the others are then
-    outside)."""
-    reach = pd.Series({m: float((tops or {}).get(m, top)) for m in speed.index}) / speed  # seconds to its top
-    fastest, slowest = reach.idxmin(), reach.idxmax()
-    inside = ("every method inside" if reach[fastest] * speed.min() >= bottom else
-              f"the slowest ({speed.idxmin()}) below the ladder")
-    return [(SECONDS, "a minute"),
-            (reach[fastest], f"the top rung for the fastest ({fastest}): {inside}"),
-            (reach[slowest], f"the top rung for the slowest ({slowest})")]
+    stops it lower): ``SECONDS``; the first time a method reaches its top, the longest at which every method can
+    lie inside the ladder (it does when the one of fewest tokens/s then reaches ``bottom``); and the last time one
+    does (the others are then outside), left out where it is the first. With one top for all, the first is the
+    method of most tokens/s and the last the one of fewest ("the fastest", "the slowest"); where a method stops
+    lower, they are named for when they reach their tops ("the first top reached", "the last top reached")."""
+    own = {m: float(t) for m, t in (tops or {}).items() if m in speed.index and float(t) < top}
+    reach = pd.Series({m: own.get(m, top) for m in speed.index}) / speed  # seconds to its top
+    first, last = reach.idxmin(), reach.idxmax()
+    fewest = speed.idxmin()
+    below = f"the slowest ({fewest})" if not own else f"the one of fewest tokens/s ({fewest})"
+    inside = "every method inside" if reach[first] * speed[fewest] >= bottom else f"{below} below the ladder"
+    if not own:
+        out = [(reach[first], f"the top rung for the fastest ({first}): {inside}"),
+               (reach[last], f"the top rung for the slowest ({last})")]
+    else:
+        mark = {m: f", its own {_rung(own[m])}" if m in own else "" for m in (first, last)}
+        out = [(reach[first], f"the first top reached ({first}){mark[first]}: {inside}"),
+               (reach[last], f"the last top reached ({last}){mark[last]}")]
+    return [(SECONDS, "a minute"), *out[:1 if reach[last] == reach[first] else 2]]
 
 
 def equal_time(anytime: pd.DataFrame, summary: pd.DataFrame, rungs: dict[str, list[float]],
@@ -212,8 +225,7 @@ def time_cell(r) -> str:
     unmeasured = getattr(r, "no_speed", "")
     unmeasured = f"; no tokens/s on the profile: {unmeasured}" if isinstance(unmeasured, str) and unmeasured else ""
     if not isinstance(r.use, str):  # none learned among those inside (``methods`` of them), or none inside
-        inside = getattr(r, "methods", math.nan)
-        if outside and not inside > 0:
+        if not getattr(r, "methods", math.nan) > 0:
             return "no method inside the measured range" + unmeasured
         return budget_cell(r) + (f"; outside the measured range: {outside}" if outside else "") + unmeasured
     if outside and not isinstance(r.runner_up, str) and not getattr(r, "methods", 1) > 1:
@@ -322,7 +334,9 @@ def rate_check(ladder_anytime: pd.DataFrame, ladder_summary: pd.DataFrame, rates
     if out.empty:
         return out
     valid = out.reindex(columns=[f"{s}_valid_ppl" for s in ("lower", "pick", "higher")])  # a side not run: NaN
-    out["best_on_valid"] = valid.idxmin(axis=1).str.removesuffix("_valid_ppl")
+    both = valid.count(axis=1) >= 2  # a best among two or three; one alone is no comparison
+    out["best_on_valid"] = pd.Series(math.nan, index=out.index, dtype=object)
+    out.loc[both, "best_on_valid"] = valid[both].idxmin(axis=1).str.removesuffix("_valid_ppl")
     return out.sort_values(["dataset", "method", "tokens"], ignore_index=True)
 
 
