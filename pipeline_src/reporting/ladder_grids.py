@@ -28,9 +28,12 @@ def _unpublished(names: list[str]) -> str:
     return f"\n*Not published yet: {', '.join(names)}.*\n" if names else ""
 
 
-WHEN_COLUMNS = (("a minute", "a minute"), ("the top rung for the fastest", "the first top reached"),
-                ("the first top reached", "the first top reached"), ("the top rung for the slowest", "the last top reached"),
-                ("the last top reached", "the last top reached"))  # ladder_tables.seconds_read's labels, capped or not
+# ladder_tables.seconds_read's labels (without a capped method, and with one) -> the grid's column
+WHEN_COLUMNS = (("a minute", "a minute"),
+                ("the top rung for the fastest", "the first top reached"),
+                ("the first top reached", "the first top reached"),
+                ("the top rung for the slowest", "the last top reached"),
+                ("the last top reached", "the last top reached"))
 
 
 def equal_times_markdown(publications: list[str]) -> str:
