@@ -15,9 +15,15 @@ MIRROR_ENV = "LMBENCH_MIRROR"
 
 
 def _merged(params: dict, dataset: str, section: str) -> dict:
-    merged = copy.deepcopy(params[section])
-    merged.update(params["datasets"][dataset].get(section, {}))
+    merged = copy.deepcopy(params.get(section) or {})
+    merged.update(params["datasets"][dataset].get(section) or {})
     return merged
+
+
+def dataset_training(params: dict, dataset: str) -> dict:
+    """A dataset's training settings as its runs see them, as a plain dict: the top-level ``training`` with the
+    dataset's own keys over it (``train_config`` makes the dataclass of the same)."""
+    return _merged(params, dataset, "training")
 
 
 def evaluation_config(params: dict, dataset: str) -> dict:

@@ -18,6 +18,7 @@ import math
 
 import pandas as pd
 
+from ..config.runs import dataset_training
 from ..io.errors import ConfigError
 from .advice import COLUMNS
 from .profiles import (PROFILES, advise, cell_shape, ladder_points, ladder_runs, leave_one_out, load_profile,
@@ -33,15 +34,10 @@ def ladders(params: dict) -> dict[str, list[float]]:
     """Each run dataset that trains a token ladder, with its rungs in tokens (smallest first)."""
     out = {}
     for ds in params["run"]["datasets"]:
-        tr = _training(params, ds)
+        tr = dataset_training(params, ds)
         if tr.get("ladder"):
             out[ds] = sorted(float(r) for r in tr["ladder"])
     return out
-
-
-def _training(params: dict, dataset: str) -> dict:
-    """A dataset's training settings as its runs see them: the top-level ``training`` under its own."""
-    return {**(params.get("training") or {}), **(params["datasets"][dataset].get("training") or {})}
 
 
 def ladder_tables(anytime: pd.DataFrame, summary: pd.DataFrame, budget_advice: pd.DataFrame | None,
@@ -70,14 +66,14 @@ def ladder_tables(anytime: pd.DataFrame, summary: pd.DataFrame, budget_advice: p
 
 def _tops(params: dict, dataset: str, top: float) -> dict[str, float]:
     """The methods ``training.ladder_top_by_method`` stops below the ladder's ``top`` at ``dataset``, with their own."""
-    tops = _training(params, dataset).get("ladder_top_by_method") or {}
+    tops = dataset_training(params, dataset).get("ladder_top_by_method") or {}
     return {m: float(t) for m, t in tops.items() if float(t) < top}
 
 
 def _not_trained(params: dict, dataset: str, tokens: float) -> str:
     """The run methods capped below a rung (``training.ladder_top_by_method``), each with its own top: not in
     that rung's comparison."""
-    tops = _training(params, dataset).get("ladder_top_by_method") or {}
+    tops = dataset_training(params, dataset).get("ladder_top_by_method") or {}
     return "; ".join(f"{m} stops at {_rung(top)}" for m, top in sorted(tops.items(), key=lambda kv: kv[1])
                      if m in params["run"].get("methods", tops) and top < tokens)
 

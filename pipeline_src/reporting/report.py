@@ -72,14 +72,14 @@ def first_screen(params: dict, params_file: str | None, prov: dict | None, name:
     """The report's first screen in Markdown: which publication (or run) this is, the data, the model, the budget
     and the machine, then a marker the table of contents replaces (``_with_contents``)."""
     from ..config import config_hash
-    from ..config.runs import run_datasets, run_seeds
+    from ..config.runs import dataset_training, run_datasets, run_seeds
 
     lines = [f"**{name or 'This run'}**: {question(params_file)} (`{params_file or 'params.yaml'}`)", ""]
     rows = []
     for ds in run_datasets(params):
         d = params["datasets"][ds]
         corpus, model = d.get("corpus", {}), {**params.get("model", {}), **d.get("model", {})}
-        tr = {**params.get("training", {}), **d.get("training", {})}
+        tr = dataset_training(params, ds)
         vocab = corpus.get("vocab_size") or corpus.get("name") or corpus.get("type", "?")
         budget = (f"ladder {', '.join(f'{r / 1e6:g}M' for r in sorted(tr['ladder']))} tokens" if tr.get("ladder")
                   else f"{tr['budget_seconds']:g} s of training a run" if tr.get("budget_seconds")
@@ -106,12 +106,11 @@ def first_screen(params: dict, params_file: str | None, prov: dict | None, name:
 def _top_rungs(params: dict) -> list[str]:
     """Per ladder dataset, its top rung in tokens, and any method's lower top of its own
     (``training.ladder_top_by_method``)."""
-    from ..config.runs import run_datasets
+    from ..config.runs import dataset_training, run_datasets
 
     out = []
     for ds in run_datasets(params):
-        d = params["datasets"][ds]
-        tr = {**params.get("training", {}), **d.get("training", {})}
+        tr = dataset_training(params, ds)
         if not tr.get("ladder"):
             continue
         top = max(int(r) for r in tr["ladder"])
