@@ -333,6 +333,8 @@ def test_the_notes_under_a_grid_name_the_profile_and_dataset_pairs_they_hold_for
     assert speed_notes(both.assign(options_differ=math.nan, speed_from=math.nan)) == ""
     apart = pd.DataFrame({"profile": ["cpu", "gpu"], "dataset": ["d", "e"], "options_differ": "", "speed_from": "x"})
     assert speed_notes(apart) == "\n*cpu at d; gpu at e: no row of its own; each method's tokens/s x.*\n"
+    three = pd.DataFrame({"profile": "gpu", "dataset": ["d", "e", "f"], "options_differ": note, "speed_from": ""})
+    assert speed_notes(three).startswith("\n*gpu, d, e and f: tokens/s measured")  # a list, not "d and e and f"
 
 
 def test_an_equal_time_cell_tells_none_inside_from_none_learned_inside():

@@ -203,13 +203,19 @@ def speed_notes(table: pd.DataFrame) -> str:
             continue
         hit = table[table[column].map(lambda v: isinstance(v, str) and v != "")]
         for what, g in hit.groupby(column, sort=False):
-            by = {p: " and ".join(dict.fromkeys(d.dataset)) for p, d in g.groupby("profile", sort=False)}
+            by = {p: _listed(dict.fromkeys(d.dataset)) for p, d in g.groupby("profile", sort=False)}
             if len(set(by.values())) == 1:  # every profile at the same datasets: "d on p and q" / "p and q, d"
-                head = same.format(ds=next(iter(by.values())), who=" and ".join(by))
+                head = same.format(ds=next(iter(by.values())), who=_listed(by))
             else:  # the pairs as they are, not their cross product
                 head = "; ".join(f"{p} at {d}" for p, d in by.items())
             lines.append(f"*{head}: {tail.format(what=what)}*")
     return "\n" + " ".join(lines) + "\n" if lines else ""  # one paragraph under the grid
+
+
+def _listed(names) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    names = list(names)
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else "".join(names)
 
 
 def time_cell(r) -> str:
