@@ -302,3 +302,15 @@ def test_the_axis_states_nothing_it_has_no_evidence_for():
     empty = ba.ranking_at_gpu_time(ba.gpu_equal_time(short, apart, "d", {"softmax": 1000.0, "nce": 1000.0}), "softmax")
     assert empty.empty and "gpu_seconds" in empty
     assert tables.gpu_equal_time_markdown(empty).startswith("*No GPU budget")
+
+
+def test_a_method_whose_ladder_stops_lower_reads_not_trained_above_its_top():
+    from pipeline_src.reporting.report_tables import budget_ranking_table
+
+    rows = [{"method": m, "multiple": x, "ppl": p, "ppl_low": p - 1, "ppl_high": p + 1, "nll": math.log(p),
+             "verdict": v, "verdict_reference": "a"}
+            for m, x, p, v in [("a", 0.5, 100.0, "reference"), ("a", 1.0, 90.0, "reference"),
+                               ("capped", 0.5, 120.0, "worse")]]
+    t = budget_ranking_table(pd.DataFrame(rows), "a", 95).set_index("budget")
+    assert t.loc["1x", "capped"] == "not trained"  # no run at 1x: said so, not an empty cell
+    assert t.loc["0.5x", "capped"].endswith("(worse)") and t.loc["1x", "a"].endswith("(reference)")

@@ -84,7 +84,8 @@ def budget_ranking_table(ranked: pd.DataFrame, reference: str, level: int, by: s
     """One dataset's budget-ranking.csv for people: a row per budget (``by``: the multiple, or the GPU seconds of
     gpu-equal-time.csv, whose cells add the multiple each method reaches there), a column per method (the best at
     the largest budget first), each cell the test perplexity [interval] and its verdict there (against the
-    stand-in reference, named, where the reference did not learn at that budget)."""
+    stand-in reference, named, where the reference did not learn at that budget; by multiple, "not trained" where
+    a method has no run at that budget, its ladder stopping lower)."""
     from .style import fmt_interval
 
     def cell(r) -> str:
@@ -102,7 +103,7 @@ def budget_ranking_table(ranked: pd.DataFrame, reference: str, level: int, by: s
     t = ranked.assign(cell=ranked.apply(cell, axis=1)).pivot_table(index=by, columns="method", values="cell",
                                                                    aggfunc="first")
     last = ranked[ranked[by] == ranked[by].max()].sort_values("nll").method.tolist()
-    t = t[last + [m for m in t.columns if m not in last]]
+    t = t[last + [m for m in t.columns if m not in last]].fillna("not trained" if by == "multiple" else "")
     label = (lambda m: f"{m:g}x") if by == "multiple" else (lambda g: f"{g:,.0f} s" if g >= 10 else f"{g:.2g} s")
     return t.rename(index=label).rename_axis(index="budget" if by == "multiple" else "GPU seconds",
                                              columns=None).reset_index()
