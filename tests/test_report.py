@@ -348,3 +348,4 @@ def test_a_ladder_publication_with_an_empty_table_renders(tmp_path):
     body = re.sub(r"<(style|script)[^>]*>.*?</\1>", "", html, flags=re.S)
     assert "Traceback" not in body and "EmptyDataError" not in body
     assert "is not checked here: no ladder of this run has an inner rung" in html
+    assert "profile --config config/token-axis-rates.yaml" in html  # its own params file, not another ladder's

@@ -16,7 +16,8 @@ def render(params: dict, params_file: Path, notebook: Path = NOTEBOOK) -> Path:
     check_summary_current(params)  # the notebook reads the tables as they are: refuse them when stale
     check_bench(params, str(params_file))
     card = first_screen(params, str(params_file), None)
-    return _execute(params, {**_parameters(params), "first_screen": card}, paths.report_path(params), notebook,
+    return _execute(params, {**_parameters(params), "first_screen": card, "params_file": str(params_file)},
+                    paths.report_path(params), notebook,
                     title=f"{Path(params_file).stem}: {question(params_file)}")
 
 
@@ -50,7 +51,8 @@ def render_publication(name: str, out_dir: Path, notebook: Path = NOTEBOOK) -> P
     at = {**params, "results_dir": str(pub)}  # every table path of the publication, as results_dir would hold it
     prov = read_json(pub / paths.PROVENANCE)
     parameters = {**_parameters(at), "axes_csvs": [str(p) for p in budget_extensions(name)],
-                  "first_screen": first_screen(params, prov.get("params_file"), prov, name)}
+                  "first_screen": first_screen(params, prov.get("params_file"), prov, name),
+                  "params_file": prov.get("params_file") or "params.yaml"}
     return _execute(params, parameters, Path(out_dir) / f"{name}.html", notebook,
                     title=f"{name}: {question(prov.get('params_file'))}")
 
