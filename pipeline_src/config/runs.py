@@ -20,10 +20,10 @@ def _merged(params: dict, dataset: str, section: str) -> dict:
     return merged
 
 
-def dataset_training(params: dict, dataset: str) -> dict:
-    """A dataset's training settings as its runs see them, as a plain dict: the top-level ``training`` with the
-    dataset's own keys over it (``train_config`` makes the dataclass of the same)."""
-    return _merged(params, dataset, "training")
+def dataset_section(params: dict, dataset: str, section: str) -> dict:
+    """A dataset's ``section`` (``training``, ``model``, ...) as its runs see it, as a plain dict: the top level's
+    with the dataset's own keys over it (``train_config`` and ``model_config`` make the dataclasses of the same)."""
+    return _merged(params, dataset, section)
 
 
 def evaluation_config(params: dict, dataset: str) -> dict:

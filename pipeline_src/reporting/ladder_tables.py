@@ -18,7 +18,7 @@ import math
 
 import pandas as pd
 
-from ..config.runs import dataset_training
+from ..config.runs import dataset_section
 from ..io.errors import ConfigError
 from .advice import COLUMNS
 from .profiles import (PROFILES, advise, cell_shape, ladder_points, ladder_runs, leave_one_out, load_profile,
@@ -34,7 +34,7 @@ def ladders(params: dict) -> dict[str, list[float]]:
     """Each run dataset that trains a token ladder, with its rungs in tokens (smallest first)."""
     out = {}
     for ds in params["run"]["datasets"]:
-        tr = dataset_training(params, ds)
+        tr = dataset_section(params, ds, "training")
         if tr.get("ladder"):
             out[ds] = sorted(float(r) for r in tr["ladder"])
     return out
@@ -61,21 +61,20 @@ def ladder_tables(anytime: pd.DataFrame, summary: pd.DataFrame, budget_advice: p
             "equal-time.csv": equal_time(anytime, summary, rungs, confidence,
                                          {ds: cell_shape(params, ds) for ds in rungs},
                                          trained_options(params, tuning, ladder_runs(summary)),
-                                         {ds: _tops(params, ds, r[-1]) for ds, r in rungs.items()})}
+                                         {ds: capped_below(params, ds, r[-1]) for ds, r in rungs.items()})}
 
 
-def _tops(params: dict, dataset: str, top: float) -> dict[str, float]:
-    """The methods ``training.ladder_top_by_method`` stops below the ladder's ``top`` at ``dataset``, with their own."""
-    tops = dataset_training(params, dataset).get("ladder_top_by_method") or {}
-    return {m: float(t) for m, t in tops.items() if float(t) < top}
+def capped_below(params: dict, dataset: str, tokens: float) -> dict[str, float]:
+    """The methods ``training.ladder_top_by_method`` stops below ``tokens`` at ``dataset``, with their own tops."""
+    tops = dataset_section(params, dataset, "training").get("ladder_top_by_method") or {}
+    return {m: float(t) for m, t in tops.items() if float(t) < tokens}
 
 
 def _not_trained(params: dict, dataset: str, tokens: float) -> str:
-    """The run methods capped below a rung (``training.ladder_top_by_method``), each with its own top: not in
-    that rung's comparison."""
-    tops = dataset_training(params, dataset).get("ladder_top_by_method") or {}
+    """The run methods capped below a rung, each with its own top: not in that rung's comparison."""
+    tops = capped_below(params, dataset, tokens)
     return "; ".join(f"{m} stops at {_rung(top)}" for m, top in sorted(tops.items(), key=lambda kv: kv[1])
-                     if m in params["run"].get("methods", tops) and top < tokens)
+                     if m in params["run"].get("methods", tops))
 
 
 def seconds_read(speed: pd.Series, top: float, bottom: float,

@@ -74,14 +74,14 @@ def first_screen(params: dict, params_file: str | None, prov: dict | None, name:
     """The report's first screen in Markdown: which publication (or run) this is, the data, the model, the budget
     and the machine, then a marker the table of contents replaces (``_with_contents``)."""
     from ..config import config_hash
-    from ..config.runs import dataset_training, run_datasets, run_seeds
+    from ..config.runs import dataset_section, run_datasets, run_seeds
 
     lines = [f"**{name or 'This run'}**: {question(params_file)} (`{params_file or 'params.yaml'}`)", ""]
     rows = []
     for ds in run_datasets(params):
         d = params["datasets"][ds]
-        corpus, model = d.get("corpus", {}), {**params.get("model", {}), **d.get("model", {})}
-        tr = dataset_training(params, ds)
+        corpus, model = d.get("corpus", {}), dataset_section(params, ds, "model")
+        tr = dataset_section(params, ds, "training")
         vocab = corpus.get("vocab_size") or corpus.get("name") or corpus.get("type", "?")
         budget = (f"ladder {', '.join(f'{r / 1e6:g}M' for r in sorted(tr['ladder']))} tokens" if tr.get("ladder")
                   else f"{tr['budget_seconds']:g} s of training a run" if tr.get("budget_seconds")
@@ -108,16 +108,16 @@ def first_screen(params: dict, params_file: str | None, prov: dict | None, name:
 def _top_rungs(params: dict) -> list[str]:
     """Per ladder dataset, its top rung in tokens, and any method's lower top of its own
     (``training.ladder_top_by_method``)."""
-    from ..config.runs import dataset_training, run_datasets
+    from ..config.runs import dataset_section, run_datasets
+    from .ladder_tables import capped_below
 
     out = []
     for ds in run_datasets(params):
-        tr = dataset_training(params, ds)
+        tr = dataset_section(params, ds, "training")
         if not tr.get("ladder"):
             continue
         top = max(int(r) for r in tr["ladder"])
-        own = [f"{m} {int(t) / 1e6:g}M" for m, t in sorted((tr.get("ladder_top_by_method") or {}).items())
-               if int(t) < top]
+        own = [f"{m} {t / 1e6:g}M" for m, t in sorted(capped_below(params, ds, top).items())]
         out.append(f"{ds}: {top / 1e6:g}M tokens" + (f", {', '.join(own)} (its own top)" if own else ""))
     return out
 
